@@ -1,0 +1,42 @@
+# PauseMesh for Python. Two commands matter: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo serve test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
+
+demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
+	$(BIN)/pausemesh demo
+
+serve: install
+	$(BIN)/pausemesh serve
+
+lint: install
+	$(BIN)/ruff check backend tests bench
+	$(BIN)/ruff format --check backend tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install lint typecheck  ## every test: lint, types, unit, contract, e2e
+	$(BIN)/pytest
+
+unit: install
+	$(BIN)/pytest tests/unit tests/contract
+
+bench: install
+	$(BIN)/python bench/core.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,76 @@
+"""The protocol-neutral continuation core: no web framework, driver or protocol SDK here."""
+
+from pausemesh.core.canonical import canonical_json, canonical_sha256
+from pausemesh.core.clock import ManualClock, SystemClock
+from pausemesh.core.errors import (
+    ContinuationCancelledError,
+    ContinuationExpiredError,
+    ContinuationIdMismatchError,
+    ContinuationNotFoundError,
+    IdempotencyConflictError,
+    InvalidInputError,
+    InvalidTransitionError,
+    PauseMeshError,
+    ProtocolAdapterError,
+    StoreError,
+    TokenAlreadyUsedError,
+    TokenMismatchError,
+    UnsupportedSchemaVersionError,
+    VersionConflictError,
+)
+from pausemesh.core.model import (
+    Continuation,
+    ContinuationCancelled,
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationExpired,
+    ContinuationResumed,
+    CreatedContinuation,
+    PublicEvent,
+)
+from pausemesh.core.observer import CollectingObserver, LoggingObserver, NoopObserver
+from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
+from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.service import ContinuationService
+from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
+
+__all__ = (
+    "Clock",
+    "CollectingObserver",
+    "Continuation",
+    "ContinuationCancelled",
+    "ContinuationCancelledError",
+    "ContinuationCreated",
+    "ContinuationEvent",
+    "ContinuationExpired",
+    "ContinuationExpiredError",
+    "ContinuationIdMismatchError",
+    "ContinuationNotFoundError",
+    "ContinuationResumed",
+    "ContinuationService",
+    "CreatedContinuation",
+    "EventStore",
+    "IdempotencyConflictError",
+    "InvalidInputError",
+    "InvalidTransitionError",
+    "KeyedTokenIssuer",
+    "LoggingObserver",
+    "ManualClock",
+    "NoopObserver",
+    "Observer",
+    "PauseMeshError",
+    "ProtocolAdapterError",
+    "PublicEvent",
+    "RandomTokenIssuer",
+    "StoreError",
+    "SystemClock",
+    "TokenAlreadyUsedError",
+    "TokenIssuer",
+    "TokenMismatchError",
+    "UnsupportedSchemaVersionError",
+    "VersionConflictError",
+    "apply_event",
+    "canonical_json",
+    "canonical_sha256",
+    "replay",
+)

@@ -1,0 +1,168 @@
+"""The one error tree of PauseMesh.
+
+Every error carries a stable machine-readable ``code``; the web layer maps codes to
+HTTP statuses and protocol routers map them to their own error shapes::
+
+    PauseMeshError
+    ├── InvalidInputError (ValueError)            INVALID_* codes: bad input, nothing written
+    ├── ContinuationNotFoundError (LookupError)   CONTINUATION_NOT_FOUND
+    ├── TokenMismatchError                        TOKEN_MISMATCH
+    ├── ContinuationExpiredError                  CONTINUATION_EXPIRED
+    ├── ContinuationCancelledError                CONTINUATION_CANCELLED
+    ├── TokenAlreadyUsedError                     TOKEN_ALREADY_USED
+    ├── IdempotencyConflictError                  IDEMPOTENCY_CONFLICT
+    ├── InvalidTransitionError                    INVALID_TRANSITION
+    ├── VersionConflictError                      VERSION_CONFLICT
+    ├── ContinuationIdMismatchError               CONTINUATION_ID_MISMATCH
+    ├── UnsupportedSchemaVersionError             UNSUPPORTED_SCHEMA_VERSION
+    ├── ProtocolAdapterError                      INVALID_PROTOCOL_* / UNSUPPORTED_PROTOCOL_CAPABILITY
+    └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
+                                                  MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
+                                                  MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = (
+    "ContinuationCancelledError",
+    "ContinuationExpiredError",
+    "ContinuationIdMismatchError",
+    "ContinuationNotFoundError",
+    "IdempotencyConflictError",
+    "InvalidInputError",
+    "InvalidTransitionError",
+    "PauseMeshError",
+    "ProtocolAdapterError",
+    "StoreError",
+    "TokenAlreadyUsedError",
+    "TokenMismatchError",
+    "UnsupportedSchemaVersionError",
+    "VersionConflictError",
+)
+
+
+class PauseMeshError(Exception):
+    """Root of every error PauseMesh raises on purpose."""
+
+    default_code: ClassVar[str] = "PAUSEMESH_ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.details: dict[str, Any] = details
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class InvalidInputError(PauseMeshError, ValueError):
+    """A caller passed something malformed; nothing was read or written."""
+
+    default_code = "INVALID_INPUT"
+
+
+class ContinuationNotFoundError(PauseMeshError, LookupError):
+    default_code = "CONTINUATION_NOT_FOUND"
+
+    def __init__(self, continuation_id: str) -> None:
+        super().__init__("Continuation was not found", continuation_id=continuation_id)
+
+
+class TokenMismatchError(PauseMeshError):
+    default_code = "TOKEN_MISMATCH"
+
+    def __init__(self, continuation_id: str) -> None:
+        # The message never repeats the token the caller sent.
+        super().__init__("Resume token does not match", continuation_id=continuation_id)
+
+
+class ContinuationExpiredError(PauseMeshError):
+    default_code = "CONTINUATION_EXPIRED"
+
+    def __init__(self, continuation_id: str) -> None:
+        super().__init__("Continuation has expired", continuation_id=continuation_id)
+
+
+class ContinuationCancelledError(PauseMeshError):
+    default_code = "CONTINUATION_CANCELLED"
+
+    def __init__(self, continuation_id: str) -> None:
+        super().__init__("Continuation was cancelled", continuation_id=continuation_id)
+
+
+class TokenAlreadyUsedError(PauseMeshError):
+    default_code = "TOKEN_ALREADY_USED"
+
+    def __init__(self, continuation_id: str) -> None:
+        super().__init__("Resume token was already used", continuation_id=continuation_id)
+
+
+class IdempotencyConflictError(PauseMeshError):
+    default_code = "IDEMPOTENCY_CONFLICT"
+
+    def __init__(self, continuation_id: str) -> None:
+        super().__init__(
+            "Idempotency key was already used with a different payload",
+            continuation_id=continuation_id,
+        )
+
+
+class InvalidTransitionError(PauseMeshError):
+    default_code = "INVALID_TRANSITION"
+
+    def __init__(self, continuation_id: str, event_type: str, from_status: str) -> None:
+        super().__init__(
+            f"Cannot apply {event_type} to a {from_status} continuation",
+            continuation_id=continuation_id,
+            event_type=event_type,
+            from_status=from_status,
+        )
+
+
+class VersionConflictError(PauseMeshError):
+    default_code = "VERSION_CONFLICT"
+
+    def __init__(self, continuation_id: str, expected_version: int, actual_version: int) -> None:
+        super().__init__(
+            f"Expected version {expected_version}, found {actual_version}",
+            continuation_id=continuation_id,
+            expected_version=expected_version,
+            actual_version=actual_version,
+        )
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+
+
+class ContinuationIdMismatchError(PauseMeshError):
+    default_code = "CONTINUATION_ID_MISMATCH"
+
+    def __init__(self, expected_id: str, actual_id: str) -> None:
+        super().__init__(
+            "Event belongs to another continuation",
+            expected_id=expected_id,
+            actual_id=actual_id,
+        )
+
+
+class UnsupportedSchemaVersionError(PauseMeshError):
+    default_code = "UNSUPPORTED_SCHEMA_VERSION"
+
+    def __init__(self, schema_version: int) -> None:
+        super().__init__(
+            f"Unsupported event schema version {schema_version}", schema_version=schema_version
+        )
+
+
+class ProtocolAdapterError(PauseMeshError):
+    """A protocol projection or parse failed (AG-UI, MCP, A2A adapters)."""
+
+    default_code = "INVALID_PROTOCOL_MESSAGE"
+
+
+class StoreError(PauseMeshError, RuntimeError):
+    """The store is unavailable, misconfigured or holds data it cannot trust."""
+
+    default_code = "STORE_UNAVAILABLE"

@@ -1,0 +1,170 @@
+"""The continuation's persisted events and the envelope folded from them.
+
+Events are a tagged union (``type``) of frozen msgspec Structs encoded in camelCase.
+The envelope is what callers see: it never carries the token hash.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = (
+    "CONTINUATION_SCHEMA_VERSION",
+    "Continuation",
+    "ContinuationCancelled",
+    "ContinuationCreated",
+    "ContinuationEvent",
+    "ContinuationExpired",
+    "ContinuationResumed",
+    "ContinuationStatus",
+    "CreatedContinuation",
+    "PublicEvent",
+    "decode_event",
+    "encode_event",
+    "public_event",
+)
+
+CONTINUATION_SCHEMA_VERSION = 1
+
+ContinuationStatus = Literal["pending", "resumed", "cancelled", "expired"]
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type"):
+    schema_version: int
+    continuation_id: str
+    version: int
+    occurred_at: datetime
+
+
+class ContinuationCreated(_Event, tag="continuation.created"):
+    correlation_id: str
+    expires_at: datetime
+    payload: Any
+    metadata: dict[str, Any]
+    resume_token_hash: str
+    # Who created it; other principals get "not found". None for unauthenticated servers.
+    owner: str | None = None
+    # Keyed tokens (DESIGN §3.3): the server re-derives the token from these and its key.
+    token_key_id: str | None = None
+    token_nonce: str | None = None
+
+
+class ContinuationResumed(_Event, tag="continuation.resumed"):
+    idempotency_key: str
+    resume_payload: Any
+    resolved_by: str | None = None
+
+
+class ContinuationCancelled(_Event, tag="continuation.cancelled"):
+    reason: str | None = None
+
+
+class ContinuationExpired(_Event, tag="continuation.expired"):
+    pass
+
+
+ContinuationEvent = ContinuationCreated | ContinuationResumed | ContinuationCancelled | ContinuationExpired
+
+
+class Continuation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """The current state of one continuation (no token hash, ever)."""
+
+    schema_version: int
+    continuation_id: str
+    correlation_id: str
+    version: int
+    status: ContinuationStatus
+    created_at: datetime
+    expires_at: datetime
+    payload: Any
+    metadata: dict[str, Any]
+    owner: str | UnsetType = UNSET
+    resumed_at: datetime | UnsetType = UNSET
+    idempotency_key: str | UnsetType = UNSET
+    resume_payload: Any | UnsetType = UNSET
+    resolved_by: str | UnsetType = UNSET
+    cancelled_at: datetime | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+    expired_at: datetime | UnsetType = UNSET
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == "pending"
+
+
+class CreatedContinuation(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``create`` returns: the envelope and the raw token, the only time it is seen."""
+
+    continuation: Continuation
+    resume_token: str
+
+
+class PublicEvent(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """An event as shown to API callers: the token hash and derivation data removed."""
+
+    type: str
+    schema_version: int
+    continuation_id: str
+    version: int
+    occurred_at: datetime
+    correlation_id: str | UnsetType = UNSET
+    expires_at: datetime | UnsetType = UNSET
+    payload: Any | UnsetType = UNSET
+    metadata: dict[str, Any] | UnsetType = UNSET
+    owner: str | UnsetType = UNSET
+    idempotency_key: str | UnsetType = UNSET
+    resume_payload: Any | UnsetType = UNSET
+    resolved_by: str | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+
+
+def public_event(event: ContinuationEvent) -> PublicEvent:
+    common: dict[str, Any] = {
+        "schema_version": event.schema_version,
+        "continuation_id": event.continuation_id,
+        "version": event.version,
+        "occurred_at": event.occurred_at,
+    }
+    match event:
+        case ContinuationCreated():
+            return PublicEvent(
+                type="continuation.created",
+                correlation_id=event.correlation_id,
+                expires_at=event.expires_at,
+                payload=event.payload,
+                metadata=event.metadata,
+                owner=UNSET if event.owner is None else event.owner,
+                **common,
+            )
+        case ContinuationResumed():
+            return PublicEvent(
+                type="continuation.resumed",
+                idempotency_key=event.idempotency_key,
+                resume_payload=event.resume_payload,
+                resolved_by=UNSET if event.resolved_by is None else event.resolved_by,
+                **common,
+            )
+        case ContinuationCancelled():
+            return PublicEvent(
+                type="continuation.cancelled",
+                reason=UNSET if event.reason is None else event.reason,
+                **common,
+            )
+        case ContinuationExpired():
+            return PublicEvent(type="continuation.expired", **common)
+
+
+_event_encoder = msgspec.json.Encoder()
+_event_decoder: msgspec.json.Decoder[ContinuationEvent] = msgspec.json.Decoder(ContinuationEvent)
+
+
+def encode_event(event: ContinuationEvent) -> bytes:
+    return _event_encoder.encode(event)
+
+
+def decode_event(data: bytes | str) -> ContinuationEvent:
+    return _event_decoder.decode(data)

@@ -1,0 +1,37 @@
+"""Redacted lifecycle observations: ids, versions, statuses and codes; never tokens or payloads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+__all__ = ("ContinuationCreatedObservation", "ContinuationRejectedObservation",
+           "ContinuationTransitionedObservation", "Observation")
+
+
+class _Observation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="name"):
+    continuation_id: str
+    observed_at: datetime
+
+
+class ContinuationCreatedObservation(_Observation, tag="continuation.created"):
+    correlation_id: str
+    version: int
+    status: str = "pending"
+
+
+class ContinuationTransitionedObservation(_Observation, tag="continuation.transitioned"):
+    version: int
+    status: str
+
+
+class ContinuationRejectedObservation(_Observation, tag="continuation.rejected"):
+    code: str
+
+
+Observation = (
+    ContinuationCreatedObservation
+    | ContinuationTransitionedObservation
+    | ContinuationRejectedObservation
+)

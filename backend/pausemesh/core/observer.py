@@ -1,0 +1,98 @@
+"""Observers: where lifecycle observations go. They can never change an outcome."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.observations import Observation
+from pausemesh.core.ports import Observer
+
+__all__ = (
+    "CollectingObserver",
+    "LoggingObserver",
+    "NoopObserver",
+    "RedactingFilter",
+    "observe_safely",
+)
+
+_log = logging.getLogger("pausemesh.observer")
+
+
+class NoopObserver:
+    def observe(self, observation: Observation) -> None:
+        pass
+
+
+class CollectingObserver:
+    """Keeps every observation in a list (a fake shipped for host tests)."""
+
+    def __init__(self) -> None:
+        self.observations: list[Observation] = []
+
+    def observe(self, observation: Observation) -> None:
+        self.observations.append(observation)
+
+
+class LoggingObserver:
+    """Logs each observation as one structured line under ``pausemesh.observer``."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._logger = logger or _log
+
+    def observe(self, observation: Observation) -> None:
+        fields = msgspec.to_builtins(observation)
+        self._logger.info(fields["name"], extra={"pausemesh": fields})
+
+
+def observe_safely(observer: Observer, observation: Observation) -> None:
+    """Deliver an observation; an observer that raises is logged and ignored."""
+    try:
+        observer.observe(observation)
+    except Exception:  # noqa: BLE001 - by contract an observer never changes an outcome
+        _log.warning("observer %s raised; observation dropped", type(observer).__name__)
+
+
+_SECRET_KEYS = ("token", "authorization", "payload", "secret", "password", "key")
+_SECRET_TEXT = re.compile(r"(?i)(PauseMesh|Bearer)\s+[A-Za-z0-9_\-\.=]+")
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: "[REDACTED]" if any(s in str(k).lower() for s in _SECRET_KEYS) else _redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    if isinstance(value, str):
+        return _SECRET_TEXT.sub(r"\1 [REDACTED]", value)
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """Scrubs secret-looking keys and authorization values from log records.
+
+    A second line of defence: PauseMesh never logs tokens on purpose, but a host's own
+    log call with a request dict should not leak one either.
+    """
+
+    def __init__(self, extra_keys: Iterable[str] = ()) -> None:
+        super().__init__()
+        self._extra = tuple(extra_keys)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = _SECRET_TEXT.sub(r"\1 [REDACTED]", record.msg)
+        if record.args:
+            record.args = tuple(_redact(a) for a in record.args) if isinstance(
+                record.args, tuple
+            ) else _redact(record.args)
+        for name in ("pausemesh", *self._extra):
+            if hasattr(record, name):
+                setattr(record, name, _redact(getattr(record, name)))
+        return True

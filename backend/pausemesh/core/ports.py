@@ -1,0 +1,55 @@
+"""Ports: the small protocols the core depends on. Adapters live in ``stores/`` etc."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from pausemesh.core.model import ContinuationEvent
+from pausemesh.core.observations import Observation
+from pausemesh.core.tokens import IssuedTokenValue
+
+__all__ = ("Clock", "EventStore", "Observer", "TokenIssuer")
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """Append-only, versioned continuation streams.
+
+    ``append`` is a compare-and-swap: it writes all of ``events`` or none, and only if
+    the stream's current version equals ``expected_version`` (0 = the stream does not
+    exist); otherwise it raises ``VersionConflictError``. Events must carry versions
+    ``expected_version + 1 ...`` and the stream's id, checked before anything is written.
+    """
+
+    async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]: ...
+
+    async def append(
+        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+    ) -> None: ...
+
+    async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
+        """Ids of pending continuations whose deadline is at or before ``now``."""
+        ...
+
+    async def check_readiness(self) -> None:
+        """Return when the store can serve; raise ``StoreError`` otherwise."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+@runtime_checkable
+class TokenIssuer(Protocol):
+    def issue(self, continuation_id: str) -> IssuedTokenValue: ...
+
+
+class Observer(Protocol):
+    def observe(self, observation: Observation) -> None: ...

@@ -1,0 +1,95 @@
+"""The pure lifecycle reducer: events in, envelope out, no I/O.
+
+``created`` (version 1) → one of ``resumed | cancelled | expired`` (version 2, terminal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pausemesh.core.errors import (
+    ContinuationIdMismatchError,
+    InvalidTransitionError,
+    UnsupportedSchemaVersionError,
+    VersionConflictError,
+)
+from pausemesh.core.model import (
+    CONTINUATION_SCHEMA_VERSION,
+    Continuation,
+    ContinuationCancelled,
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationExpired,
+    ContinuationResumed,
+)
+
+__all__ = ("apply_event", "replay")
+
+
+def _event_type(event: ContinuationEvent) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continuation:
+    """Fold one event into ``state``; raise a typed error for anything out of order."""
+    if event.schema_version != CONTINUATION_SCHEMA_VERSION:
+        raise UnsupportedSchemaVersionError(event.schema_version)
+    if state is not None and event.continuation_id != state.continuation_id:
+        raise ContinuationIdMismatchError(state.continuation_id, event.continuation_id)
+    current_version = 0 if state is None else state.version
+    if event.version != current_version + 1:
+        raise VersionConflictError(event.continuation_id, current_version + 1, event.version)
+
+    if state is None:
+        if not isinstance(event, ContinuationCreated):
+            raise InvalidTransitionError(event.continuation_id, _event_type(event), "missing")
+        return Continuation(
+            schema_version=event.schema_version,
+            continuation_id=event.continuation_id,
+            correlation_id=event.correlation_id,
+            version=event.version,
+            status="pending",
+            created_at=event.occurred_at,
+            expires_at=event.expires_at,
+            payload=event.payload,
+            metadata=event.metadata,
+            **({} if event.owner is None else {"owner": event.owner}),
+        )
+    if state.status != "pending" or isinstance(event, ContinuationCreated):
+        raise InvalidTransitionError(state.continuation_id, _event_type(event), state.status)
+
+    base = {
+        "schema_version": state.schema_version,
+        "continuation_id": state.continuation_id,
+        "correlation_id": state.correlation_id,
+        "version": event.version,
+        "created_at": state.created_at,
+        "expires_at": state.expires_at,
+        "payload": state.payload,
+        "metadata": state.metadata,
+        "owner": state.owner,
+    }
+    match event:
+        case ContinuationResumed():
+            extra = {} if event.resolved_by is None else {"resolved_by": event.resolved_by}
+            return Continuation(
+                status="resumed",
+                resumed_at=event.occurred_at,
+                idempotency_key=event.idempotency_key,
+                resume_payload=event.resume_payload,
+                **extra,
+                **base,
+            )
+        case ContinuationCancelled():
+            extra = {} if event.reason is None else {"reason": event.reason}
+            return Continuation(status="cancelled", cancelled_at=event.occurred_at, **extra, **base)
+        case ContinuationExpired():
+            return Continuation(status="expired", expired_at=event.occurred_at, **base)
+
+
+def replay(events: Iterable[ContinuationEvent]) -> Continuation | None:
+    """Fold a whole stream; ``None`` for an empty one. Deterministic for equal input."""
+    state: Continuation | None = None
+    for event in events:
+        state = apply_event(state, event)
+    return state

@@ -1,0 +1,374 @@
+"""``ContinuationService``: the one place the continuation lifecycle is decided.
+
+Every router (REST, AG-UI, MCP, A2A) goes through this class; stores only persist.
+Semantics: DESIGN §3.2 (the TypeScript reference §1.5 with its improvements).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pausemesh.core.canonical import canonical_json
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.errors import (
+    ContinuationCancelledError,
+    ContinuationExpiredError,
+    ContinuationNotFoundError,
+    IdempotencyConflictError,
+    InvalidInputError,
+    InvalidTransitionError,
+    StoreError,
+    TokenAlreadyUsedError,
+    TokenMismatchError,
+    VersionConflictError,
+)
+from pausemesh.core.model import (
+    CONTINUATION_SCHEMA_VERSION,
+    Continuation,
+    ContinuationCancelled,
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationExpired,
+    ContinuationResumed,
+    CreatedContinuation,
+    PublicEvent,
+    public_event,
+)
+from pausemesh.core.observations import (
+    ContinuationCreatedObservation,
+    ContinuationRejectedObservation,
+    ContinuationTransitionedObservation,
+)
+from pausemesh.core.observer import NoopObserver, observe_safely
+from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
+from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer, tokens_match
+from pausemesh.core.validation import (
+    check_aware,
+    check_expected_version,
+    check_id,
+    check_idempotency_key,
+    check_metadata,
+    check_payload,
+    check_reason,
+)
+
+__all__ = ("ContinuationService",)
+
+# A stream has at most two events, so a handful of CAS retries always settles.
+_MAX_ATTEMPTS = 5
+_MIN_TTL_SECONDS = 1
+_MAX_TTL_SECONDS = 60 * 60 * 24 * 365
+
+
+class ContinuationService:
+    def __init__(
+        self,
+        *,
+        store: EventStore,
+        clock: Clock | None = None,
+        token_issuer: TokenIssuer | None = None,
+        keyed_issuer: KeyedTokenIssuer | None = None,
+        observer: Observer | None = None,
+        token_ttl_seconds: int = 900,
+        id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        if not _MIN_TTL_SECONDS <= token_ttl_seconds <= _MAX_TTL_SECONDS:
+            msg = f"token_ttl_seconds must be between {_MIN_TTL_SECONDS} and {_MAX_TTL_SECONDS}"
+            raise ValueError(msg)
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.token_issuer = token_issuer or RandomTokenIssuer()
+        self.keyed_issuer = keyed_issuer
+        self.observer = observer or NoopObserver()
+        self.token_ttl = timedelta(seconds=token_ttl_seconds)
+        self._new_id = id_factory or (lambda: str(uuid.uuid4()))
+
+    # -- create -----------------------------------------------------------------------
+
+    async def create(  # noqa: PLR0913 - keyword-only options mirror the REST body
+        self,
+        *,
+        payload: Any,
+        continuation_id: str | None = None,
+        correlation_id: str | None = None,
+        expires_at: datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        owner: str | None = None,
+        keyed: bool = False,
+    ) -> CreatedContinuation:
+        """Persist a new pending continuation; the raw token is returned only here."""
+        continuation_id = check_id(
+            self._new_id() if continuation_id is None else continuation_id, "continuationId"
+        )
+        correlation_id = check_id(
+            self._new_id() if correlation_id is None else correlation_id, "correlationId"
+        )
+        check_payload(payload)
+        metadata = check_metadata({} if metadata is None else metadata)
+        if owner is not None:
+            check_id(owner, "owner")
+        now = self.clock.now()
+        if expires_at is None:
+            expires_at = now + self.token_ttl
+        elif check_aware(expires_at, "expiresAt") <= now:
+            msg = "expiresAt must be in the future"
+            raise InvalidInputError(msg, code="INVALID_EXPIRY", field="expiresAt")
+        if keyed and self.keyed_issuer is None:
+            msg = "keyed tokens need a server key (PAUSEMESH_SECRET_KEY)"
+            raise RuntimeError(msg)
+        issuer: TokenIssuer = self.keyed_issuer if keyed and self.keyed_issuer else self.token_issuer
+        issued = issuer.issue(continuation_id)
+        event = ContinuationCreated(
+            schema_version=CONTINUATION_SCHEMA_VERSION,
+            continuation_id=continuation_id,
+            version=1,
+            occurred_at=now,
+            correlation_id=correlation_id,
+            expires_at=expires_at,
+            payload=payload,
+            metadata=metadata,
+            resume_token_hash=issued.token_hash,
+            owner=owner,
+            token_key_id=issued.key_id,
+            token_nonce=issued.nonce,
+        )
+        await self.store.append(continuation_id, 0, [event])
+        continuation = apply_event(None, event)
+        observe_safely(
+            self.observer,
+            ContinuationCreatedObservation(
+                continuation_id=continuation_id,
+                observed_at=now,
+                correlation_id=correlation_id,
+                version=1,
+            ),
+        )
+        return CreatedContinuation(continuation=continuation, resume_token=issued.token)
+
+    # -- read -------------------------------------------------------------------------
+
+    async def _load(
+        self, continuation_id: str, principal: str | None
+    ) -> tuple[Sequence[ContinuationEvent], Continuation]:
+        events = await self.store.load(continuation_id)
+        state = replay(events)
+        if state is None or not isinstance(events[0], ContinuationCreated):
+            raise ContinuationNotFoundError(continuation_id)
+        # Another principal's continuation does not exist, as far as the caller can tell.
+        if isinstance(state.owner, str) and state.owner != principal:
+            raise ContinuationNotFoundError(continuation_id)
+        return events, state
+
+    async def get(self, continuation_id: str, *, principal: str | None = None) -> Continuation:
+        """Current state; a pending continuation past its deadline is expired first."""
+        check_id(continuation_id)
+        for _ in range(_MAX_ATTEMPTS):
+            _, state = await self._load(continuation_id, principal)
+            try:
+                return await self._expire_if_due(state)
+            except VersionConflictError:
+                continue
+        return (await self._load(continuation_id, principal))[1]
+
+    async def history(
+        self, continuation_id: str, *, principal: str | None = None
+    ) -> list[PublicEvent]:
+        """The raw event stream without the token hash or token-derivation data."""
+        check_id(continuation_id)
+        events, _ = await self._load(continuation_id, principal)
+        return [public_event(event) for event in events]
+
+    async def created_event(
+        self, continuation_id: str, *, principal: str | None = None
+    ) -> ContinuationCreated:
+        """The ``created`` event, for trusted in-process hosts (it holds the token hash)."""
+        events, _ = await self._load(check_id(continuation_id), principal)
+        first = events[0]
+        assert isinstance(first, ContinuationCreated)  # noqa: S101 - _load guarantees it
+        return first
+
+    # -- transitions --------------------------------------------------------------------
+
+    async def _append(self, state: Continuation, event: ContinuationEvent) -> Continuation:
+        await self.store.append(state.continuation_id, state.version, [event])
+        new_state = apply_event(state, event)
+        observe_safely(
+            self.observer,
+            ContinuationTransitionedObservation(
+                continuation_id=state.continuation_id,
+                observed_at=event.occurred_at,
+                version=new_state.version,
+                status=new_state.status,
+            ),
+        )
+        return new_state
+
+    async def _expire_if_due(self, state: Continuation) -> Continuation:
+        """Append ``expired`` when a pending deadline has passed (raises on a lost race)."""
+        now = self.clock.now()
+        if state.status != "pending" or now < state.expires_at:
+            return state
+        event = ContinuationExpired(
+            schema_version=CONTINUATION_SCHEMA_VERSION,
+            continuation_id=state.continuation_id,
+            version=state.version + 1,
+            occurred_at=now,
+        )
+        return await self._append(state, event)
+
+    async def resume(  # noqa: PLR0913 - the resume contract has this many inputs
+        self,
+        *,
+        continuation_id: str,
+        resume_token: str,
+        idempotency_key: str,
+        payload: Any,
+        principal: str | None = None,
+        resolved_by: str | None = None,
+    ) -> Continuation:
+        """Resume exactly once; an exact retry returns the stored envelope unchanged."""
+        check_id(continuation_id)
+        check_idempotency_key(idempotency_key)
+        check_payload(payload)
+        wanted = canonical_json(payload)
+        for _ in range(_MAX_ATTEMPTS):
+            events, state = await self._load(continuation_id, principal)
+            created = events[0]
+            assert isinstance(created, ContinuationCreated)  # noqa: S101 - _load guarantees it
+            # Authenticate before revealing anything about the state.
+            if not tokens_match(resume_token, created.resume_token_hash):
+                observe_safely(
+                    self.observer,
+                    ContinuationRejectedObservation(
+                        continuation_id=continuation_id,
+                        observed_at=self.clock.now(),
+                        code="TOKEN_MISMATCH",
+                    ),
+                )
+                raise TokenMismatchError(continuation_id)
+            if state.status == "pending":
+                try:
+                    state = await self._expire_if_due(state)
+                except VersionConflictError:
+                    continue
+            if state.status != "pending":
+                return self._settled_resume(state, idempotency_key, wanted)
+            event = ContinuationResumed(
+                schema_version=CONTINUATION_SCHEMA_VERSION,
+                continuation_id=continuation_id,
+                version=state.version + 1,
+                occurred_at=self.clock.now(),
+                idempotency_key=idempotency_key,
+                resume_payload=payload,
+                resolved_by=resolved_by,
+            )
+            try:
+                return await self._append(state, event)
+            except VersionConflictError:
+                # Lost a race: reload and report what won (replay, used, cancelled, expired).
+                continue
+        msg = "resume did not settle; the store keeps changing under it"
+        raise StoreError(msg, code="STORE_CONTENTION")
+
+    @staticmethod
+    def _settled_resume(state: Continuation, idempotency_key: str, wanted: str) -> Continuation:
+        if state.status == "resumed":
+            if state.idempotency_key != idempotency_key:
+                raise TokenAlreadyUsedError(state.continuation_id)
+            if canonical_json(state.resume_payload) != wanted:
+                raise IdempotencyConflictError(state.continuation_id)
+            return state
+        if state.status == "cancelled":
+            raise ContinuationCancelledError(state.continuation_id)
+        raise ContinuationExpiredError(state.continuation_id)
+
+    async def resume_trusted(
+        self,
+        *,
+        continuation_id: str,
+        idempotency_key: str,
+        payload: Any,
+        principal: str | None = None,
+        resolved_by: str | None = None,
+    ) -> Continuation:
+        """Resume a keyed-token continuation with the token re-derived server-side.
+
+        Only for in-process hosts that already authorized the caller (AG-UI run host,
+        MCP and A2A routers); the token still goes through the normal comparison.
+        """
+        created = await self.created_event(continuation_id, principal=principal)
+        if self.keyed_issuer is None or created.token_key_id is None or created.token_nonce is None:
+            raise TokenMismatchError(continuation_id)
+        token = self.keyed_issuer.derive(continuation_id, created.token_key_id, created.token_nonce)
+        return await self.resume(
+            continuation_id=continuation_id,
+            resume_token=token,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            principal=principal,
+            resolved_by=resolved_by,
+        )
+
+    async def cancel(
+        self,
+        *,
+        continuation_id: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        principal: str | None = None,
+    ) -> Continuation:
+        """Cancel a pending continuation; an exact retry returns the stored envelope."""
+        check_id(continuation_id)
+        reason = check_reason(reason)
+        expected_version = check_expected_version(expected_version)
+        for _ in range(_MAX_ATTEMPTS):
+            _, state = await self._load(continuation_id, principal)
+            if state.status == "pending":
+                try:
+                    state = await self._expire_if_due(state)
+                except VersionConflictError:
+                    continue
+            if state.status == "cancelled":
+                stored_reason = state.reason if isinstance(state.reason, str) else None
+                if stored_reason != reason:
+                    raise InvalidTransitionError(continuation_id, "continuation.cancelled", "cancelled")
+                if expected_version is not None and expected_version != state.version - 1:
+                    raise VersionConflictError(continuation_id, expected_version, state.version - 1)
+                return state
+            if state.status == "expired":
+                raise ContinuationExpiredError(continuation_id)
+            if state.status == "resumed":
+                raise InvalidTransitionError(continuation_id, "continuation.cancelled", "resumed")
+            if expected_version is not None and expected_version != state.version:
+                raise VersionConflictError(continuation_id, expected_version, state.version)
+            event = ContinuationCancelled(
+                schema_version=CONTINUATION_SCHEMA_VERSION,
+                continuation_id=continuation_id,
+                version=state.version + 1,
+                occurred_at=self.clock.now(),
+                reason=reason,
+            )
+            try:
+                return await self._append(state, event)
+            except VersionConflictError:
+                continue
+        msg = "cancel did not settle; the store keeps changing under it"
+        raise StoreError(msg, code="STORE_CONTENTION")
+
+    async def expire_due(self, *, limit: int = 100) -> int:
+        """Materialize expiry for pending continuations past their deadline (the sweeper)."""
+        expired = 0
+        for continuation_id in await self.store.list_due(self.clock.now(), limit):
+            state = replay(await self.store.load(continuation_id))
+            if state is None:
+                continue
+            try:
+                if (await self._expire_if_due(state)).status == "expired" and state.is_pending:
+                    expired += 1
+            except VersionConflictError:
+                continue  # someone else settled it first; that is fine
+        return expired

@@ -1,0 +1,69 @@
+"""Checks every store runs on an append batch before it writes anything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pausemesh.core.errors import (
+    ContinuationIdMismatchError,
+    InvalidInputError,
+    StoreError,
+    VersionConflictError,
+)
+from pausemesh.core.model import ContinuationCreated, ContinuationEvent, decode_event, encode_event
+
+__all__ = ("MAX_EVENTS_PER_STREAM", "check_batch", "decode_stream", "expires_at_of")
+
+# A lifecycle is two events; the cap leaves room for future event kinds, not for abuse.
+MAX_EVENTS_PER_STREAM = 32
+_MAX_SAFE = 2**53 - 1
+
+
+def check_batch(
+    continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+) -> list[bytes]:
+    """Validate ids and versions of ``events``; return their encoded snapshots."""
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        msg = "expected_version must be an integer"
+        raise InvalidInputError(msg, code="INVALID_VERSION")
+    if not 0 <= expected_version <= _MAX_SAFE - len(events):
+        msg = "expected_version is out of range"
+        raise InvalidInputError(msg, code="INVALID_VERSION")
+    if expected_version + len(events) > MAX_EVENTS_PER_STREAM:
+        msg = f"a stream holds at most {MAX_EVENTS_PER_STREAM} events"
+        raise StoreError(msg, code="STREAM_TOO_LARGE")
+    encoded: list[bytes] = []
+    for index, event in enumerate(events):
+        if event.continuation_id != continuation_id:
+            raise ContinuationIdMismatchError(continuation_id, event.continuation_id)
+        if event.version != expected_version + index + 1:
+            raise VersionConflictError(continuation_id, expected_version + index + 1, event.version)
+        if (event.version == 1) != isinstance(event, ContinuationCreated):
+            msg = "only the first event of a stream is continuation.created"
+            raise InvalidInputError(msg, code="INVALID_EVENT")
+        encoded.append(encode_event(event))
+    return encoded
+
+
+def decode_stream(continuation_id: str, rows: Sequence[bytes | str]) -> list[ContinuationEvent]:
+    """Decode stored snapshots, refusing gaps, foreign ids and undecodable rows."""
+    events: list[ContinuationEvent] = []
+    for index, row in enumerate(rows):
+        try:
+            event = decode_event(row)
+        except Exception as error:  # msgspec raises DecodeError/ValidationError
+            msg = f"stored event {index + 1} of a stream does not decode"
+            raise StoreError(msg, code="CORRUPT_STREAM") from error
+        if event.continuation_id != continuation_id or event.version != index + 1:
+            msg = "stored stream has a gap or a foreign event"
+            raise StoreError(msg, code="CORRUPT_STREAM")
+        events.append(event)
+    return events
+
+
+def expires_at_of(events: Sequence[ContinuationEvent]) -> int | None:
+    """Deadline (epoch microseconds) if the batch creates a stream, for the expiry index."""
+    first = events[0] if events else None
+    if isinstance(first, ContinuationCreated):
+        return int(first.expires_at.timestamp() * 1_000_000)
+    return None

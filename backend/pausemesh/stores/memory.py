@@ -1,0 +1,60 @@
+"""In-memory event store: the fake for unit tests (same contract as the real stores)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+
+from pausemesh.core.errors import StoreError, VersionConflictError
+from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.stores.batch import check_batch, decode_stream
+
+__all__ = ("InMemoryEventStore",)
+
+
+class InMemoryEventStore:
+    def __init__(self) -> None:
+        # Snapshots, not objects, so a caller can never mutate what was stored.
+        self._streams: dict[str, list[bytes]] = {}
+        self._pending: dict[str, datetime] = {}
+        self._closed = False
+        self._lock = asyncio.Lock()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "store is closed"
+            raise StoreError(msg, code="STORE_UNAVAILABLE")
+
+    async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]:
+        self._check_open()
+        return decode_stream(continuation_id, self._streams.get(continuation_id, []))
+
+    async def append(
+        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+    ) -> None:
+        self._check_open()
+        encoded = check_batch(continuation_id, expected_version, events)
+        async with self._lock:
+            stream = self._streams.get(continuation_id, [])
+            if len(stream) != expected_version:
+                raise VersionConflictError(continuation_id, expected_version, len(stream))
+            if not encoded:
+                return
+            self._streams[continuation_id] = [*stream, *encoded]
+            first = events[0]
+            if isinstance(first, ContinuationCreated):
+                self._pending[continuation_id] = first.expires_at
+            else:
+                self._pending.pop(continuation_id, None)
+
+    async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
+        self._check_open()
+        due = sorted((at, cid) for cid, at in self._pending.items() if at <= now)
+        return [cid for _, cid in due[:limit]]
+
+    async def check_readiness(self) -> None:
+        self._check_open()
+
+    async def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,336 @@
+"""The embedded SQLite store (aiosqlite): WAL, ``synchronous=FULL``, group commit.
+
+``SqliteDatabase`` owns two connections on one file: a writer, on which concurrent write
+operations of this process are grouped into one ``BEGIN IMMEDIATE … COMMIT`` (each inside
+its own SAVEPOINT, so one operation's CAS failure never touches another's), and a reader.
+Other processes on the same file serialize through SQLite's lock and the busy timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from pausemesh.core.errors import PauseMeshError, StoreError, VersionConflictError
+from pausemesh.core.model import ContinuationEvent
+from pausemesh.stores.batch import check_batch, decode_stream, expires_at_of
+from pausemesh.stores.migrations import Migration
+from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
+
+__all__ = ("SqliteDatabase", "SqliteEventStore", "open_sqlite_store")
+
+T = TypeVar("T")
+WriteOp = Callable[[sqlite3.Connection], Any]
+
+_MAX_GROUP = 256
+
+
+def _connect_raw(path: str, busy_timeout_ms: int) -> Callable[[], sqlite3.Connection]:
+    def connector() -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            path,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,
+            cached_statements=256,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # Durability is explicit, never the build's default: every COMMIT reaches the disk.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    return connector
+
+
+def _store_error(error: sqlite3.Error) -> StoreError:
+    code = "STORE_BUSY" if "locked" in str(error) or "busy" in str(error) else "STORE_UNAVAILABLE"
+    return StoreError(f"SQLite operation failed: {type(error).__name__}", code=code)
+
+
+class _Pending:
+    __slots__ = ("future", "op")
+
+    def __init__(self, op: WriteOp, future: asyncio.Future[Any]) -> None:
+        self.op = op
+        self.future = future
+
+
+def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS pausemesh_schema_migrations ("
+            " version INTEGER PRIMARY KEY CHECK (version > 0),"
+            " name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL) STRICT"
+        )
+        applied = {
+            row[0]: (row[1], row[2])
+            for row in conn.execute("SELECT version, name, checksum FROM pausemesh_schema_migrations")
+        }
+        known = {m.version: m for m in migrations}
+        ahead = sorted(v for v in applied if v not in known)
+        if ahead:
+            msg = f"database schema version {ahead[-1]} is newer than this PauseMesh"
+            raise StoreError(msg, code="MIGRATION_VERSION_AHEAD")
+        for migration in sorted(migrations, key=lambda m: m.version):
+            if migration.version in applied:
+                if applied[migration.version] != (migration.name, migration.checksum):
+                    msg = f"migration {migration.version} was altered after it was applied"
+                    raise StoreError(msg, code="MIGRATION_CHECKSUM_MISMATCH")
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO pausemesh_schema_migrations VALUES (?, ?, ?, datetime('now'))",
+                (migration.version, migration.name, migration.checksum),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+class SqliteDatabase:
+    """One SQLite file: a grouped writer, a reader, and the migration ledger."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int = 5000,
+        migrations: Sequence[Migration] = SQLITE_MIGRATIONS,
+    ) -> None:
+        self.path = str(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._migrations = tuple(migrations)
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._raw_writer: sqlite3.Connection | None = None
+        self._queue: list[_Pending] = []
+        self._wakeup = asyncio.Event()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def open(self) -> SqliteDatabase:
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        raw_connect = _connect_raw(self.path, self._busy_timeout_ms)
+        holder: list[sqlite3.Connection] = []
+
+        def writer_connector() -> sqlite3.Connection:
+            conn = raw_connect()
+            holder.append(conn)
+            return conn
+
+        try:
+            self._writer = await aiosqlite.Connection(writer_connector, 64)
+            self._raw_writer = holder[0]
+            await self._run_in_writer(_apply_migrations, self._raw_writer, self._migrations)
+            self._reader = await aiosqlite.Connection(raw_connect, 64)
+        except sqlite3.Error as error:
+            await self.close()
+            raise _store_error(error) from error
+        except BaseException:
+            await self.close()
+            raise
+        self._writer_task = asyncio.create_task(self._write_loop(), name="pausemesh-sqlite-writer")
+        return self
+
+    async def _run_in_writer(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._writer is not None  # noqa: S101 - only called once open
+        # aiosqlite's public API costs one thread hop per statement; a whole group of
+        # operations runs in a single hop on its worker thread instead.
+        execute = cast(Callable[..., Awaitable[T]], self._writer._execute)  # noqa: SLF001
+        return await execute(fn, *args)
+
+    def _require_open(self) -> None:
+        if self._closed or self._writer_task is None:
+            msg = "SQLite store is not open"
+            raise StoreError(msg, code="STORE_UNAVAILABLE")
+
+    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``op`` inside the next group transaction; resolve once it is committed.
+
+        ``op`` runs on the writer thread inside its own SAVEPOINT: if it raises, only its
+        own writes are rolled back and the error is raised here.
+        """
+        self._require_open()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(op, future))
+        self._wakeup.set()
+        return await future
+
+    async def read(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        self._require_open()
+        assert self._reader is not None  # noqa: S101 - guarded by _require_open
+        try:
+            return list(await self._reader.execute_fetchall(sql, tuple(params)))
+        except sqlite3.Error as error:
+            raise _store_error(error) from error
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
+                ops = [p.op for p in group]
+                try:
+                    results = await self._run_in_writer(self._run_group, ops)
+                except BaseException as error:
+                    for pending in group:
+                        if not pending.future.done():
+                            pending.future.set_exception(
+                                error if isinstance(error, Exception) else StoreError("closed")
+                            )
+                    if not isinstance(error, Exception):
+                        raise
+                    continue
+                for pending, (ok, value) in zip(group, results, strict=True):
+                    if pending.future.done():
+                        continue
+                    if ok:
+                        pending.future.set_result(value)
+                    else:
+                        pending.future.set_exception(value)
+            if self._closed:
+                return
+
+    def _run_group(self, ops: list[WriteOp]) -> list[tuple[bool, Any]]:
+        """Writer thread: one transaction, one SAVEPOINT per op, one COMMIT."""
+        conn = self._raw_writer
+        assert conn is not None  # noqa: S101 - set in open()
+        results: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            return [(False, _store_error(error))] * len(ops)
+        try:
+            for op in ops:
+                conn.execute("SAVEPOINT op")
+                try:
+                    value = op(conn)
+                except PauseMeshError as error:
+                    conn.execute("ROLLBACK TO op")
+                    results.append((False, error))
+                except sqlite3.Error as error:
+                    conn.execute("ROLLBACK TO op")
+                    results.append((False, _store_error(error)))
+                else:
+                    results.append((True, value))
+                conn.execute("RELEASE op")
+            conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            # Nothing of the group is durable: every caller hears so.
+            return [(False, _store_error(error))] * len(ops)
+        return results
+
+    async def check_readiness(self) -> None:
+        rows = await self.read("SELECT version, name, checksum FROM pausemesh_schema_migrations")
+        applied = {(r[0], r[1], r[2]) for r in rows}
+        expected = {(m.version, m.name, m.checksum) for m in self._migrations}
+        if applied != expected:
+            msg = "database schema does not match this PauseMesh"
+            raise StoreError(msg, code="SCHEMA_INCOMPLETE")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer_task is not None:
+            self._wakeup.set()
+            with contextlib.suppress(Exception):
+                await self._writer_task
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+
+class SqliteEventStore:
+    """``EventStore`` over a ``SqliteDatabase``; it may share the database with other stores."""
+
+    def __init__(self, database: SqliteDatabase, *, owns_database: bool = True) -> None:
+        self.database = database
+        self._owns_database = owns_database
+
+    async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]:
+        rows = await self.database.read(
+            "SELECT event_json FROM continuation_events WHERE continuation_id = ? ORDER BY version",
+            (continuation_id,),
+        )
+        return decode_stream(continuation_id, [row[0] for row in rows])
+
+    async def append(
+        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+    ) -> None:
+        encoded = [e.decode() for e in check_batch(continuation_id, expected_version, events)]
+        if not encoded:
+            rows = await self.database.read(
+                "SELECT version FROM continuation_streams WHERE continuation_id = ?",
+                (continuation_id,),
+            )
+            actual = rows[0][0] if rows else 0
+            if actual != expected_version:
+                raise VersionConflictError(continuation_id, expected_version, actual)
+            return
+        new_version = expected_version + len(encoded)
+        deadline = expires_at_of(events)
+
+        def op(conn: sqlite3.Connection) -> None:
+            if expected_version == 0:
+                cursor = conn.execute(
+                    "INSERT INTO continuation_streams VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    (continuation_id, new_version, deadline),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE continuation_streams SET version = ?, pending_expires_at_us = ?"
+                    " WHERE continuation_id = ? AND version = ?",
+                    (new_version, deadline, continuation_id, expected_version),
+                )
+            if cursor.rowcount != 1:
+                row = conn.execute(
+                    "SELECT version FROM continuation_streams WHERE continuation_id = ?",
+                    (continuation_id,),
+                ).fetchone()
+                raise VersionConflictError(continuation_id, expected_version, row[0] if row else 0)
+            conn.executemany(
+                "INSERT INTO continuation_events VALUES (?, ?, ?)",
+                [(continuation_id, expected_version + i + 1, text) for i, text in enumerate(encoded)],
+            )
+
+        await self.database.write(op)
+
+    async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
+        rows = await self.database.read(
+            "SELECT continuation_id FROM continuation_streams"
+            " WHERE pending_expires_at_us IS NOT NULL AND pending_expires_at_us <= ?"
+            " ORDER BY pending_expires_at_us LIMIT ?",
+            (int(now.timestamp() * 1_000_000), limit),
+        )
+        return [row[0] for row in rows]
+
+    async def check_readiness(self) -> None:
+        await self.database.check_readiness()
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()
+
+
+async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) -> SqliteEventStore:
+    """Open (creating and migrating if needed) a SQLite file and return its event store."""
+    database = await SqliteDatabase(path, busy_timeout_ms=busy_timeout_ms).open()
+    return SqliteEventStore(database)

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pausemesh.core import ContinuationService, ManualClock
+from pausemesh.core.observer import CollectingObserver
+from pausemesh.core.ports import EventStore
+from tests.support.stores import STORE_FACTORIES, open_store
+
+
+@pytest.fixture(name="store_kind", params=sorted(STORE_FACTORIES))
+def store_kind_fixture(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture(name="event_store")
+async def event_store_fixture(store_kind: str, tmp_path: Path) -> AsyncIterator[EventStore]:
+    async with open_store(store_kind, tmp_path) as store:
+        yield store
+
+
+@pytest.fixture(name="clock")
+def clock_fixture() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture(name="observer")
+def observer_fixture() -> CollectingObserver:
+    return CollectingObserver()
+
+
+@pytest.fixture(name="service")
+def service_fixture(
+    event_store: EventStore, clock: ManualClock, observer: CollectingObserver
+) -> ContinuationService:
+    return ContinuationService(store=event_store, clock=clock, observer=observer)
