@@ -27,7 +27,7 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _encode(value: Any, out: list[str], depth: int) -> None:
+def _encode(value: Any, out: list[str], depth: int) -> None:  # noqa: PLR0912 - one branch per JSON type
     if depth > _MAX_DEPTH:
         msg = "JSON value is nested too deeply"
         raise InvalidInputError(msg, code="INVALID_PAYLOAD")

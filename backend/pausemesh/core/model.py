@@ -40,7 +40,7 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_fiel
     occurred_at: datetime
 
 
-class ContinuationCreated(_Event, tag="continuation.created"):
+class ContinuationCreated(_Event, frozen=True, tag="continuation.created"):
     correlation_id: str
     expires_at: datetime
     payload: Any
@@ -53,21 +53,23 @@ class ContinuationCreated(_Event, tag="continuation.created"):
     token_nonce: str | None = None
 
 
-class ContinuationResumed(_Event, tag="continuation.resumed"):
+class ContinuationResumed(_Event, frozen=True, tag="continuation.resumed"):
     idempotency_key: str
     resume_payload: Any
     resolved_by: str | None = None
 
 
-class ContinuationCancelled(_Event, tag="continuation.cancelled"):
+class ContinuationCancelled(_Event, frozen=True, tag="continuation.cancelled"):
     reason: str | None = None
 
 
-class ContinuationExpired(_Event, tag="continuation.expired"):
+class ContinuationExpired(_Event, frozen=True, tag="continuation.expired"):
     pass
 
 
-ContinuationEvent = ContinuationCreated | ContinuationResumed | ContinuationCancelled | ContinuationExpired
+ContinuationEvent = (
+    ContinuationCreated | ContinuationResumed | ContinuationCancelled | ContinuationExpired
+)
 
 
 class Continuation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):

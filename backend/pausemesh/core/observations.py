@@ -6,8 +6,12 @@ from datetime import datetime
 
 import msgspec
 
-__all__ = ("ContinuationCreatedObservation", "ContinuationRejectedObservation",
-           "ContinuationTransitionedObservation", "Observation")
+__all__ = (
+    "ContinuationCreatedObservation",
+    "ContinuationRejectedObservation",
+    "ContinuationTransitionedObservation",
+    "Observation",
+)
 
 
 class _Observation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="name"):
@@ -15,18 +19,20 @@ class _Observation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", ta
     observed_at: datetime
 
 
-class ContinuationCreatedObservation(_Observation, tag="continuation.created"):
+class ContinuationCreatedObservation(_Observation, frozen=True, tag="continuation.created"):
     correlation_id: str
     version: int
     status: str = "pending"
 
 
-class ContinuationTransitionedObservation(_Observation, tag="continuation.transitioned"):
+class ContinuationTransitionedObservation(
+    _Observation, frozen=True, tag="continuation.transitioned"
+):
     version: int
     status: str
 
 
-class ContinuationRejectedObservation(_Observation, tag="continuation.rejected"):
+class ContinuationRejectedObservation(_Observation, frozen=True, tag="continuation.rejected"):
     code: str
 
 

@@ -89,9 +89,11 @@ class RedactingFilter(logging.Filter):
         if isinstance(record.msg, str):
             record.msg = _SECRET_TEXT.sub(r"\1 [REDACTED]", record.msg)
         if record.args:
-            record.args = tuple(_redact(a) for a in record.args) if isinstance(
-                record.args, tuple
-            ) else _redact(record.args)
+            record.args = (
+                tuple(_redact(a) for a in record.args)
+                if isinstance(record.args, tuple)
+                else _redact(record.args)
+            )
         for name in ("pausemesh", *self._extra):
             if hasattr(record, name):
                 setattr(record, name, _redact(getattr(record, name)))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from msgspec.structs import replace
+
 from pausemesh.core.errors import (
     ContinuationIdMismatchError,
     InvalidTransitionError,
@@ -43,7 +45,7 @@ def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continu
     if state is None:
         if not isinstance(event, ContinuationCreated):
             raise InvalidTransitionError(event.continuation_id, _event_type(event), "missing")
-        return Continuation(
+        created = Continuation(
             schema_version=event.schema_version,
             continuation_id=event.continuation_id,
             correlation_id=event.correlation_id,
@@ -53,38 +55,33 @@ def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continu
             expires_at=event.expires_at,
             payload=event.payload,
             metadata=event.metadata,
-            **({} if event.owner is None else {"owner": event.owner}),
         )
+        return created if event.owner is None else replace(created, owner=event.owner)
     if state.status != "pending" or isinstance(event, ContinuationCreated):
         raise InvalidTransitionError(state.continuation_id, _event_type(event), state.status)
 
-    base = {
-        "schema_version": state.schema_version,
-        "continuation_id": state.continuation_id,
-        "correlation_id": state.correlation_id,
-        "version": event.version,
-        "created_at": state.created_at,
-        "expires_at": state.expires_at,
-        "payload": state.payload,
-        "metadata": state.metadata,
-        "owner": state.owner,
-    }
     match event:
         case ContinuationResumed():
-            extra = {} if event.resolved_by is None else {"resolved_by": event.resolved_by}
-            return Continuation(
+            resumed = replace(
+                state,
+                version=event.version,
                 status="resumed",
                 resumed_at=event.occurred_at,
                 idempotency_key=event.idempotency_key,
                 resume_payload=event.resume_payload,
-                **extra,
-                **base,
             )
+            if event.resolved_by is None:
+                return resumed
+            return replace(resumed, resolved_by=event.resolved_by)
         case ContinuationCancelled():
-            extra = {} if event.reason is None else {"reason": event.reason}
-            return Continuation(status="cancelled", cancelled_at=event.occurred_at, **extra, **base)
+            cancelled = replace(
+                state, version=event.version, status="cancelled", cancelled_at=event.occurred_at
+            )
+            return cancelled if event.reason is None else replace(cancelled, reason=event.reason)
         case ContinuationExpired():
-            return Continuation(status="expired", expired_at=event.occurred_at, **base)
+            return replace(
+                state, version=event.version, status="expired", expired_at=event.occurred_at
+            )
 
 
 def replay(events: Iterable[ContinuationEvent]) -> Continuation | None:

@@ -89,7 +89,7 @@ class ContinuationService:
 
     # -- create -----------------------------------------------------------------------
 
-    async def create(  # noqa: PLR0913 - keyword-only options mirror the REST body
+    async def create(
         self,
         *,
         payload: Any,
@@ -120,7 +120,9 @@ class ContinuationService:
         if keyed and self.keyed_issuer is None:
             msg = "keyed tokens need a server key (PAUSEMESH_SECRET_KEY)"
             raise RuntimeError(msg)
-        issuer: TokenIssuer = self.keyed_issuer if keyed and self.keyed_issuer else self.token_issuer
+        issuer: TokenIssuer = (
+            self.keyed_issuer if keyed and self.keyed_issuer else self.token_issuer
+        )
         issued = issuer.issue(continuation_id)
         event = ContinuationCreated(
             schema_version=CONTINUATION_SCHEMA_VERSION,
@@ -220,7 +222,7 @@ class ContinuationService:
         )
         return await self._append(state, event)
 
-    async def resume(  # noqa: PLR0913 - the resume contract has this many inputs
+    async def resume(
         self,
         *,
         continuation_id: str,
@@ -335,7 +337,9 @@ class ContinuationService:
             if state.status == "cancelled":
                 stored_reason = state.reason if isinstance(state.reason, str) else None
                 if stored_reason != reason:
-                    raise InvalidTransitionError(continuation_id, "continuation.cancelled", "cancelled")
+                    raise InvalidTransitionError(
+                        continuation_id, "continuation.cancelled", "cancelled"
+                    )
                 if expected_version is not None and expected_version != state.version - 1:
                     raise VersionConflictError(continuation_id, expected_version, state.version - 1)
                 return state

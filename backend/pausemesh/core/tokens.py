@@ -61,7 +61,7 @@ def tokens_match(token: str, stored_hash: str) -> bool:
 
 class RandomTokenIssuer:
     def __init__(self, token_bytes: int = 32) -> None:
-        if token_bytes < 16:  # noqa: PLR2004 - the floor the reference enforces
+        if token_bytes < 16:
             msg = "token_bytes must be at least 16"
             raise ValueError(msg)
         self._token_bytes = token_bytes

@@ -74,7 +74,9 @@ def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration])
         )
         applied = {
             row[0]: (row[1], row[2])
-            for row in conn.execute("SELECT version, name, checksum FROM pausemesh_schema_migrations")
+            for row in conn.execute(
+                "SELECT version, name, checksum FROM pausemesh_schema_migrations"
+            )
         }
         known = {m.version: m for m in migrations}
         ahead = sorted(v for v in applied if v not in known)
@@ -149,7 +151,7 @@ class SqliteDatabase:
         assert self._writer is not None  # noqa: S101 - only called once open
         # aiosqlite's public API costs one thread hop per statement; a whole group of
         # operations runs in a single hop on its worker thread instead.
-        execute = cast(Callable[..., Awaitable[T]], self._writer._execute)  # noqa: SLF001
+        execute = cast("Callable[..., Awaitable[T]]", self._writer._execute)  # noqa: SLF001
         return await execute(fn, *args)
 
     def _require_open(self) -> None:
@@ -308,7 +310,10 @@ class SqliteEventStore:
                 raise VersionConflictError(continuation_id, expected_version, row[0] if row else 0)
             conn.executemany(
                 "INSERT INTO continuation_events VALUES (?, ?, ?)",
-                [(continuation_id, expected_version + i + 1, text) for i, text in enumerate(encoded)],
+                [
+                    (continuation_id, expected_version + i + 1, text)
+                    for i, text in enumerate(encoded)
+                ],
             )
 
         await self.database.write(op)
