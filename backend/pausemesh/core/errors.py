@@ -16,6 +16,8 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── ContinuationIdMismatchError               CONTINUATION_ID_MISMATCH
     ├── UnsupportedSchemaVersionError             UNSUPPORTED_SCHEMA_VERSION
     ├── ProtocolAdapterError                      INVALID_PROTOCOL_* / UNSUPPORTED_PROTOCOL_CAPABILITY
+    ├── ThreadNotFoundError (LookupError)         THREAD_NOT_FOUND
+    ├── ThreadBusyError                           THREAD_BUSY
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
                                                   MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
@@ -36,6 +38,8 @@ __all__ = (
     "PauseMeshError",
     "ProtocolAdapterError",
     "StoreError",
+    "ThreadBusyError",
+    "ThreadNotFoundError",
     "TokenAlreadyUsedError",
     "TokenMismatchError",
     "UnsupportedSchemaVersionError",
@@ -160,6 +164,24 @@ class ProtocolAdapterError(PauseMeshError):
     """A protocol projection or parse failed (AG-UI, MCP, A2A adapters)."""
 
     default_code = "INVALID_PROTOCOL_MESSAGE"
+
+
+class ThreadNotFoundError(PauseMeshError, LookupError):
+    """An AG-UI thread does not exist (or belongs to another principal)."""
+
+    default_code = "THREAD_NOT_FOUND"
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__("Thread was not found", thread_id=thread_id)
+
+
+class ThreadBusyError(PauseMeshError):
+    """Another run holds the thread's run lease."""
+
+    default_code = "THREAD_BUSY"
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__("Another run is active on this thread", thread_id=thread_id)
 
 
 class StoreError(PauseMeshError, RuntimeError):

@@ -1,0 +1,124 @@
+"""The durable AG-UI thread (DESIGN §4.4): one record per thread plus an append-only event log.
+
+The record holds what a reload needs (owner, messages, state, the open cohort receipt) and is
+updated with compare-and-swap on ``version``. Two things live beside the CAS version because
+they change on their own schedule:
+
+- the **run lease** (one active run per thread; a second one gets ``THREAD_BUSY``), taken and
+  released atomically by the store;
+- ``last_sequence``, the head of the event log, advanced by every append.
+
+Log entries keep the event as the exact JSON text that was sent, so a replay is byte-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = (
+    "DEFAULT_LEASE_SECONDS",
+    "RunLease",
+    "ThreadLogEntry",
+    "ThreadRecord",
+    "ThreadStore",
+)
+
+DEFAULT_LEASE_SECONDS = 120
+"""How long a run may go silent before another run may take the thread over (crash recovery)."""
+
+
+class RunLease(msgspec.Struct, frozen=True, kw_only=True):
+    """The active run on a thread. ``lease_id`` is server-made: clients may reuse a ``runId``."""
+
+    lease_id: str
+    run_id: str
+    expires_at: datetime
+
+
+class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
+    thread_id: str
+    # The principal that created the thread; others are told it does not exist. None = no auth.
+    owner: str | None
+    messages: list[Any]
+    state: Any
+    # The open interrupt cohort's receipt (B1's CohortReceipt as JSON) or None when none is open.
+    open_receipt: Any | None
+    version: int
+    last_sequence: int
+    created_at: datetime
+    updated_at: datetime
+    lease: RunLease | None = None
+
+
+class ThreadLogEntry(msgspec.Struct, frozen=True, kw_only=True):
+    sequence: int
+    run_id: str
+    # The event exactly as framed on the wire (compact JSON text).
+    event_json: str
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Port for thread records and logs. Memory, SQLite and PostgreSQL implement it.
+
+    Errors: ``ThreadNotFoundError`` for an unknown thread, ``ThreadBusyError`` when another
+    run holds a live lease, ``VersionConflictError`` when a CAS loses.
+    """
+
+    async def create_or_load(
+        self, thread_id: str, *, owner: str | None, now: datetime
+    ) -> ThreadRecord:
+        """The thread's record, created empty (version 1, sequence 0) if it does not exist.
+
+        The store does not compare ``owner`` with an existing record; callers scope access.
+        """
+        ...
+
+    async def get(self, thread_id: str) -> ThreadRecord | None: ...
+
+    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+        """CAS: store ``messages``, ``state`` and ``open_receipt`` of ``record`` if the stored
+        version still equals ``record.version``; return the record with version + 1.
+
+        Lease and ``last_sequence`` are not written by ``save``.
+        """
+        ...
+
+    async def acquire_lease(
+        self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
+    ) -> ThreadRecord:
+        """Take the run lease if free, expired, or already held under ``lease_id`` (renewal)."""
+        ...
+
+    async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
+        """Drop the lease if ``lease_id`` still holds it; otherwise do nothing."""
+        ...
+
+    async def append_events(
+        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+    ) -> list[int]:
+        """Append events (JSON texts) in order; return their sequences (last_sequence + 1, …).
+
+        Fenced by the lease: ``ThreadBusyError`` if ``lease_id`` no longer holds the thread.
+        Wakes up ``wait_for_events`` waiters once committed.
+        """
+        ...
+
+    async def read_events(
+        self, thread_id: str, *, after_sequence: int, limit: int = 1000
+    ) -> list[ThreadLogEntry]:
+        """Entries with ``sequence > after_sequence`` in ascending order, at most ``limit``."""
+        ...
+
+    async def wait_for_events(
+        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+    ) -> bool:
+        """Return True as soon as the thread's log holds an entry past ``after_sequence``,
+        False after ``wait_seconds`` without one (live tail)."""
+        ...
+
+    async def close(self) -> None: ...
