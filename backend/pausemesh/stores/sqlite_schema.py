@@ -46,4 +46,45 @@ _CONTINUATIONS = Migration(
     ),
 )
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS,)
+_AGUI_THREADS = Migration(
+    version=2,
+    name="agui_threads",
+    statements=(
+        """
+        CREATE TABLE agui_threads (
+            thread_id TEXT PRIMARY KEY,
+            owner TEXT,
+            messages_json TEXT NOT NULL CHECK (json_valid(messages_json)),
+            state_json TEXT NOT NULL CHECK (json_valid(state_json)),
+            -- the open interrupt cohort's receipt; NULL when no cohort is open
+            open_receipt_json TEXT CHECK (open_receipt_json IS NULL OR json_valid(open_receipt_json)),
+            version INTEGER NOT NULL CHECK (version > 0),
+            last_sequence INTEGER NOT NULL CHECK (last_sequence >= 0),
+            created_at_us INTEGER NOT NULL,
+            updated_at_us INTEGER NOT NULL,
+            lease_id TEXT,
+            lease_run_id TEXT,
+            lease_expires_at_us INTEGER
+        ) STRICT
+        """,
+        """
+        CREATE TABLE agui_thread_events (
+            thread_id TEXT NOT NULL REFERENCES agui_threads (thread_id),
+            sequence INTEGER NOT NULL CHECK (sequence > 0),
+            run_id TEXT NOT NULL,
+            event_json TEXT NOT NULL CHECK (json_valid(event_json)),
+            PRIMARY KEY (thread_id, sequence)
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER agui_thread_events_no_update BEFORE UPDATE ON agui_thread_events
+        BEGIN SELECT RAISE(ABORT, 'agui_thread_events is append-only'); END
+        """,
+        """
+        CREATE TRIGGER agui_thread_events_no_delete BEFORE DELETE ON agui_thread_events
+        BEGIN SELECT RAISE(ABORT, 'agui_thread_events is append-only'); END
+        """,
+    ),
+)
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS)
