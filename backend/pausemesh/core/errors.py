@@ -18,6 +18,8 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── ProtocolAdapterError                      INVALID_PROTOCOL_* / UNSUPPORTED_PROTOCOL_CAPABILITY
     ├── ThreadNotFoundError (LookupError)         THREAD_NOT_FOUND
     ├── ThreadBusyError                           THREAD_BUSY
+    ├── OperationConflictError                    OPERATION_CONFLICT: same business key, other terms
+    ├── OutcomeUnknownError                       OUTCOME_UNKNOWN: attempted, no recorded outcome
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
                                                   MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
@@ -35,6 +37,8 @@ __all__ = (
     "IdempotencyConflictError",
     "InvalidInputError",
     "InvalidTransitionError",
+    "OperationConflictError",
+    "OutcomeUnknownError",
     "PauseMeshError",
     "ProtocolAdapterError",
     "StoreError",
@@ -182,6 +186,29 @@ class ThreadBusyError(PauseMeshError):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__("Another run is active on this thread", thread_id=thread_id)
+
+
+class OperationConflictError(PauseMeshError):
+    """A durable operation was asked again for its business key with different terms."""
+
+    default_code = "OPERATION_CONFLICT"
+
+    def __init__(self, operation_id: str) -> None:
+        super().__init__(
+            "Operation was already committed with different terms", operation_id=operation_id
+        )
+
+
+class OutcomeUnknownError(PauseMeshError):
+    """A durable operation was attempted but no outcome was recorded; it is never retried."""
+
+    default_code = "OUTCOME_UNKNOWN"
+
+    def __init__(self, operation_id: str) -> None:
+        super().__init__(
+            "Operation was attempted and its outcome is unknown; it will not be retried",
+            operation_id=operation_id,
+        )
 
 
 class StoreError(PauseMeshError, RuntimeError):

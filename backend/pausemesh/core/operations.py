@@ -1,0 +1,246 @@
+"""Durable operations (DESIGN §6): run a side effect at most once per business key.
+
+The operation id is a pure function of ``(domain, business_key)`` — never of the caller, run
+or thread — so a resumed or replayed run lands on the same operation. The terms (tool and
+arguments) are committed with the first attempt, which is recorded *before* dispatch; the
+outcome is recorded after. What a later ``begin`` for the same key reports:
+
+=======================  ==========================================================
+``EXECUTE``              first attempt: the caller now owns it and must dispatch once
+``RECONCILIATION_ONLY``  an outcome is recorded: return it, dispatch nothing
+``OUTCOME_UNKNOWN``      attempted, no outcome (crash, error or still in flight):
+                         sticky, never retried automatically
+``OperationConflictError``  same key, different terms (raised)
+=======================  ==========================================================
+
+Every ledger (memory, SQLite, PostgreSQL) stores the same ``OperationRecord`` and decides
+with ``decide``, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from pausemesh.core.canonical import canonical_json, canonical_sha256, sha256_hex
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.errors import (
+    InvalidInputError,
+    OperationConflictError,
+    OutcomeUnknownError,
+)
+from pausemesh.core.ports import Clock
+from pausemesh.core.validation import check_id, check_payload
+
+__all__ = (
+    "EXECUTE",
+    "OUTCOME_UNKNOWN",
+    "RECONCILIATION_ONLY",
+    "OperationBegin",
+    "OperationDecision",
+    "OperationLedger",
+    "OperationRecord",
+    "OperationResult",
+    "check_completion",
+    "check_terms",
+    "decide",
+    "new_attempt",
+    "operation_id",
+    "result_hash",
+    "run_once",
+    "terms_hash",
+)
+
+EXECUTE: Final = "EXECUTE"
+RECONCILIATION_ONLY: Final = "RECONCILIATION_ONLY"
+OUTCOME_UNKNOWN: Final = "OUTCOME_UNKNOWN"
+
+OperationDecision = Literal["EXECUTE", "RECONCILIATION_ONLY", "OUTCOME_UNKNOWN"]
+
+_ID_VERSION = "pausemesh-operation/1"
+_MAX_KEY = 200
+
+
+class OperationRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One operation: its terms and attempt (written once, before dispatch), then its outcome."""
+
+    operation_id: str
+    domain: str
+    business_key: str
+    tool: str
+    arguments: Any
+    terms_hash: str
+    # Server-made, random: only the attempt's owner can record its outcome.
+    attempt_id: str
+    attempted_at: datetime
+    result: Any = None
+    # sha256(canonical(result)) once completed; None while the outcome is unknown.
+    result_hash: str | None = None
+    completed_at: datetime | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.result_hash is not None
+
+
+class OperationBegin(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``begin`` reports. ``record`` is the stored operation (the new one for EXECUTE)."""
+
+    decision: OperationDecision
+    record: OperationRecord
+
+
+class OperationResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``run_once`` returns: the result, and whether this call dispatched it."""
+
+    decision: Literal["EXECUTE", "RECONCILIATION_ONLY"]
+    result: Any
+    record: OperationRecord
+
+
+def operation_id(domain: str, business_key: str) -> str:
+    """``op:`` + sha256(canonical([version, domain, business_key])); nothing else enters it."""
+    return "op:" + canonical_sha256([_ID_VERSION, domain, business_key])
+
+
+def terms_hash(tool: str, arguments: Any) -> str:
+    return canonical_sha256([_ID_VERSION, "terms", tool, arguments])
+
+
+def check_terms(domain: str, business_key: str, tool: str, arguments: Any) -> None:
+    """Raise ``InvalidInputError`` unless the operation's identity and terms are well formed."""
+    check_id(domain, "domain")
+    if not isinstance(business_key, str) or not business_key or len(business_key) > _MAX_KEY:
+        msg = f"business_key must be a non-empty string of at most {_MAX_KEY} characters"
+        raise InvalidInputError(msg, code="INVALID_OPERATION")
+    check_id(tool, "tool")
+    check_payload(arguments, "arguments")
+
+
+def new_attempt(
+    domain: str, business_key: str, tool: str, arguments: Any, *, now: datetime
+) -> OperationRecord:
+    """The record a ledger inserts for a first attempt (validated, no outcome yet)."""
+    check_terms(domain, business_key, tool, arguments)
+    # A canonical copy, so nothing the caller mutates later changes what was committed.
+    committed = msgspec.json.decode(canonical_json(arguments))
+    return OperationRecord(
+        operation_id=operation_id(domain, business_key),
+        domain=domain,
+        business_key=business_key,
+        tool=tool,
+        arguments=committed,
+        terms_hash=terms_hash(tool, committed),
+        attempt_id=secrets.token_urlsafe(16),
+        attempted_at=now,
+    )
+
+
+def decide(existing: OperationRecord, wanted: OperationRecord) -> OperationBegin:
+    """The decision for ``wanted`` when ``existing`` already holds its operation id.
+
+    Raises ``OperationConflictError`` for different terms. A stored record whose digests do
+    not recompute is reported as ``OUTCOME_UNKNOWN`` (fail closed: never re-dispatch).
+    """
+    if existing.terms_hash != wanted.terms_hash:
+        raise OperationConflictError(existing.operation_id)
+    intact = existing.terms_hash == terms_hash(existing.tool, existing.arguments)
+    if existing.completed and intact and existing.result_hash == canonical_sha256(existing.result):
+        return OperationBegin(decision=RECONCILIATION_ONLY, record=existing)
+    return OperationBegin(decision=OUTCOME_UNKNOWN, record=existing)
+
+
+def result_hash(result: Any) -> str:
+    check_payload(result, "result")
+    return sha256_hex(canonical_json(result))
+
+
+@runtime_checkable
+class OperationLedger(Protocol):
+    """Port for the operation ledger. Memory, SQLite and PostgreSQL implement it.
+
+    ``begin`` is atomic per operation id: of any number of concurrent first calls for one
+    business key, exactly one gets ``EXECUTE``.
+    """
+
+    async def begin(
+        self,
+        domain: str,
+        business_key: str,
+        *,
+        tool: str,
+        arguments: Any,
+        now: datetime,
+    ) -> OperationBegin:
+        """Record the attempt before dispatch, or report what an earlier call recorded."""
+        ...
+
+    async def complete(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        """Record the outcome of the attempt ``attempt_id`` (write-once).
+
+        Recording the same result again returns the stored record; anything else for an
+        operation that already has an outcome, or a foreign ``attempt_id``, raises
+        ``OperationConflictError``. An unknown operation raises ``InvalidInputError``.
+        """
+        ...
+
+    async def get(self, operation_id: str) -> OperationRecord | None: ...
+
+    async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
+        """Operations of ``domain`` in attempt order (oldest first), at most ``limit``."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def check_completion(record: OperationRecord, attempt_id: str, digest: str) -> bool:
+    """For ``complete``: True if ``record`` already holds exactly this outcome.
+
+    False means the caller may write the outcome now; conflicts raise.
+    """
+    if record.attempt_id != attempt_id:
+        raise OperationConflictError(record.operation_id)
+    if record.result_hash is None:
+        return False
+    if record.result_hash != digest:
+        raise OperationConflictError(record.operation_id)
+    return True
+
+
+async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, terms, action
+    ledger: OperationLedger,
+    domain: str,
+    business_key: str,
+    tool: str,
+    arguments: Any,
+    action: Callable[[], Awaitable[Any]],
+    *,
+    clock: Clock | None = None,
+) -> OperationResult:
+    """Run ``action`` at most once for ``(domain, business_key)`` and return its JSON result.
+
+    A repeat with the same terms returns the recorded result without calling ``action``.
+    Raises ``OperationConflictError`` for different terms and ``OutcomeUnknownError`` when an
+    earlier attempt has no recorded outcome. If ``action`` raises, the attempt stays without
+    an outcome (the effect may or may not have happened) and the error propagates: the
+    operation is then ``OUTCOME_UNKNOWN`` for every later call.
+    """
+    now = (clock or SystemClock()).now
+    begun = await ledger.begin(domain, business_key, tool=tool, arguments=arguments, now=now())
+    if begun.decision == RECONCILIATION_ONLY:
+        return OperationResult(
+            decision=RECONCILIATION_ONLY, result=begun.record.result, record=begun.record
+        )
+    if begun.decision == OUTCOME_UNKNOWN:
+        raise OutcomeUnknownError(begun.record.operation_id)
+    result = await action()
+    record = await ledger.complete(
+        begun.record.operation_id, attempt_id=begun.record.attempt_id, result=result, now=now()
+    )
+    return OperationResult(decision=EXECUTE, result=record.result, record=record)

@@ -1,0 +1,83 @@
+"""In-memory operation ledger: the fake for tests (same contract as the real ledgers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.canonical import canonical_json
+from pausemesh.core.errors import InvalidInputError, StoreError
+from pausemesh.core.operations import (
+    EXECUTE,
+    OperationBegin,
+    OperationRecord,
+    check_completion,
+    decide,
+    new_attempt,
+    result_hash,
+)
+
+__all__ = ("InMemoryOperationLedger",)
+
+
+class InMemoryOperationLedger:
+    def __init__(self) -> None:
+        # Insertion order is attempt order; no await between read and write, so it is atomic.
+        self._records: dict[str, OperationRecord] = {}
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "operation ledger is closed"
+            raise StoreError(msg, code="STORE_UNAVAILABLE")
+
+    async def begin(
+        self,
+        domain: str,
+        business_key: str,
+        *,
+        tool: str,
+        arguments: Any,
+        now: datetime,
+    ) -> OperationBegin:
+        self._check_open()
+        wanted = new_attempt(domain, business_key, tool, arguments, now=now)
+        existing = self._records.get(wanted.operation_id)
+        if existing is not None:
+            return decide(existing, wanted)
+        self._records[wanted.operation_id] = wanted
+        return OperationBegin(decision=EXECUTE, record=wanted)
+
+    async def complete(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        self._check_open()
+        digest = result_hash(result)
+        record = self._records.get(operation_id)
+        if record is None:
+            msg = "operation was never begun"
+            raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+        if check_completion(record, attempt_id, digest):
+            return record
+        completed = msgspec.structs.replace(
+            record,
+            result=msgspec.json.decode(canonical_json(result)),
+            result_hash=digest,
+            completed_at=now,
+        )
+        self._records[operation_id] = completed
+        return completed
+
+    async def get(self, operation_id: str) -> OperationRecord | None:
+        self._check_open()
+        return self._records.get(operation_id)
+
+    async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
+        self._check_open()
+        return [r for r in self._records.values() if r.domain == domain][:limit]
+
+    async def close(self) -> None:
+        self._closed = True
