@@ -1,0 +1,157 @@
+"""In-memory thread store: the test fake, same contract as SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.errors import (
+    StoreError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    VersionConflictError,
+)
+from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.stores.thread_notify import ThreadNotifier
+
+__all__ = ("InMemoryThreadStore",)
+
+
+class InMemoryThreadStore:
+    # Every method runs without an await between its check and its write, so each one is
+    # atomic on the event loop without a lock.
+
+    def __init__(self) -> None:
+        self._records: dict[str, ThreadRecord] = {}
+        self._logs: dict[str, list[ThreadLogEntry]] = {}
+        self._notifier = ThreadNotifier()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "store is closed"
+            raise StoreError(msg, code="STORE_UNAVAILABLE")
+
+    def _require(self, thread_id: str) -> ThreadRecord:
+        self._check_open()
+        record = self._records.get(thread_id)
+        if record is None:
+            raise ThreadNotFoundError(thread_id)
+        return record
+
+    async def create_or_load(
+        self, thread_id: str, *, owner: str | None, now: datetime
+    ) -> ThreadRecord:
+        self._check_open()
+        record = self._records.get(thread_id)
+        if record is None:
+            record = ThreadRecord(
+                thread_id=thread_id,
+                owner=owner,
+                messages=[],
+                state={},
+                open_receipt=None,
+                version=1,
+                last_sequence=0,
+                created_at=now,
+                updated_at=now,
+            )
+            self._records[thread_id] = record
+            self._logs[thread_id] = []
+        return _copy(record)
+
+    async def get(self, thread_id: str) -> ThreadRecord | None:
+        self._check_open()
+        record = self._records.get(thread_id)
+        return None if record is None else _copy(record)
+
+    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+        current = self._require(record.thread_id)
+        if current.version != record.version:
+            raise VersionConflictError(record.thread_id, record.version, current.version)
+        updated = msgspec.structs.replace(
+            current,
+            messages=_clone(record.messages),
+            state=_clone(record.state),
+            open_receipt=_clone(record.open_receipt),
+            version=current.version + 1,
+            updated_at=now,
+        )
+        self._records[record.thread_id] = updated
+        return _copy(updated)
+
+    async def acquire_lease(
+        self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
+    ) -> ThreadRecord:
+        current = self._require(thread_id)
+        held = current.lease
+        if held is not None and held.lease_id != lease_id and held.expires_at > now:
+            raise ThreadBusyError(thread_id)
+        lease = RunLease(lease_id=lease_id, run_id=run_id, expires_at=expires_at)
+        updated = msgspec.structs.replace(current, lease=lease)
+        self._records[thread_id] = updated
+        return _copy(updated)
+
+    async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
+        current = self._require(thread_id)
+        if current.lease is not None and current.lease.lease_id == lease_id:
+            self._records[thread_id] = msgspec.structs.replace(current, lease=None)
+
+    async def append_events(
+        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+    ) -> list[int]:
+        current = self._require(thread_id)
+        if current.lease is None or current.lease.lease_id != lease_id:
+            raise ThreadBusyError(thread_id)
+        first = current.last_sequence + 1
+        sequences = list(range(first, first + len(events)))
+        log = self._logs[thread_id]
+        log.extend(
+            ThreadLogEntry(sequence=seq, run_id=run_id, event_json=text)
+            for seq, text in zip(sequences, events, strict=True)
+        )
+        self._records[thread_id] = msgspec.structs.replace(
+            current, last_sequence=current.last_sequence + len(events)
+        )
+        if events:
+            self._notifier.notify(thread_id)
+        return sequences
+
+    async def read_events(
+        self, thread_id: str, *, after_sequence: int, limit: int = 1000
+    ) -> list[ThreadLogEntry]:
+        self._check_open()
+        log = self._logs.get(thread_id, [])
+        # Sequences are 1..n, dense, so the position is the sequence.
+        start = max(after_sequence, 0)
+        return log[start : start + max(limit, 0)]
+
+    async def wait_for_events(
+        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+    ) -> bool:
+        event = self._notifier.current(thread_id)
+        record = self._require(thread_id)
+        if record.last_sequence > after_sequence:
+            return True
+        await ThreadNotifier.wait(event, wait_seconds)
+        return self._require(thread_id).last_sequence > after_sequence
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+def _clone(value: Any) -> Any:
+    # A caller must never be able to mutate what is stored through an alias.
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+def _copy(record: ThreadRecord) -> ThreadRecord:
+    return msgspec.structs.replace(
+        record,
+        messages=_clone(record.messages),
+        state=_clone(record.state),
+        open_receipt=_clone(record.open_receipt),
+    )

@@ -1,0 +1,199 @@
+"""SQLite thread store on the shared ``SqliteDatabase`` (tables from migration ``agui_threads``).
+
+Writes go through the group-commit writer; waiters of the live tail are woken in-process once
+the append is committed (one process per SQLite file; PostgreSQL tails across replicas).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
+from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.stores.sqlite import SqliteDatabase
+from pausemesh.stores.thread_notify import ThreadNotifier
+
+__all__ = ("SqliteThreadStore",)
+
+_SELECT_ONE = (
+    "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
+    " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us"
+    " FROM agui_threads WHERE thread_id = ?"
+)
+
+
+def _us(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+def _from_us(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
+    lease = None
+    if row[9] is not None:
+        lease = RunLease(lease_id=row[9], run_id=row[10], expires_at=_from_us(row[11]))
+    return ThreadRecord(
+        thread_id=row[0],
+        owner=row[1],
+        messages=msgspec.json.decode(row[2]),
+        state=msgspec.json.decode(row[3]),
+        open_receipt=None if row[4] is None else msgspec.json.decode(row[4]),
+        version=row[5],
+        last_sequence=row[6],
+        created_at=_from_us(row[7]),
+        updated_at=_from_us(row[8]),
+        lease=lease,
+    )
+
+
+def _load(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord:
+    row = conn.execute(_SELECT_ONE, (thread_id,)).fetchone()
+    if row is None:
+        raise ThreadNotFoundError(thread_id)
+    return _record(row)
+
+
+class SqliteThreadStore:
+    def __init__(self, database: SqliteDatabase, *, owns_database: bool = False) -> None:
+        self.database = database
+        self._owns_database = owns_database
+        self._notifier = ThreadNotifier()
+
+    async def create_or_load(
+        self, thread_id: str, *, owner: str | None, now: datetime
+    ) -> ThreadRecord:
+        at = _us(now)
+
+        def op(conn: sqlite3.Connection) -> ThreadRecord:
+            conn.execute(
+                "INSERT INTO agui_threads (thread_id, owner, messages_json, state_json,"
+                " open_receipt_json, version, last_sequence, created_at_us, updated_at_us)"
+                " VALUES (?, ?, '[]', '{}', NULL, 1, 0, ?, ?) ON CONFLICT DO NOTHING",
+                (thread_id, owner, at, at),
+            )
+            return _load(conn, thread_id)
+
+        existing = await self.get(thread_id)
+        return existing if existing is not None else await self.database.write(op)
+
+    async def get(self, thread_id: str) -> ThreadRecord | None:
+        rows = await self.database.read(_SELECT_ONE, (thread_id,))
+        return _record(rows[0]) if rows else None
+
+    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+        messages = _json(record.messages)
+        state = _json(record.state)
+        receipt = None if record.open_receipt is None else _json(record.open_receipt)
+
+        def op(conn: sqlite3.Connection) -> ThreadRecord:
+            cursor = conn.execute(
+                "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
+                " version = version + 1, updated_at_us = ? WHERE thread_id = ? AND version = ?",
+                (messages, state, receipt, _us(now), record.thread_id, record.version),
+            )
+            if cursor.rowcount != 1:
+                actual = _load(conn, record.thread_id).version
+                raise VersionConflictError(record.thread_id, record.version, actual)
+            return _load(conn, record.thread_id)
+
+        return await self.database.write(op)
+
+    async def acquire_lease(
+        self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
+    ) -> ThreadRecord:
+        def op(conn: sqlite3.Connection) -> ThreadRecord:
+            cursor = conn.execute(
+                "UPDATE agui_threads SET lease_id = ?, lease_run_id = ?, lease_expires_at_us = ?"
+                " WHERE thread_id = ? AND (lease_id IS NULL OR lease_id = ?"
+                " OR lease_expires_at_us <= ?)",
+                (lease_id, run_id, _us(expires_at), thread_id, lease_id, _us(now)),
+            )
+            if cursor.rowcount != 1:
+                _load(conn, thread_id)  # raises ThreadNotFoundError for an unknown thread
+                raise ThreadBusyError(thread_id)
+            return _load(conn, thread_id)
+
+        return await self.database.write(op)
+
+    async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE agui_threads SET lease_id = NULL, lease_run_id = NULL,"
+                " lease_expires_at_us = NULL WHERE thread_id = ? AND lease_id = ?",
+                (thread_id, lease_id),
+            )
+
+        await self.database.write(op)
+
+    async def append_events(
+        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+    ) -> list[int]:
+        texts = list(events)
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            row = conn.execute(
+                "UPDATE agui_threads SET last_sequence = last_sequence + ?"
+                " WHERE thread_id = ? AND lease_id = ? RETURNING last_sequence",
+                (len(texts), thread_id, lease_id),
+            ).fetchone()
+            if row is None:
+                _load(conn, thread_id)
+                raise ThreadBusyError(thread_id)
+            first = row[0] - len(texts) + 1
+            sequences = list(range(first, row[0] + 1))
+            conn.executemany(
+                "INSERT INTO agui_thread_events VALUES (?, ?, ?, ?)",
+                [
+                    (thread_id, seq, run_id, text)
+                    for seq, text in zip(sequences, texts, strict=True)
+                ],
+            )
+            return sequences
+
+        sequences = await self.database.write(op)
+        if sequences:
+            self._notifier.notify(thread_id)
+        return sequences
+
+    async def read_events(
+        self, thread_id: str, *, after_sequence: int, limit: int = 1000
+    ) -> list[ThreadLogEntry]:
+        rows = await self.database.read(
+            "SELECT sequence, run_id, event_json FROM agui_thread_events"
+            " WHERE thread_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+            (thread_id, after_sequence, max(limit, 0)),
+        )
+        return [ThreadLogEntry(sequence=r[0], run_id=r[1], event_json=r[2]) for r in rows]
+
+    async def _head(self, thread_id: str) -> int:
+        rows = await self.database.read(
+            "SELECT last_sequence FROM agui_threads WHERE thread_id = ?", (thread_id,)
+        )
+        if not rows:
+            raise ThreadNotFoundError(thread_id)
+        head: int = rows[0][0]
+        return head
+
+    async def wait_for_events(
+        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+    ) -> bool:
+        event = self._notifier.current(thread_id)
+        if await self._head(thread_id) > after_sequence:
+            return True
+        await ThreadNotifier.wait(event, wait_seconds)
+        return await self._head(thread_id) > after_sequence
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()
