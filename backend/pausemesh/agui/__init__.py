@@ -1,0 +1,1 @@
+"""AG-UI: events and SSE framing, run input, interrupt cohorts and whole-batch resume, the run host."""
