@@ -64,8 +64,11 @@ async def test_save_is_a_compare_and_swap_on_version(threads: ThreadStore) -> No
     assert await threads.get("t1") == saved
     with pytest.raises(VersionConflictError):
         await threads.save(changed, now=LATER)
-    cleared = await threads.save(msgspec.structs.replace(saved, open_receipt=None), now=LATER)
+    cleared = await threads.save(
+        msgspec.structs.replace(saved, open_receipt=None, closed_receipt=receipt), now=LATER
+    )
     assert cleared.open_receipt is None
+    assert cleared.closed_receipt == receipt
     assert cleared.version == 3
 
 

@@ -45,12 +45,15 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     owner: str | None
     messages: list[Any]
     state: Any
-    # The open interrupt cohort's receipt (B1's CohortReceipt as JSON) or None when none is open.
+    # The open interrupt cohort (its receipt and issued interrupts, JSON) or None when none is open.
     open_receipt: Any | None
     version: int
     last_sequence: int
     created_at: datetime
     updated_at: datetime
+    # The most recently closed cohort (same shape), so a replayed resume can be recognized:
+    # an identical one is idempotent, a different answer is refused.
+    closed_receipt: Any | None = None
     lease: RunLease | None = None
 
 
@@ -81,7 +84,7 @@ class ThreadStore(Protocol):
     async def get(self, thread_id: str) -> ThreadRecord | None: ...
 
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
-        """CAS: store ``messages``, ``state`` and ``open_receipt`` of ``record`` if the stored
+        """CAS: store ``messages``, ``state``, ``open_receipt`` and ``closed_receipt`` if the stored
         version still equals ``record.version``; return the record with version + 1.
 
         Lease and ``last_sequence`` are not written by ``save``.

@@ -77,6 +77,7 @@ class InMemoryThreadStore:
             messages=_clone(record.messages),
             state=_clone(record.state),
             open_receipt=_clone(record.open_receipt),
+            closed_receipt=_clone(record.closed_receipt),
             version=current.version + 1,
             updated_at=now,
         )
@@ -154,4 +155,5 @@ def _copy(record: ThreadRecord) -> ThreadRecord:
         messages=_clone(record.messages),
         state=_clone(record.state),
         open_receipt=_clone(record.open_receipt),
+        closed_receipt=_clone(record.closed_receipt),
     )

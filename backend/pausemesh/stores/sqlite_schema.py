@@ -58,6 +58,9 @@ _AGUI_THREADS = Migration(
             state_json TEXT NOT NULL CHECK (json_valid(state_json)),
             -- the open interrupt cohort's receipt; NULL when no cohort is open
             open_receipt_json TEXT CHECK (open_receipt_json IS NULL OR json_valid(open_receipt_json)),
+            -- the last closed cohort, kept so a replayed resume is recognized (idempotent or refused)
+            closed_receipt_json TEXT
+                CHECK (closed_receipt_json IS NULL OR json_valid(closed_receipt_json)),
             version INTEGER NOT NULL CHECK (version > 0),
             last_sequence INTEGER NOT NULL CHECK (last_sequence >= 0),
             created_at_us INTEGER NOT NULL,

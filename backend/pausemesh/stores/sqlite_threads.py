@@ -22,7 +22,8 @@ __all__ = ("SqliteThreadStore",)
 
 _SELECT_ONE = (
     "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
-    " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us"
+    " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us,"
+    " closed_receipt_json"
     " FROM agui_threads WHERE thread_id = ?"
 )
 
@@ -53,6 +54,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
         last_sequence=row[6],
         created_at=_from_us(row[7]),
         updated_at=_from_us(row[8]),
+        closed_receipt=None if row[12] is None else msgspec.json.decode(row[12]),
         lease=lease,
     )
 
@@ -95,12 +97,14 @@ class SqliteThreadStore:
         messages = _json(record.messages)
         state = _json(record.state)
         receipt = None if record.open_receipt is None else _json(record.open_receipt)
+        closed = None if record.closed_receipt is None else _json(record.closed_receipt)
 
         def op(conn: sqlite3.Connection) -> ThreadRecord:
             cursor = conn.execute(
                 "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
-                " version = version + 1, updated_at_us = ? WHERE thread_id = ? AND version = ?",
-                (messages, state, receipt, _us(now), record.thread_id, record.version),
+                " closed_receipt_json = ?, version = version + 1, updated_at_us = ?"
+                " WHERE thread_id = ? AND version = ?",
+                (messages, state, receipt, closed, _us(now), record.thread_id, record.version),
             )
             if cursor.rowcount != 1:
                 actual = _load(conn, record.thread_id).version
