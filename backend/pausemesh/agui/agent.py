@@ -1,0 +1,121 @@
+"""The agent protocol (DESIGN §4.2): what a host's agent receives and what it may yield.
+
+An agent is an async generator function taking a ``RunContext``::
+
+    async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield TextMessageStartEvent(message_id="m1")
+        ...
+        yield PauseRequest(message="Which flight should I book?", response_schema={...})
+
+It yields AG-UI events (forwarded to the client and logged on the thread) and
+``PauseRequest``s. The run host owns the run's frame: it sends ``RUN_STARTED`` and
+``RUN_FINISHED`` itself (an agent must not yield them), closes whatever the agent left open,
+and turns the pause requests of one run into one interrupt cohort. On the next run the agent
+finds the person's answers in ``ctx.decisions``, keyed by interrupt id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from pausemesh.agui.events import Event, Message
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.operations import OperationLedger, OperationRecord, OperationResult, run_once
+from pausemesh.core.ports import Clock
+
+__all__ = (
+    "Agent",
+    "AgentOutput",
+    "Decision",
+    "Operations",
+    "PauseRequest",
+    "RunContext",
+)
+
+
+class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Ask a person for something. Every pause of one run becomes one interrupt of its cohort.
+
+    ``metadata`` comes back unchanged in the matching ``Decision``: a place for what the agent
+    needs to remember about the question (e.g. the options it offered).
+    """
+
+    message: str
+    reason: str = "input_required"
+    response_schema: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+    # Seconds from now, or an absolute deadline; neither means the server's default TTL.
+    expires_in: float | None = None
+    expires_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """A person's answer to one interrupt of the previous run."""
+
+    interrupt_id: str
+    status: Literal["resolved", "cancelled"]
+    # The answer (``resolved``); UNSET for ``cancelled``.
+    payload: Any | UnsetType = UNSET
+    # The pause it answers, as the agent asked it.
+    message: str = ""
+    reason: str = "input_required"
+    tool_call_id: str | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Operations:
+    """The durable operation ledger, bound to the run's clock (DESIGN §6).
+
+    ``run_once`` performs a side effect at most once per ``(domain, business_key)``: a resumed
+    or replayed run that asks again gets the recorded result and nothing is done twice.
+    """
+
+    def __init__(self, ledger: OperationLedger, *, clock: Clock | None = None) -> None:
+        self.ledger = ledger
+        self._clock = clock or SystemClock()
+
+    async def run_once(
+        self,
+        domain: str,
+        business_key: str,
+        *,
+        tool: str,
+        arguments: Any,
+        action: Callable[[], Awaitable[Any]],
+    ) -> OperationResult:
+        return await run_once(
+            self.ledger, domain, business_key, tool, arguments, action, clock=self._clock
+        )
+
+    async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
+        return await self.ledger.list(domain, limit=limit)
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    thread_id: str
+    run_id: str
+    # The thread's history (server-side record plus what this request added), oldest first.
+    messages: Sequence[Message]
+    # The AG-UI state as the thread left it; the agent changes it with STATE_* events.
+    state: Any
+    # Who is asking (None on a server without a principal resolver).
+    principal: str | None
+    # Answers to the previous run's interrupts, keyed by interrupt id; empty on a plain run.
+    decisions: Mapping[str, Decision] = field(default_factory=dict)
+    operations: Operations | None = None
+    # The request's frontend tools, context and forwarded props, untouched.
+    tools: Sequence[Any] = ()
+    context: Sequence[Any] = ()
+    forwarded_props: Any = None
+
+
+AgentOutput = Event | PauseRequest
+Agent = Callable[[RunContext], AsyncIterator[AgentOutput]]
