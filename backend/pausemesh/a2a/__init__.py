@@ -1,0 +1,1 @@
+"""A2A: interrupted-task projections and the A2A router."""

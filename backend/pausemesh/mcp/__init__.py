@@ -1,0 +1,1 @@
+"""MCP: elicitation projections and result parsing, and the MCP server router."""
