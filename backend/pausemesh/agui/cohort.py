@@ -1,0 +1,692 @@
+"""Interrupt cohorts: issuing them as AG-UI ``RUN_FINISHED`` and validating a whole-batch resume.
+
+``issue_interrupts`` turns the continuations of one pause into the interrupting
+``RUN_FINISHED`` event and a host-only, content-addressed **receipt**: thread, run, and for
+each interrupt its continuation id, expiry, issued version and payload hash, in issued order.
+The receipt is protected workflow state; it never goes to the client.
+
+``validate_resume`` checks the next run's ``resume`` against that receipt and the current
+continuations, all-or-nothing, in the order of ``reference/pausemesh-ts.md`` §2.2, and either
+returns the commands to execute (in issued order) or an ``AguiRunError`` to send as
+``RUN_ERROR``. It never raises.
+
+A continuation's payload for AG-UI is ``{kind: "input"|"authorization", message,
+responseSchema?, toolCallId?, reason?, ...}`` (``response_schema``/``tool_call_id`` are
+accepted too); ``pause_payload`` builds one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET
+
+from pausemesh.agui.events import (
+    Interrupt,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+)
+from pausemesh.agui.input import ResumeEntry, RunAgentInput
+from pausemesh.agui.preflight import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, passes_preflight
+from pausemesh.agui.schema import SchemaValidatorCache
+from pausemesh.core.canonical import canonical_json, canonical_sha256
+from pausemesh.core.errors import InvalidInputError, PauseMeshError, ProtocolAdapterError
+from pausemesh.core.model import Continuation
+
+__all__ = (
+    "AGUI_CANCEL_REASON",
+    "AUTHORIZATION_REASON",
+    "INPUT_REASON",
+    "RECEIPT_SCHEMA_VERSION",
+    "AguiRunError",
+    "CancelCommand",
+    "CohortReceipt",
+    "PausePayload",
+    "ReceiptInterrupt",
+    "ResumeCommand",
+    "ResumePlan",
+    "format_expiry",
+    "issue_interrupts",
+    "parse_pause_payload",
+    "pause_payload",
+    "receipt_from_json",
+    "receipt_to_json",
+    "resume_idempotency_key",
+    "validate_resume",
+)
+
+RECEIPT_SCHEMA_VERSION: Final = 1
+INPUT_REASON: Final = "input_required"
+AUTHORIZATION_REASON: Final = "pausemesh:authorization_required"
+AGUI_CANCEL_REASON: Final = "agui:cancelled"
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_COHORT_PREFIX = "agui-cohort:"
+_MAX_ID = 200
+
+
+# --- payloads --------------------------------------------------------------------------------
+
+
+class PausePayload(msgspec.Struct, frozen=True, kw_only=True):
+    """The AG-UI-relevant view of a continuation payload."""
+
+    kind: Literal["input", "authorization"]
+    message: str
+    reason: str
+    response_schema: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+
+
+def pause_payload(
+    message: str,
+    *,
+    kind: Literal["input", "authorization"] = "input",
+    response_schema: Mapping[str, Any] | None = None,
+    tool_call_id: str | None = None,
+    reason: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A continuation payload for an AG-UI pause (camelCase keys, as stored and hashed)."""
+    payload: dict[str, Any] = {**extra, "kind": kind, "message": message}
+    if response_schema is not None:
+        payload["responseSchema"] = dict(response_schema)
+    if tool_call_id is not None:
+        payload["toolCallId"] = tool_call_id
+    if reason is not None:
+        payload["reason"] = reason
+    return payload
+
+
+def _one_of(payload: Mapping[str, Any], camel: str, snake: str) -> Any:
+    if camel in payload and snake in payload and payload[camel] != payload[snake]:
+        msg = f"payload carries both {camel} and {snake} with different values"
+        raise ValueError(msg)
+    return payload.get(camel, payload.get(snake))
+
+
+def parse_pause_payload(payload: object) -> PausePayload:
+    """Read a continuation payload as an AG-UI pause; ``ValueError`` if it is not one."""
+    if not isinstance(payload, Mapping):
+        msg = "payload must be an object"
+        raise TypeError(msg)
+    kind = payload.get("kind", "input")
+    if kind not in ("input", "authorization"):
+        msg = "payload kind must be 'input' or 'authorization'"
+        raise ValueError(msg)
+    message = payload.get("message")
+    if not isinstance(message, str) or not message:
+        msg = "payload message must be a non-empty string"
+        raise ValueError(msg)
+    schema = _one_of(payload, "responseSchema", "response_schema")
+    if schema is not None and not isinstance(schema, dict):
+        msg = "responseSchema must be an object"
+        raise ValueError(msg)
+    if kind == "authorization" and schema is not None:
+        msg = "an authorization pause takes no responseSchema"
+        raise ValueError(msg)
+    tool_call_id = _one_of(payload, "toolCallId", "tool_call_id")
+    if tool_call_id is not None and (not isinstance(tool_call_id, str) or not tool_call_id):
+        msg = "toolCallId must be a non-empty string"
+        raise ValueError(msg)
+    reason = payload.get("reason")
+    if kind == "authorization":
+        reason = AUTHORIZATION_REASON
+    elif reason is None:
+        reason = INPUT_REASON
+    elif not isinstance(reason, str) or not reason or reason.startswith("core:"):
+        # ``core:`` is reserved by AG-UI; authorization is ours and needs kind=authorization.
+        msg = "reason must be a non-empty string outside the reserved namespaces"
+        raise ValueError(msg)
+    elif reason == AUTHORIZATION_REASON:
+        msg = "the authorization reason needs kind 'authorization'"
+        raise ValueError(msg)
+    return PausePayload(
+        kind=kind,
+        message=message,
+        reason=reason,
+        response_schema=schema,
+        tool_call_id=tool_call_id,
+    )
+
+
+def format_expiry(when: datetime) -> str:
+    """ISO 8601 UTC with milliseconds and ``Z`` (what JavaScript's ``Date`` reads)."""
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- receipts --------------------------------------------------------------------------------
+
+
+class ReceiptInterrupt(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    continuation_id: str
+    expires_at: str
+    issued_version: int
+    payload_hash: str
+
+
+class CohortReceipt(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Host-only record of one issued cohort; ``cohort_id`` content-addresses the rest."""
+
+    schema_version: int
+    cohort_id: str
+    thread_id: str
+    run_id: str
+    interrupts: tuple[ReceiptInterrupt, ...]
+
+    @property
+    def interrupt_ids(self) -> tuple[str, ...]:
+        return tuple(i.continuation_id for i in self.interrupts)
+
+
+def _cohort_id(
+    schema_version: int, thread_id: str, run_id: str, interrupts: Sequence[ReceiptInterrupt]
+) -> str:
+    descriptor = {
+        "schemaVersion": schema_version,
+        "threadId": thread_id,
+        "runId": run_id,
+        "interrupts": [msgspec.to_builtins(i) for i in interrupts],
+    }
+    return _COHORT_PREFIX + canonical_sha256(["agui-cohort-v1", descriptor])
+
+
+def receipt_to_json(receipt: CohortReceipt) -> dict[str, Any]:
+    """The receipt as plain JSON (for a thread record)."""
+    data: dict[str, Any] = msgspec.to_builtins(receipt)
+    return data
+
+
+def receipt_from_json(data: object) -> CohortReceipt:
+    """Type a stored receipt; ``msgspec.ValidationError`` if its shape is wrong."""
+    if isinstance(data, CohortReceipt):
+        return data
+    if isinstance(data, (bytes, str)):
+        return msgspec.json.decode(data, type=CohortReceipt, strict=True)
+    return msgspec.convert(data, CohortReceipt, strict=True)
+
+
+# --- issuing ---------------------------------------------------------------------------------
+
+
+def _check_binding(value: object, field: str) -> str:
+    if (
+        not isinstance(value, str)
+        or not value
+        or value != value.strip()
+        or len(value) > _MAX_ID
+        or not value.isprintable()
+    ):
+        msg = f"AG-UI {field} must be a non-empty id without edge whitespace"
+        raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
+    return value
+
+
+def issue_interrupts(
+    continuations: Sequence[Continuation],
+    *,
+    thread_id: str,
+    run_id: str,
+    schemas: SchemaValidatorCache | None = None,
+) -> tuple[RunFinishedEvent, CohortReceipt]:
+    """The interrupting ``RUN_FINISHED`` and the cohort receipt for pending ``continuations``.
+
+    Raises ``ProtocolAdapterError``: ``INVALID_PROTOCOL_BINDING`` (bad ids, empty cohort,
+    duplicates, a continuation of another thread), ``INVALID_PROTOCOL_TRANSITION`` (a member
+    is not pending), ``INVALID_PROTOCOL_MESSAGE`` (a payload that is not an AG-UI pause, or a
+    ``responseSchema`` that is not a valid Draft 2020-12 schema).
+    """
+    try:
+        return _issue(continuations, thread_id, run_id, schemas or SchemaValidatorCache(64))
+    except ProtocolAdapterError:
+        raise
+    except Exception as error:
+        msg = "AG-UI interrupt projection failed"
+        raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_MESSAGE") from error
+
+
+def _issue(
+    continuations: Sequence[Continuation],
+    thread_id: str,
+    run_id: str,
+    schemas: SchemaValidatorCache,
+) -> tuple[RunFinishedEvent, CohortReceipt]:
+    _check_binding(thread_id, "threadId")
+    _check_binding(run_id, "runId")
+    if not continuations:
+        msg = "An AG-UI interrupt cohort needs at least one continuation"
+        raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
+    seen: set[str] = set()
+    for continuation in continuations:
+        if not continuation.is_pending:
+            msg = f"Cannot issue an AG-UI interrupt for a {continuation.status} continuation"
+            raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_TRANSITION")
+        if continuation.correlation_id != thread_id:
+            msg = "An AG-UI interrupt must belong to the run's thread"
+            raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
+        _check_binding(continuation.continuation_id, "interrupt id")
+        if continuation.continuation_id in seen:
+            msg = "An AG-UI interrupt cohort contains a duplicate continuation"
+            raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
+        seen.add(continuation.continuation_id)
+
+    interrupts: list[Interrupt] = []
+    entries: list[ReceiptInterrupt] = []
+    for continuation in continuations:
+        try:
+            pause = parse_pause_payload(continuation.payload)
+            if pause.response_schema is not None:
+                schemas.check_schema(pause.response_schema)
+            payload_hash = canonical_sha256(continuation.payload)
+        except (ValueError, TypeError) as error:
+            # InvalidInputError (bad schema, non-JSON payload) is a ValueError too.
+            message = error.message if isinstance(error, PauseMeshError) else str(error)
+            msg = f"Continuation payload is not an AG-UI pause: {message}"
+            raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_MESSAGE") from None
+        expires_at = format_expiry(continuation.expires_at)
+        interrupts.append(
+            Interrupt(
+                id=continuation.continuation_id,
+                reason=pause.reason,
+                message=pause.message,
+                tool_call_id=UNSET if pause.tool_call_id is None else pause.tool_call_id,
+                response_schema=UNSET if pause.response_schema is None else pause.response_schema,
+                expires_at=expires_at,
+                metadata={
+                    "pausemesh": {
+                        "continuationId": continuation.continuation_id,
+                        "schemaVersion": RECEIPT_SCHEMA_VERSION,
+                    }
+                },
+            )
+        )
+        entries.append(
+            ReceiptInterrupt(
+                continuation_id=continuation.continuation_id,
+                expires_at=expires_at,
+                issued_version=continuation.version,
+                payload_hash=payload_hash,
+            )
+        )
+    receipt = CohortReceipt(
+        schema_version=RECEIPT_SCHEMA_VERSION,
+        cohort_id=_cohort_id(RECEIPT_SCHEMA_VERSION, thread_id, run_id, entries),
+        thread_id=thread_id,
+        run_id=run_id,
+        interrupts=tuple(entries),
+    )
+    event = RunFinishedEvent(
+        thread_id=thread_id,
+        run_id=run_id,
+        outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
+    )
+    return event, receipt
+
+
+# --- resume validation -----------------------------------------------------------------------
+
+
+class AguiRunError(msgspec.Struct, frozen=True, kw_only=True):
+    """A refusal to send as ``RUN_ERROR``; ``code`` is one of the ``PAUSEMESH_AGUI_*`` codes."""
+
+    code: str
+    message: str
+
+    def to_event(self) -> RunErrorEvent:
+        return RunErrorEvent(message=self.message, code=self.code)
+
+
+class ResumeCommand(msgspec.Struct, frozen=True, kw_only=True):
+    """Resume ``continuation_id`` with ``payload`` under the derived ``idempotency_key``.
+
+    ``settled`` is True when the continuation already holds exactly this resume (a replay):
+    the service will return the stored outcome and nothing happens twice.
+    """
+
+    continuation_id: str
+    idempotency_key: str
+    payload: Any
+    settled: bool = False
+    action: Literal["resume"] = "resume"
+
+
+class CancelCommand(msgspec.Struct, frozen=True, kw_only=True):
+    """Cancel ``continuation_id`` fenced on its issued version (replays are idempotent)."""
+
+    continuation_id: str
+    expected_version: int
+    reason: str = AGUI_CANCEL_REASON
+    settled: bool = False
+    action: Literal["cancel"] = "cancel"
+
+
+class ResumePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """Validated commands in issued order, and the entries they came from (same order)."""
+
+    thread_id: str
+    cohort_id: str
+    commands: tuple[ResumeCommand | CancelCommand, ...]
+    entries: tuple[ResumeEntry, ...]
+
+    @property
+    def decisions(self) -> dict[str, ResumeEntry]:
+        """The entries keyed by interrupt id, for the agent's run context."""
+        return {e.interrupt_id: e for e in self.entries}
+
+    @property
+    def is_replay(self) -> bool:
+        """True if every command was already applied (an exact replay of a completed resume)."""
+        return all(c.settled for c in self.commands)
+
+
+class _Refusal(Exception):  # noqa: N818 - internal control flow, never escapes this module
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.error = AguiRunError(code=code, message=message)
+
+
+_P = "PAUSEMESH_AGUI_"
+INVALID_INPUT = _P + "INVALID_INPUT"
+SET_MISMATCH = _P + "RESUME_SET_MISMATCH"
+REPLAY_CONFLICT = _P + "REPLAY_CONFLICT"
+THREAD_MISMATCH = _P + "THREAD_MISMATCH"
+RESUME_REQUIRED = _P + "RESUME_REQUIRED"
+DUPLICATE_INTERRUPT = _P + "DUPLICATE_INTERRUPT"
+INVALID_ENTRY = _P + "INVALID_ENTRY"
+INVALID_PAYLOAD = _P + "INVALID_PAYLOAD"
+RESUME_EXPIRED = _P + "RESUME_EXPIRED"
+
+
+def resume_idempotency_key(thread_id: str, interrupt_id: str, payload: Any) -> str:
+    """``agui:`` + sha256(canonical(["agui-v1", thread, interrupt, "resolved", payload]))."""
+    return "agui:" + canonical_sha256(["agui-v1", thread_id, interrupt_id, "resolved", payload])
+
+
+def validate_resume(
+    raw_input: object,
+    receipt: CohortReceipt | object,
+    continuations: Sequence[Continuation],
+    *,
+    now: datetime,
+    schemas: SchemaValidatorCache,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_nodes: int = DEFAULT_MAX_NODES,
+) -> ResumePlan | AguiRunError:
+    """Validate a whole-batch resume; the plan or the ``RUN_ERROR`` to send. Never raises.
+
+    ``raw_input`` is the request body (bytes/str), its parsed JSON, or a ``RunAgentInput``;
+    ``receipt`` a ``CohortReceipt`` or its stored JSON; ``continuations`` the cohort's current
+    state (any order).
+    """
+    try:
+        return _validate(raw_input, receipt, continuations, now, schemas, max_depth, max_nodes)
+    except _Refusal as refusal:
+        return refusal.error
+    except Exception:  # noqa: BLE001 - the contract: any failure is a RUN_ERROR, not a crash
+        return AguiRunError(
+            code=INVALID_INPUT, message="AG-UI resume input could not be safely processed"
+        )
+
+
+def _raw_views(raw_input: object) -> tuple[object, RunAgentInput | None]:
+    if isinstance(raw_input, RunAgentInput):
+        return msgspec.to_builtins(raw_input), raw_input
+    if isinstance(raw_input, (bytes, str)):
+        return msgspec.json.decode(raw_input), None
+    return raw_input, None
+
+
+def _validate(  # noqa: PLR0917 - internal: mirrors validate_resume
+    raw_input: object,
+    raw_receipt: object,
+    continuations: Sequence[Continuation],
+    now: datetime,
+    schemas: SchemaValidatorCache,
+    max_depth: int,
+    max_nodes: int,
+) -> ResumePlan:
+    # 1. Bounded preflight over everything before any of it is typed or hashed.
+    raw, typed = _raw_views(raw_input)
+    receipt_view = (
+        msgspec.to_builtins(raw_receipt) if isinstance(raw_receipt, CohortReceipt) else raw_receipt
+    )
+    current_view = [msgspec.to_builtins(c) for c in continuations]
+    if not passes_preflight(
+        (raw, receipt_view, current_view), max_depth=max_depth, max_nodes=max_nodes
+    ):
+        raise _Refusal(INVALID_INPUT, "AG-UI resume input could not be safely processed")
+
+    # 2. Protocol validity.
+    if typed is None:
+        try:
+            typed = msgspec.convert(raw, RunAgentInput, strict=True)
+        except msgspec.ValidationError:
+            raise _Refusal(INVALID_INPUT, "AG-UI run input is not protocol-valid") from None
+
+    # 3. Receipt integrity.
+    receipt = _check_receipt(raw_receipt)
+
+    # 4. The current continuations are exactly the issued cohort, unchanged since issuance.
+    by_id = _check_current(receipt, continuations)
+
+    # 5. Thread binding (the runId may differ: a resume is a new run, or a reused one).
+    if typed.thread_id != receipt.thread_id:
+        raise _Refusal(THREAD_MISMATCH, "AG-UI resume must use the interrupted thread")
+
+    # 6-8. The batch: present, no duplicates, exactly the issued set.
+    if typed.resume is UNSET:
+        raise _Refusal(RESUME_REQUIRED, "Pending AG-UI interrupts require a resume batch")
+    entries: dict[str, ResumeEntry] = {}
+    for entry in typed.resume:
+        if entry.interrupt_id in entries:
+            raise _Refusal(DUPLICATE_INTERRUPT, "AG-UI resume contains a duplicate interrupt")
+        entries[entry.interrupt_id] = entry
+    if set(entries) != set(receipt.interrupt_ids):
+        raise _Refusal(
+            SET_MISMATCH,
+            "AG-UI resume must address the complete issued interrupt cohort exactly once",
+        )
+
+    # 9. The clock.
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise _Refusal(INVALID_INPUT, "AG-UI validation clock is invalid")
+
+    # 10. Each member, in issued order.
+    commands: list[ResumeCommand | CancelCommand] = []
+    ordered: list[ResumeEntry] = []
+    for issued in receipt.interrupts:
+        entry = entries[issued.continuation_id]
+        continuation = by_id[issued.continuation_id]
+        commands.append(_member(receipt, issued, entry, continuation, raw, now, schemas))
+        ordered.append(entry)
+    return ResumePlan(
+        thread_id=receipt.thread_id,
+        cohort_id=receipt.cohort_id,
+        commands=tuple(commands),
+        entries=tuple(ordered),
+    )
+
+
+def _check_receipt(raw_receipt: object) -> CohortReceipt:
+    try:
+        receipt = receipt_from_json(raw_receipt)
+        well_formed = (
+            receipt.schema_version == RECEIPT_SCHEMA_VERSION
+            and bool(receipt.interrupts)
+            and receipt.cohort_id.startswith(_COHORT_PREFIX)
+            and all(
+                isinstance(i.issued_version, int)
+                and 1 <= i.issued_version <= 2**53 - 1
+                and _HEX64.fullmatch(i.payload_hash) is not None
+                and bool(i.continuation_id)
+                and bool(i.expires_at)
+                for i in receipt.interrupts
+            )
+            and bool(receipt.thread_id)
+            and bool(receipt.run_id)
+        )
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        well_formed = False
+    if not well_formed:
+        raise _Refusal(INVALID_INPUT, "AG-UI issuance receipt is invalid")
+    recomputed = _cohort_id(
+        receipt.schema_version, receipt.thread_id, receipt.run_id, receipt.interrupts
+    )
+    if recomputed != receipt.cohort_id:
+        raise _Refusal(INVALID_INPUT, "AG-UI issuance receipt was altered")
+    if len(set(receipt.interrupt_ids)) != len(receipt.interrupts):
+        raise _Refusal(INVALID_INPUT, "AG-UI issuance receipt contains a duplicate interrupt")
+    return receipt
+
+
+def _check_current(
+    receipt: CohortReceipt, continuations: Sequence[Continuation]
+) -> dict[str, Continuation]:
+    by_id = {c.continuation_id: c for c in continuations}
+    if len(by_id) != len(continuations) or len(by_id) != len(receipt.interrupts):
+        raise _Refusal(
+            SET_MISMATCH, "Current continuations do not match the complete issued interrupt cohort"
+        )
+    for issued in receipt.interrupts:
+        continuation = by_id.get(issued.continuation_id)
+        if continuation is None:
+            raise _Refusal(SET_MISMATCH, "Current continuations omit an issued interrupt")
+        expected_version = issued.issued_version + (0 if continuation.is_pending else 1)
+        try:
+            payload_hash = canonical_sha256(continuation.payload)
+        except InvalidInputError:
+            payload_hash = ""
+        if (
+            continuation.correlation_id != receipt.thread_id
+            or format_expiry(continuation.expires_at) != issued.expires_at
+            or continuation.version != expected_version
+            or payload_hash != issued.payload_hash
+        ):
+            raise _Refusal(
+                REPLAY_CONFLICT,
+                "Current continuation state does not match the issued interrupt receipt",
+            )
+    return by_id
+
+
+def _has_own_payload(raw: object, interrupt_id: str) -> bool:
+    """Whether the raw entry for ``interrupt_id`` has a ``payload`` member at all (even null)."""
+    if not isinstance(raw, Mapping):
+        return False
+    for item in raw.get("resume") or ():
+        if isinstance(item, Mapping) and item.get("interruptId") == interrupt_id:
+            return "payload" in item
+    return False
+
+
+def _member(  # noqa: PLR0917 - internal: one member's full context
+    receipt: CohortReceipt,
+    issued: ReceiptInterrupt,
+    entry: ResumeEntry,
+    continuation: Continuation,
+    raw: object,
+    now: datetime,
+    schemas: SchemaValidatorCache,
+) -> ResumeCommand | CancelCommand:
+    try:
+        pause = parse_pause_payload(continuation.payload)
+    except (ValueError, TypeError):
+        raise _Refusal(
+            INVALID_INPUT, "An issued AG-UI interrupt has an invalid continuation payload"
+        ) from None
+    expired = now >= continuation.expires_at
+    if entry.status == "cancelled":
+        return _cancel_command(issued, entry, continuation, raw, expired=expired)
+    return _resume_command(receipt, entry, continuation, pause, expired=expired, schemas=schemas)
+
+
+def _cancel_command(
+    issued: ReceiptInterrupt,
+    entry: ResumeEntry,
+    continuation: Continuation,
+    raw: object,
+    *,
+    expired: bool,
+) -> CancelCommand:
+    if entry.payload is not UNSET or _has_own_payload(raw, entry.interrupt_id):
+        raise _Refusal(INVALID_ENTRY, "A cancelled AG-UI resume entry must omit payload")
+    if continuation.status == "resumed" or (
+        continuation.status == "cancelled" and continuation.reason != AGUI_CANCEL_REASON
+    ):
+        raise _Refusal(
+            REPLAY_CONFLICT, "AG-UI resume conflicts with the completed interrupt outcome"
+        )
+    if continuation.status == "expired":
+        raise _Refusal(RESUME_EXPIRED, "AG-UI resume references an expired interrupt")
+    if continuation.is_pending and expired:
+        raise _Refusal(RESUME_EXPIRED, "AG-UI resume arrived after an interrupt expired")
+    return CancelCommand(
+        continuation_id=continuation.continuation_id,
+        expected_version=issued.issued_version,
+        settled=continuation.status == "cancelled",
+    )
+
+
+def _resume_command(
+    receipt: CohortReceipt,
+    entry: ResumeEntry,
+    continuation: Continuation,
+    pause: PausePayload,
+    *,
+    expired: bool,
+    schemas: SchemaValidatorCache,
+) -> ResumeCommand:
+    if entry.payload is UNSET:
+        raise _Refusal(INVALID_PAYLOAD, "A resolved AG-UI resume entry must include payload")
+    try:
+        canonical_payload = canonical_json(entry.payload)
+    except InvalidInputError:
+        raise _Refusal(
+            INVALID_PAYLOAD, "A resolved AG-UI resume entry must contain valid JSON"
+        ) from None
+    if pause.kind == "authorization":
+        raise _Refusal(
+            INVALID_ENTRY,
+            "Authorization credentials must be delivered through a trusted out-of-band callback",
+        )
+    key = resume_idempotency_key(receipt.thread_id, continuation.continuation_id, entry.payload)
+    if continuation.status == "resumed":
+        # Exact replay of a completed resume: the same command, no schema or expiry re-check.
+        stored = continuation.resume_payload
+        if (
+            continuation.idempotency_key != key
+            or stored is UNSET
+            or canonical_json(stored) != canonical_payload
+        ):
+            raise _Refusal(
+                REPLAY_CONFLICT, "AG-UI resume conflicts with the completed interrupt outcome"
+            )
+        return ResumeCommand(
+            continuation_id=continuation.continuation_id,
+            idempotency_key=key,
+            payload=entry.payload,
+            settled=True,
+        )
+    if continuation.status == "cancelled":
+        raise _Refusal(
+            REPLAY_CONFLICT, "AG-UI resume conflicts with the completed interrupt outcome"
+        )
+    if continuation.status == "expired" or expired:
+        raise _Refusal(RESUME_EXPIRED, "AG-UI resume references an expired interrupt")
+    if pause.response_schema is not None:
+        try:
+            valid = schemas.is_valid(pause.response_schema, entry.payload)
+        except Exception:  # noqa: BLE001 - a validator failure refuses the answer, never crashes
+            raise _Refusal(INVALID_PAYLOAD, "AG-UI resume payload validation failed") from None
+        if not valid:
+            raise _Refusal(
+                INVALID_PAYLOAD, "AG-UI resume payload does not match its response schema"
+            )
+    return ResumeCommand(
+        continuation_id=continuation.continuation_id, idempotency_key=key, payload=entry.payload
+    )
