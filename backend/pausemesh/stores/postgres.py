@@ -1,0 +1,195 @@
+"""The PostgreSQL event store (asyncpg), for several app replicas on one database.
+
+Appends are a compare-and-swap through a stream-head row, written with the events in one
+statement (one transaction, one round trip): the head moves from ``expected`` to
+``expected + n`` or the statement inserts nothing. Concurrent appends of one replica share the
+pool's connections, and the server groups their commits into shared WAL flushes.
+``open_postgres_storage`` opens the event store, thread store and operation ledger of an app on
+one pool.
+"""
+
+# ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pausemesh.core.errors import StoreError, VersionConflictError
+from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.stores.batch import MAX_EVENTS_PER_STREAM, check_batch, decode_stream
+from pausemesh.stores.postgres_database import Conn, PostgresDatabase
+from pausemesh.stores.postgres_schema import DEFAULT_SCHEMA
+
+__all__ = ("PostgresDatabase", "PostgresEventStore", "open_postgres_store")
+
+
+class PostgresEventStore:
+    """``EventStore`` over a ``PostgresDatabase``; it may share the database with other stores."""
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        owns_database: bool = True,
+        max_events_per_stream: int = MAX_EVENTS_PER_STREAM,
+    ) -> None:
+        self.database = database
+        self._owns_database = owns_database
+        self._limit = max_events_per_stream
+        q = database.q
+        self._sql_load = f"""
+            SELECT s.version, e.version, e.event_json
+            FROM {q}.continuation_streams s
+            LEFT JOIN LATERAL (
+                SELECT version, event_json FROM {q}.continuation_events ev
+                WHERE ev.continuation_id = s.continuation_id
+                ORDER BY version LIMIT $2
+            ) e ON TRUE
+            WHERE s.continuation_id = $1
+            ORDER BY e.version
+        """
+        self._sql_head = f"SELECT version FROM {q}.continuation_streams WHERE continuation_id = $1"
+        insert_events = f"""
+            ins AS (
+                INSERT INTO {q}.continuation_events (continuation_id, version, event_json)
+                SELECT head.continuation_id, u.version, u.event_json
+                FROM head, unnest($4::bigint[], $5::text[]) AS u (version, event_json)
+                RETURNING 1
+            )
+            SELECT count(*) FROM ins
+        """
+        # The head row is the fence: 0 rows from it means another writer won; then the
+        # events insert selects nothing, all in the same statement.
+        self._sql_create = f"""
+            WITH head AS (
+                INSERT INTO {q}.continuation_streams (continuation_id, version, pending_expires_at)
+                VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING continuation_id
+            ), {insert_events}
+        """
+        self._sql_advance = f"""
+            WITH head AS (
+                UPDATE {q}.continuation_streams SET version = $2, pending_expires_at = $3
+                WHERE continuation_id = $1 AND version = $6 RETURNING continuation_id
+            ), {insert_events}
+        """
+        self._sql_due = f"""
+            SELECT continuation_id FROM {q}.continuation_streams
+            WHERE pending_expires_at IS NOT NULL AND pending_expires_at <= $1
+            ORDER BY pending_expires_at LIMIT $2
+        """
+
+    async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]:
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_load, continuation_id, self._limit + 1))
+
+        rows = await self.database.run(op, read=True)
+        if not rows:
+            return []
+        head = rows[0][0]
+        if head > self._limit or len(rows) > self._limit:
+            msg = f"a stream holds at most {self._limit} events"
+            raise StoreError(msg, code="STREAM_TOO_LARGE")
+        if head < 1 or len(rows) != head or rows[0][1] is None:
+            msg = "stored stream disagrees with its head"
+            raise StoreError(msg, code="CORRUPT_STREAM")
+        if any(row[1] != index + 1 for index, row in enumerate(rows)):
+            msg = "stored stream has a gap or a foreign event"
+            raise StoreError(msg, code="CORRUPT_STREAM")
+        return decode_stream(continuation_id, [row[2] for row in rows])
+
+    async def _head(self, continuation_id: str) -> int:
+        async def op(conn: Conn) -> int:
+            value = await conn.fetchval(self._sql_head, continuation_id)
+            return 0 if value is None else int(value)
+
+        return await self.database.run(op, read=True)
+
+    async def append(
+        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+    ) -> None:
+        encoded = check_batch(continuation_id, expected_version, events)
+        if not encoded:
+            actual = await self._head(continuation_id)
+            if actual != expected_version:
+                raise VersionConflictError(continuation_id, expected_version, actual)
+            return
+        await self.database.ensure_schema()
+        new_version = expected_version + len(encoded)
+        first = events[0]
+        deadline = first.expires_at if isinstance(first, ContinuationCreated) else None
+        versions = list(range(expected_version + 1, new_version + 1))
+        texts = [snapshot.decode() for snapshot in encoded]
+        if expected_version == 0:
+            sql = self._sql_create
+            args: tuple[Any, ...] = (continuation_id, new_version, deadline, versions, texts)
+        else:
+            sql = self._sql_advance
+            args = (continuation_id, new_version, deadline, versions, texts, expected_version)
+
+        async def op(conn: Conn) -> int:
+            return int(await conn.fetchval(sql, *args))
+
+        written = await self.database.run(op)
+        if written == len(encoded):
+            return
+        if written == 0:
+            raise VersionConflictError(
+                continuation_id, expected_version, await self._head(continuation_id)
+            )
+        msg = "stored stream disagrees with its head"
+        raise StoreError(msg, code="CORRUPT_STREAM")
+
+    async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
+        async def op(conn: Conn) -> list[str]:
+            return [row[0] for row in await conn.fetch(self._sql_due, now, limit)]
+
+        return await self.database.run(op, read=True)
+
+    async def check_readiness(self) -> None:
+        await self.database.check_readiness()
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()
+
+
+async def open_postgres_store(
+    dsn: str, *, schema: str = DEFAULT_SCHEMA, max_size: int = 16
+) -> PostgresEventStore:
+    """Connect (owning the pool), check the migration, and return the event store."""
+    database = await PostgresDatabase.connect(dsn, schema=schema, max_size=max_size)
+    try:
+        await database.check_migrations()
+    except BaseException:
+        await database.close()
+        raise
+    return PostgresEventStore(database)
+
+
+async def open_postgres_storage(settings: Any) -> Any:
+    """The app's stores on one owned pool (``settings.database_url``/``database_schema``).
+
+    Refuses to start against a schema that is not migrated exactly (run ``pausemesh
+    migrate`` first): a ``StoreError`` with a MIGRATION_* code. Returns a ``Storage``.
+    """
+    # Imported here: those modules import this package's database module, not the reverse.
+    from pausemesh.stores.postgres_operations import PostgresOperationLedger  # noqa: PLC0415
+    from pausemesh.stores.postgres_threads import PostgresThreadStore  # noqa: PLC0415
+    from pausemesh.stores.storage import Storage  # noqa: PLC0415
+
+    database = await PostgresDatabase.connect(
+        settings.database_url, schema=getattr(settings, "database_schema", DEFAULT_SCHEMA)
+    )
+    try:
+        await database.check_migrations()
+    except BaseException:
+        await database.close()
+        raise
+    return Storage(
+        events=PostgresEventStore(database, owns_database=False),
+        threads=PostgresThreadStore(database),
+        operations=PostgresOperationLedger(database),
+        on_close=[database.close],
+    )

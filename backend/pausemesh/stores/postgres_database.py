@@ -1,0 +1,262 @@
+"""``PostgresDatabase``: the asyncpg pool and schema every PostgreSQL store of an app shares.
+
+The pool is either created by ``PostgresDatabase.connect`` (then the database owns and closes
+it: the app lifespan) or passed in by a host (then it is never closed here). Nothing here runs
+DDL: ``migrate()`` in ``postgres_migrate.py`` does, run by a DDL role; the app only checks the
+migration ledger (at start, before the first write, and in readiness).
+"""
+
+# ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeAlias, TypeVar
+
+import asyncpg
+from asyncpg import exceptions as pg_errors
+
+from pausemesh.core.errors import PauseMeshError, StoreError
+from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres_schema import (
+    DEFAULT_SCHEMA,
+    LEDGER_TABLE,
+    POSTGRES_MIGRATIONS,
+    check_ledger,
+    expected_tables,
+    expected_triggers,
+    quote_schema,
+)
+
+__all__ = ("Conn", "PostgresDatabase", "map_store_error")
+
+T = TypeVar("T")
+Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+
+_MIGRATION_CODES = frozenset(
+    {
+        "MIGRATION_REQUIRED",
+        "MIGRATION_CHECKSUM_MISMATCH",
+        "MIGRATION_VERSION_AHEAD",
+        "SCHEMA_INCOMPLETE",
+    }
+)
+
+
+_ERROR_CODES: tuple[tuple[tuple[type[BaseException], ...], str, str], ...] = (
+    ((pg_errors.UniqueViolationError,), "CORRUPT_STREAM", "stored stream disagrees with its head"),
+    (
+        (pg_errors.UndefinedTableError, pg_errors.InvalidSchemaNameError),
+        "MIGRATION_REQUIRED",
+        "PauseMesh tables are missing; run `pausemesh migrate`",
+    ),
+    (
+        (pg_errors.UndefinedFunctionError, pg_errors.UndefinedColumnError),
+        "SCHEMA_INCOMPLETE",
+        "PauseMesh schema is incomplete",
+    ),
+    (
+        (pg_errors.InsufficientPrivilegeError,),
+        "STORE_PERMISSION_DENIED",
+        "the database role lacks a PauseMesh runtime grant",
+    ),
+    ((pg_errors.RaiseError,), "STORE_APPEND_ONLY", "PauseMesh persistence is append-only"),
+    ((pg_errors.TransactionRollbackError,), "STORE_BUSY", "PostgreSQL rolled the work back"),
+    ((pg_errors.DataError,), "CORRUPT_STREAM", "PostgreSQL rejected a stored value"),
+)
+
+
+def map_store_error(error: BaseException) -> StoreError:
+    """Translate a driver error into a ``StoreError`` with a stable code (never a bare 500).
+
+    Messages name the error class at most: driver messages may quote the DSN or values.
+    """
+    if isinstance(error, StoreError):
+        return error
+    for kinds, code, message in _ERROR_CODES:
+        if isinstance(error, kinds):
+            return StoreError(message, code=code)
+    # Connection loss, server shutdown or restart, refused connections, timeouts, a closed
+    # pool: the database is unavailable right now; callers may retry.
+    return StoreError(
+        f"PostgreSQL is unavailable ({type(error).__name__})", code="STORE_UNAVAILABLE"
+    )
+
+
+def _connection_lost(error: BaseException) -> bool:
+    return isinstance(
+        error,
+        (
+            pg_errors.PostgresConnectionError,
+            pg_errors.OperatorInterventionError,
+            pg_errors.InterfaceError,
+            ConnectionError,
+        ),
+    )
+
+
+async def _keep_session(_: asyncpg.Connection) -> None:
+    """Pool ``reset`` hook: our connections keep no session state, so skip the reset query."""
+
+
+class PostgresDatabase:
+    """A pool plus a schema: what every PostgreSQL store of one app shares."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        owns_pool: bool = False,
+        dsn: str | None = None,
+        migrations: Sequence[Migration] = POSTGRES_MIGRATIONS,
+    ) -> None:
+        self.q = quote_schema(schema)
+        self.schema = schema
+        self.pool = pool
+        self.dsn = dsn  # for the dedicated LISTEN connection; never logged
+        self.migrations = tuple(migrations)
+        self._owns_pool = owns_pool
+        self._schema_verified = False
+        self._closed = False
+        self._on_close: list[Callable[[], Awaitable[None]]] = []
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        min_size: int = 2,
+        max_size: int = 16,
+        command_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+    ) -> PostgresDatabase:
+        """Create an owned pool (the app lifespan closes it through ``close``)."""
+        quote_schema(schema)  # reject a bad name before connecting anywhere
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                command_timeout=command_timeout,
+                timeout=connect_timeout,
+                reset=_keep_session,
+                server_settings={"application_name": "pausemesh"},
+            )
+        except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+            raise map_store_error(error) from None
+        return cls(pool, schema=schema, owns_pool=True, dsn=dsn)
+
+    def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run ``callback`` before the pool closes (e.g. to stop a listener)."""
+        self._on_close.append(callback)
+
+    def _require_open(self) -> None:
+        if self._closed:
+            msg = "PostgreSQL store is closed"
+            raise StoreError(msg, code="STORE_UNAVAILABLE")
+
+    async def run(self, op: Callable[[Conn], Awaitable[T]], *, read: bool = False) -> T:
+        """Run ``op`` on one pooled connection, mapping driver errors to ``StoreError``.
+
+        A read whose connection turned out dead (the server restarted) is retried once on a
+        fresh connection; a write is not, since it may have committed: the caller's retry
+        (same idempotency key) finds out.
+        """
+        self._require_open()
+        attempts = 2 if read else 1
+        for attempt in range(attempts):
+            try:
+                async with self.pool.acquire() as conn:
+                    return await op(conn)
+            except PauseMeshError:
+                raise
+            except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+                if attempt + 1 < attempts and _connection_lost(error):
+                    continue
+                raise map_store_error(error) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def ensure_schema(self) -> None:
+        """Refuse writes until the ledger matches this code exactly (checked once, then cached)."""
+        if not self._schema_verified:
+            await self.check_migrations()
+
+    async def check_migrations(self) -> None:
+        async def op(conn: Conn) -> None:
+            exists = await conn.fetchval("SELECT to_regclass($1)", f"{self.q}.{LEDGER_TABLE}")
+            if exists is None:
+                msg = "PauseMesh schema is not migrated; run `pausemesh migrate`"
+                raise StoreError(msg, code="MIGRATION_REQUIRED")
+            rows = await conn.fetch(f"SELECT version, name, checksum FROM {self.q}.{LEDGER_TABLE}")
+            missing = check_ledger({r[0]: (r[1], r[2]) for r in rows}, self.migrations)
+            if missing:
+                msg = f"PauseMesh schema needs migration {missing[0].version}; run `pausemesh migrate`"
+                raise StoreError(msg, code="MIGRATION_REQUIRED")
+
+        try:
+            await self.run(op, read=True)
+        except StoreError as error:
+            if error.code in _MIGRATION_CODES:
+                self._schema_verified = False
+            raise
+        self._schema_verified = True
+
+    async def check_readiness(self) -> None:
+        """Ledger exact, tables and append-only triggers present, runtime role can read.
+
+        Raises ``StoreError`` with MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
+        MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE or STORE_UNAVAILABLE. It does not attest
+        function bodies or every constraint: keep the migration and runtime roles apart.
+        """
+        await self.check_migrations()
+        tables = expected_tables(self.migrations)
+        triggers = expected_triggers(self.migrations)
+
+        async def op(conn: Conn) -> None:
+            rows = await conn.fetch(
+                """
+                SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = $1 AND c.relkind = 'r'
+                """,
+                self.schema,
+            )
+            found_tables = {r[0] for r in rows}
+            rows = await conn.fetch(
+                """
+                SELECT c.relname, t.tgname
+                FROM pg_trigger t
+                JOIN pg_class c ON c.oid = t.tgrelid
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                JOIN pg_proc p ON p.oid = t.tgfoid
+                WHERE n.nspname = $1 AND NOT t.tgisinternal AND t.tgenabled IN ('O', 'A')
+                  AND p.proname = 'pausemesh_reject_mutation' AND p.pronamespace = n.oid
+                  AND p.pronargs = 0
+                """,
+                self.schema,
+            )
+            found_triggers = {(r[0], r[1]) for r in rows}
+            if not tables <= found_tables or not triggers <= found_triggers:
+                msg = "PauseMesh tables or append-only triggers are missing or disabled"
+                raise StoreError(msg, code="SCHEMA_INCOMPLETE")
+            # Zero-row reads prove the runtime role may read every table it needs.
+            probes = ", ".join(
+                f"(SELECT 1 FROM {self.q}.{table} WHERE FALSE)" for table in sorted(tables)
+            )
+            await conn.fetchval(f"SELECT {probes}")
+
+        await self.run(op, read=True)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for callback in self._on_close:
+            with contextlib.suppress(Exception):
+                await callback()
+        if self._owns_pool:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.pool.close(), timeout=10)

@@ -1,0 +1,96 @@
+"""``migrate()``: the one place PauseMesh runs DDL on PostgreSQL (``pausemesh migrate``).
+
+Run by a DDL-capable migration role, once per deploy, never on app start. Every migrator takes
+``pg_advisory_xact_lock`` first, so concurrent runs serialize: one applies, the others find the
+ledger complete. A ledger that is ahead of this code, or holds an altered migration, is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from pausemesh.core.errors import PauseMeshError
+from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres_database import map_store_error
+from pausemesh.stores.postgres_schema import (
+    DEFAULT_SCHEMA,
+    LEDGER_DDL,
+    LEDGER_TABLE,
+    MIGRATION_LOCK_KEY,
+    POSTGRES_MIGRATIONS,
+    check_ledger,
+    quote_schema,
+    render,
+)
+
+__all__ = ("MigrationReport", "migrate")
+
+
+class MigrationReport:
+    """What one ``migrate`` run did: the versions it applied (empty: already up to date)."""
+
+    __slots__ = ("applied", "schema")
+
+    def __init__(self, schema: str, applied: Sequence[int]) -> None:
+        self.schema = schema
+        self.applied = tuple(applied)
+
+    def __repr__(self) -> str:
+        return f"MigrationReport(schema={self.schema!r}, applied={self.applied!r})"
+
+
+async def _migrate_on(
+    conn: asyncpg.Connection, schema: str, migrations: Sequence[Migration]
+) -> list[int]:
+    q = quote_schema(schema)
+    async with conn.transaction(isolation="read_committed"):
+        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *MIGRATION_LOCK_KEY)
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}")
+        await conn.execute(render(LEDGER_DDL, schema))
+        rows = await conn.fetch(f"SELECT version, name, checksum FROM {q}.{LEDGER_TABLE}")  # noqa: S608 - validated schema name
+        pending = check_ledger({r[0]: (r[1], r[2]) for r in rows}, tuple(migrations))
+        for migration in pending:
+            for statement in migration.statements:
+                await conn.execute(render(statement, schema))
+            await conn.execute(
+                f"INSERT INTO {q}.{LEDGER_TABLE} (version, name, checksum) VALUES ($1, $2, $3)",  # noqa: S608 - validated schema name
+                migration.version,
+                migration.name,
+                migration.checksum,
+            )
+        rows = await conn.fetch(f"SELECT version, name, checksum FROM {q}.{LEDGER_TABLE}")  # noqa: S608 - validated schema name
+        if check_ledger({r[0]: (r[1], r[2]) for r in rows}, tuple(migrations)):
+            msg = "migration ledger is incomplete after migrating"
+            raise RuntimeError(msg)
+    return [m.version for m in pending]
+
+
+async def migrate(
+    target: str | asyncpg.Connection,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    migrations: Sequence[Migration] = POSTGRES_MIGRATIONS,
+) -> MigrationReport:
+    """Bring ``schema`` up to date; ``target`` is a DSN or an open connection (not closed here).
+
+    Raises ``StoreError`` (MIGRATION_VERSION_AHEAD, MIGRATION_CHECKSUM_MISMATCH,
+    STORE_UNAVAILABLE, ...) and changes nothing when it refuses.
+    """
+    quote_schema(schema)  # refuse a bad name before connecting
+    conn: Any = None
+    try:
+        conn = await asyncpg.connect(target) if isinstance(target, str) else target
+        applied = await _migrate_on(conn, schema, migrations)
+    except PauseMeshError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+        raise map_store_error(error) from None
+    finally:
+        if isinstance(target, str) and conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+    return MigrationReport(schema, applied)

@@ -1,0 +1,153 @@
+"""PostgreSQL operation ledger (table from migration ``operations``): at most once, any replica.
+
+``begin`` inserts the attempt with ``ON CONFLICT DO NOTHING``: of any number of concurrent
+first calls, on any replica, exactly one inserts and gets ``EXECUTE``; the others read the
+committed row and ``decide``. ``complete`` writes the outcome once, fenced by the attempt id
+(and by a write-once trigger in the database).
+"""
+
+# ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.canonical import canonical_json
+from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.operations import (
+    EXECUTE,
+    OperationBegin,
+    OperationRecord,
+    check_completion,
+    decide,
+    new_attempt,
+    result_hash,
+)
+from pausemesh.stores.postgres_database import Conn, PostgresDatabase
+
+__all__ = ("PostgresOperationLedger",)
+
+_COLUMNS = (
+    "operation_id, domain, business_key, tool, arguments_json, terms_hash, attempt_id,"
+    " attempted_at, result_json, result_hash, completed_at"
+)
+
+
+def _record(row: Any) -> OperationRecord:
+    return OperationRecord(
+        operation_id=row[0],
+        domain=row[1],
+        business_key=row[2],
+        tool=row[3],
+        arguments=msgspec.json.decode(row[4]),
+        terms_hash=row[5],
+        attempt_id=row[6],
+        attempted_at=row[7],
+        result=None if row[8] is None else msgspec.json.decode(row[8]),
+        result_hash=row[9],
+        completed_at=row[10],
+    )
+
+
+class PostgresOperationLedger:
+    def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
+        self.database = database
+        self._owns_database = owns_database
+        q = database.q
+        self._sql_insert = f"""
+            INSERT INTO {q}.operations (operation_id, domain, business_key, tool,
+                                        arguments_json, terms_hash, attempt_id, attempted_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            ON CONFLICT (operation_id) DO NOTHING RETURNING operation_id
+        """
+        self._sql_get = f"SELECT {_COLUMNS} FROM {q}.operations WHERE operation_id = $1"
+        self._sql_complete = f"""
+            UPDATE {q}.operations SET result_json = $3, result_hash = $4, completed_at = $5
+            WHERE operation_id = $1 AND attempt_id = $2 AND result_hash IS NULL
+            RETURNING {_COLUMNS}
+        """
+        self._sql_list = f"""
+            SELECT {_COLUMNS} FROM {q}.operations WHERE domain = $1 ORDER BY position LIMIT $2
+        """
+
+    async def _fetchrow(self, sql: str, *args: Any, read: bool = False) -> Any:
+        async def op(conn: Conn) -> Any:
+            return await conn.fetchrow(sql, *args)
+
+        return await self.database.run(op, read=read)
+
+    async def begin(
+        self,
+        domain: str,
+        business_key: str,
+        *,
+        tool: str,
+        arguments: Any,
+        now: datetime,
+    ) -> OperationBegin:
+        wanted = new_attempt(domain, business_key, tool, arguments, now=now)
+        existing = await self.get(wanted.operation_id)
+        if existing is not None:
+            return decide(existing, wanted)
+        await self.database.ensure_schema()
+        inserted = await self._fetchrow(
+            self._sql_insert,
+            wanted.operation_id,
+            wanted.domain,
+            wanted.business_key,
+            wanted.tool,
+            canonical_json(wanted.arguments),
+            wanted.terms_hash,
+            wanted.attempt_id,
+            wanted.attempted_at,
+        )
+        if inserted is not None:
+            return OperationBegin(decision=EXECUTE, record=wanted)
+        # Another caller inserted first; its row is committed and visible to this statement.
+        existing = await self.get(wanted.operation_id)
+        assert existing is not None  # noqa: S101 - rows are never deleted (trigger)
+        return decide(existing, wanted)
+
+    async def complete(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        digest = result_hash(result)
+        record = await self.get(operation_id)
+        if record is None:
+            msg = "operation was never begun"
+            raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+        if check_completion(record, attempt_id, digest):
+            return record
+        await self.database.ensure_schema()
+        row = await self._fetchrow(
+            self._sql_complete, operation_id, attempt_id, canonical_json(result), digest, now
+        )
+        if row is not None:
+            return _record(row)
+        # A concurrent complete won: the same outcome is fine, another one conflicts.
+        record = await self.get(operation_id)
+        assert record is not None  # noqa: S101 - rows are never deleted (trigger)
+        check_completion(record, attempt_id, digest)
+        return record
+
+    async def get(self, operation_id: str) -> OperationRecord | None:
+        row = await self._fetchrow(self._sql_get, operation_id, read=True)
+        return None if row is None else _record(row)
+
+    async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
+        async def op(conn: Conn) -> builtins.list[Any]:
+            return builtins.list(await conn.fetch(self._sql_list, domain, max(limit, 0)))
+
+        return [_record(row) for row in await self.database.run(op, read=True)]
+
+    async def check_readiness(self) -> None:
+        await self.database.check_readiness()
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()

@@ -1,0 +1,276 @@
+"""The PostgreSQL schema: ordered migrations, the ledger, and what readiness expects to find.
+
+Migrations are applied only by ``migrate()`` (``pausemesh migrate``), run by a DDL role; the
+app never runs DDL. Statements use ``{schema}`` for the quoted schema name, so a migration's
+checksum does not depend on the schema a deployment chose.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pausemesh.core.errors import InvalidInputError, StoreError
+from pausemesh.stores.migrations import Migration
+
+__all__ = (
+    "DEFAULT_SCHEMA",
+    "LEDGER_DDL",
+    "LEDGER_TABLE",
+    "MIGRATION_LOCK_KEY",
+    "POSTGRES_MIGRATIONS",
+    "check_ledger",
+    "expected_tables",
+    "expected_triggers",
+    "quote_schema",
+    "render",
+)
+
+DEFAULT_SCHEMA = "pausemesh"
+LEDGER_TABLE = "pausemesh_schema_migrations"
+# pg_advisory_xact_lock(key1, key2): "PMSH" and the lock's purpose (1 = migrations).
+MIGRATION_LOCK_KEY = (0x504D5348, 1)
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_MAX_SAFE = "9007199254740991"
+
+
+def quote_schema(schema: str) -> str:
+    """Validate a schema name and return it double-quoted (values are always parameters)."""
+    if not isinstance(schema, str) or _SCHEMA_NAME.fullmatch(schema) is None:
+        msg = "schema must match [A-Za-z_][A-Za-z0-9_]{0,62}"
+        raise InvalidInputError(msg, code="INVALID_SCHEMA_NAME")
+    return f'"{schema}"'
+
+
+def render(statement: str, schema: str) -> str:
+    # str.replace, not str.format: function bodies may contain braces.
+    return statement.replace("{schema}", quote_schema(schema))
+
+
+LEDGER_DDL = f"""
+CREATE TABLE IF NOT EXISTS {{schema}}.{LEDGER_TABLE} (
+    version INTEGER PRIMARY KEY CHECK (version > 0),
+    name TEXT NOT NULL,
+    checksum TEXT NOT NULL CHECK (checksum ~ '^[a-f0-9]{{64}}$'),
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)
+"""
+
+
+def _no_update_delete(table: str, *, allow_update: bool = False) -> tuple[str, ...]:
+    """Append-only triggers for ``table`` (heads keep UPDATE: the CAS moves them)."""
+    row_events = "DELETE" if allow_update else "UPDATE OR DELETE"
+    return (
+        f"""
+        CREATE TRIGGER pausemesh_{table}_no_mutation
+            BEFORE {row_events} ON {{schema}}.{table}
+            FOR EACH ROW EXECUTE FUNCTION {{schema}}.pausemesh_reject_mutation()
+        """,
+        f"""
+        CREATE TRIGGER pausemesh_{table}_no_truncate
+            BEFORE TRUNCATE ON {{schema}}.{table}
+            FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.pausemesh_reject_mutation()
+        """,
+    )
+
+
+_CONTINUATIONS = Migration(
+    version=1,
+    name="continuation_streams",
+    statements=(
+        """
+        CREATE FUNCTION {schema}.pausemesh_reject_mutation() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'PauseMesh persistence is append-only (% on %)', TG_OP, TG_TABLE_NAME
+                USING ERRCODE = 'P0001';
+        END
+        $$
+        """,
+        *_no_update_delete(LEDGER_TABLE),
+        f"""
+        CREATE TABLE {{schema}}.continuation_streams (
+            continuation_id TEXT PRIMARY KEY,
+            version BIGINT NOT NULL CHECK (version BETWEEN 1 AND {_MAX_SAFE}),
+            -- the deadline while pending, NULL once settled (the expiry sweeper's index)
+            pending_expires_at TIMESTAMPTZ
+        )
+        """,
+        """
+        CREATE INDEX continuation_streams_due
+            ON {schema}.continuation_streams (pending_expires_at)
+            WHERE pending_expires_at IS NOT NULL
+        """,
+        f"""
+        CREATE TABLE {{schema}}.continuation_events (
+            continuation_id TEXT NOT NULL
+                REFERENCES {{schema}}.continuation_streams (continuation_id),
+            version BIGINT NOT NULL CHECK (version BETWEEN 1 AND {_MAX_SAFE}),
+            -- TEXT, not jsonb: replay reads back the exact snapshot that was written
+            event_json TEXT NOT NULL CHECK (jsonb_typeof(event_json::jsonb) = 'object'),
+            PRIMARY KEY (continuation_id, version)
+        )
+        """,
+        *_no_update_delete("continuation_streams", allow_update=True),
+        *_no_update_delete("continuation_events"),
+    ),
+)
+
+_AGUI_THREADS = Migration(
+    version=2,
+    name="agui_threads",
+    statements=(
+        """
+        CREATE TABLE {schema}.agui_threads (
+            thread_id TEXT PRIMARY KEY,
+            owner TEXT,
+            -- what ``save`` writes (messages, state, open and closed cohort), one JSON object
+            body_json TEXT NOT NULL CHECK (jsonb_typeof(body_json::jsonb) = 'object'),
+            version BIGINT NOT NULL CHECK (version > 0),
+            last_sequence BIGINT NOT NULL CHECK (last_sequence >= 0),
+            created_at TIMESTAMPTZ NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL,
+            lease_id TEXT,
+            lease_run_id TEXT,
+            lease_expires_at TIMESTAMPTZ
+        )
+        """,
+        """
+        CREATE TABLE {schema}.agui_thread_events (
+            thread_id TEXT NOT NULL REFERENCES {schema}.agui_threads (thread_id),
+            sequence BIGINT NOT NULL CHECK (sequence > 0),
+            run_id TEXT NOT NULL,
+            event_json TEXT NOT NULL,
+            PRIMARY KEY (thread_id, sequence)
+        )
+        """,
+        *_no_update_delete("agui_threads", allow_update=True),
+        *_no_update_delete("agui_thread_events"),
+    ),
+)
+
+_OPERATIONS = Migration(
+    version=3,
+    name="operations",
+    statements=(
+        """
+        CREATE TABLE {schema}.operations (
+            operation_id TEXT PRIMARY KEY,
+            -- attempt order for listings, without trusting clocks
+            position BIGINT GENERATED ALWAYS AS IDENTITY,
+            domain TEXT NOT NULL,
+            business_key TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments_json TEXT NOT NULL,
+            terms_hash TEXT NOT NULL,
+            attempt_id TEXT NOT NULL,
+            attempted_at TIMESTAMPTZ NOT NULL,
+            result_json TEXT,
+            result_hash TEXT,
+            completed_at TIMESTAMPTZ
+        )
+        """,
+        "CREATE INDEX operations_by_domain ON {schema}.operations (domain, position)",
+        """
+        CREATE FUNCTION {schema}.pausemesh_outcome_write_once() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            -- the terms and attempt are fixed; the outcome is written exactly once
+            IF OLD.result_hash IS NOT NULL
+                OR (NEW.operation_id, NEW.position, NEW.domain, NEW.business_key, NEW.tool,
+                    NEW.arguments_json, NEW.terms_hash, NEW.attempt_id, NEW.attempted_at)
+                   IS DISTINCT FROM
+                   (OLD.operation_id, OLD.position, OLD.domain, OLD.business_key, OLD.tool,
+                    OLD.arguments_json, OLD.terms_hash, OLD.attempt_id, OLD.attempted_at)
+            THEN
+                RAISE EXCEPTION 'PauseMesh operation terms and outcomes are write-once'
+                    USING ERRCODE = 'P0001';
+            END IF;
+            RETURN NEW;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER pausemesh_operations_write_once BEFORE UPDATE ON {schema}.operations
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_outcome_write_once()
+        """,
+        *_no_update_delete("operations", allow_update=True),
+    ),
+)
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS, _OPERATIONS)
+
+# What readiness checks is present: table -> (trigger names); kept beside the migrations so a
+# new migration updates both in one place.
+_OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
+    1: {
+        LEDGER_TABLE: (
+            f"pausemesh_{LEDGER_TABLE}_no_mutation",
+            f"pausemesh_{LEDGER_TABLE}_no_truncate",
+        ),
+        "continuation_streams": (
+            "pausemesh_continuation_streams_no_mutation",
+            "pausemesh_continuation_streams_no_truncate",
+        ),
+        "continuation_events": (
+            "pausemesh_continuation_events_no_mutation",
+            "pausemesh_continuation_events_no_truncate",
+        ),
+    },
+    2: {
+        "agui_threads": (
+            "pausemesh_agui_threads_no_mutation",
+            "pausemesh_agui_threads_no_truncate",
+        ),
+        "agui_thread_events": (
+            "pausemesh_agui_thread_events_no_mutation",
+            "pausemesh_agui_thread_events_no_truncate",
+        ),
+    },
+    3: {
+        "operations": ("pausemesh_operations_no_mutation", "pausemesh_operations_no_truncate"),
+    },
+}
+
+
+def _objects(migrations: tuple[Migration, ...]) -> dict[str, tuple[str, ...]]:
+    merged: dict[str, tuple[str, ...]] = {}
+    for migration in migrations:
+        merged.update(_OBJECTS.get(migration.version, {}))
+    return merged
+
+
+def check_ledger(
+    applied: Mapping[int, tuple[str, str]],
+    migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS,
+) -> list[Migration]:
+    """Compare the ledger (version -> (name, checksum)) with ``migrations``; return what is missing.
+
+    A version this code does not know means the database is ahead of it; a known version with
+    another name or checksum means a migration was altered after it was applied. Both are
+    refused: nothing may run against a schema whose history it cannot vouch for.
+    """
+    known = {m.version: m for m in migrations}
+    ahead = sorted(v for v in applied if v not in known)
+    if ahead:
+        msg = f"database schema version {ahead[-1]} is newer than this PauseMesh"
+        raise StoreError(msg, code="MIGRATION_VERSION_AHEAD")
+    for version, (name, checksum) in sorted(applied.items()):
+        migration = known[version]
+        if (name, checksum) != (migration.name, migration.checksum):
+            msg = f"migration {version} ({migration.name}) was altered after it was applied"
+            raise StoreError(msg, code="MIGRATION_CHECKSUM_MISMATCH")
+    return [m for m in sorted(migrations, key=lambda m: m.version) if m.version not in applied]
+
+
+def expected_tables(migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS) -> frozenset[str]:
+    return frozenset(_objects(migrations))
+
+
+def expected_triggers(
+    migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS,
+) -> frozenset[tuple[str, str]]:
+    return frozenset(
+        (table, trigger) for table, triggers in _objects(migrations).items() for trigger in triggers
+    )

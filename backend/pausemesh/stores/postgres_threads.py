@@ -1,0 +1,232 @@
+"""PostgreSQL thread store (tables from migration ``agui_threads``), tailed across replicas.
+
+Each method is one statement on a pooled connection. ``append_events`` advances the thread's
+``last_sequence`` (fenced by the run lease), inserts the events and notifies the schema's
+channel in that one transaction; ``wait_for_events`` wakes on those notifications from any
+replica (``ThreadListener``) and always confirms against the log itself.
+"""
+
+# ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.errors import (
+    StoreError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    VersionConflictError,
+)
+from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.stores.postgres_database import Conn, PostgresDatabase
+from pausemesh.stores.postgres_listen import ThreadListener
+
+__all__ = ("PostgresThreadStore",)
+
+# The fields ``save`` writes live in one JSON body, so a new one needs no migration.
+_IDENTITY = frozenset(
+    {"thread_id", "owner", "version", "last_sequence", "created_at", "updated_at", "lease"}
+)
+_BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
+_COLUMNS = (
+    "thread_id, owner, body_json, version, last_sequence, created_at, updated_at,"
+    " lease_id, lease_run_id, lease_expires_at"
+)
+_EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}}).decode()
+
+
+def _body(record: ThreadRecord) -> str:
+    return msgspec.json.encode({name: getattr(record, name) for name in _BODY_FIELDS}).decode()
+
+
+def _record(row: Any) -> ThreadRecord:
+    lease = None
+    if row[7] is not None:
+        lease = RunLease(lease_id=row[7], run_id=row[8], expires_at=row[9])
+    body = msgspec.json.decode(row[2])
+    return ThreadRecord(
+        thread_id=row[0],
+        owner=row[1],
+        version=row[3],
+        last_sequence=row[4],
+        created_at=row[5],
+        updated_at=row[6],
+        lease=lease,
+        **{name: body.get(name) for name in _BODY_FIELDS},
+    )
+
+
+class PostgresThreadStore:
+    def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
+        self.database = database
+        self._owns_database = owns_database
+        self.listener = ThreadListener(database)
+        database.on_close(self.listener.close)
+        q = database.q
+        self._sql_get = f"SELECT {_COLUMNS} FROM {q}.agui_threads WHERE thread_id = $1"
+        self._sql_create = f"""
+            INSERT INTO {q}.agui_threads (thread_id, owner, body_json, version, last_sequence,
+                                          created_at, updated_at)
+            VALUES ($1, $2, $3, 1, 0, $4, $4) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}
+        """
+        self._sql_save = f"""
+            UPDATE {q}.agui_threads SET body_json = $2, version = version + 1, updated_at = $3
+            WHERE thread_id = $1 AND version = $4 RETURNING {_COLUMNS}
+        """
+        self._sql_lease = f"""
+            UPDATE {q}.agui_threads
+            SET lease_id = $2, lease_run_id = $3, lease_expires_at = $5
+            WHERE thread_id = $1
+              AND (lease_id IS NULL OR lease_id = $2 OR lease_expires_at <= $4)
+            RETURNING {_COLUMNS}
+        """
+        self._sql_release = f"""
+            UPDATE {q}.agui_threads
+            SET lease_id = NULL, lease_run_id = NULL, lease_expires_at = NULL
+            WHERE thread_id = $1 AND lease_id = $2
+        """
+        # Fence on the lease, take the sequences, insert, notify: one statement, one commit.
+        self._sql_append = f"""
+            WITH head AS (
+                UPDATE {q}.agui_threads SET last_sequence = last_sequence + $3
+                WHERE thread_id = $1 AND lease_id = $2
+                RETURNING last_sequence
+            ), ins AS (
+                INSERT INTO {q}.agui_thread_events (thread_id, sequence, run_id, event_json)
+                SELECT $1, head.last_sequence - $3 + u.n, $4, u.event_json
+                FROM head, unnest($5::text[]) WITH ORDINALITY AS u (event_json, n)
+            )
+            SELECT head.last_sequence, pg_notify($6, head.last_sequence || ' ' || $1)
+            FROM head
+        """
+        self._sql_read = f"""
+            SELECT sequence, run_id, event_json FROM {q}.agui_thread_events
+            WHERE thread_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3
+        """
+        self._sql_head = f"SELECT last_sequence FROM {q}.agui_threads WHERE thread_id = $1"
+
+    async def _fetchrow(self, sql: str, *args: Any, read: bool = False) -> Any:
+        async def op(conn: Conn) -> Any:
+            return await conn.fetchrow(sql, *args)
+
+        return await self.database.run(op, read=read)
+
+    async def get(self, thread_id: str) -> ThreadRecord | None:
+        row = await self._fetchrow(self._sql_get, thread_id, read=True)
+        return None if row is None else _record(row)
+
+    async def _load(self, thread_id: str) -> ThreadRecord:
+        record = await self.get(thread_id)
+        if record is None:
+            raise ThreadNotFoundError(thread_id)
+        return record
+
+    async def create_or_load(
+        self, thread_id: str, *, owner: str | None, now: datetime
+    ) -> ThreadRecord:
+        existing = await self.get(thread_id)
+        if existing is not None:
+            return existing
+        await self.database.ensure_schema()
+        row = await self._fetchrow(self._sql_create, thread_id, owner, _EMPTY_BODY, now)
+        # None: another replica created it first; its row is committed and visible now.
+        return _record(row) if row is not None else await self._load(thread_id)
+
+    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+        await self.database.ensure_schema()
+        row = await self._fetchrow(
+            self._sql_save, record.thread_id, _body(record), now, record.version
+        )
+        if row is None:
+            actual = await self._load(record.thread_id)
+            raise VersionConflictError(record.thread_id, record.version, actual.version)
+        return _record(row)
+
+    async def acquire_lease(
+        self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
+    ) -> ThreadRecord:
+        await self.database.ensure_schema()
+        row = await self._fetchrow(self._sql_lease, thread_id, lease_id, run_id, now, expires_at)
+        if row is None:
+            await self._load(thread_id)  # ThreadNotFoundError for an unknown thread
+            raise ThreadBusyError(thread_id)
+        return _record(row)
+
+    async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
+        async def op(conn: Conn) -> None:
+            await conn.execute(self._sql_release, thread_id, lease_id)
+
+        await self.database.run(op)
+
+    async def append_events(
+        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+    ) -> list[int]:
+        texts = list(events)
+        if not texts:
+            record = await self._load(thread_id)
+            if record.lease is None or record.lease.lease_id != lease_id:
+                raise ThreadBusyError(thread_id)
+            return []
+        await self.database.ensure_schema()
+        row = await self._fetchrow(
+            self._sql_append, thread_id, lease_id, len(texts), run_id, texts, self.listener.channel
+        )
+        if row is None:
+            await self._load(thread_id)
+            raise ThreadBusyError(thread_id)
+        last = int(row[0])
+        # Local waiters need not wait for the notification's round trip.
+        self.listener.wake(thread_id)
+        return list(range(last - len(texts) + 1, last + 1))
+
+    async def read_events(
+        self, thread_id: str, *, after_sequence: int, limit: int = 1000
+    ) -> list[ThreadLogEntry]:
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_read, thread_id, after_sequence, max(limit, 0)))
+
+        rows = await self.database.run(op, read=True)
+        return [ThreadLogEntry(sequence=r[0], run_id=r[1], event_json=r[2]) for r in rows]
+
+    async def _head(self, thread_id: str) -> int:
+        row = await self._fetchrow(self._sql_head, thread_id, read=True)
+        if row is None:
+            raise ThreadNotFoundError(thread_id)
+        return int(row[0])
+
+    async def wait_for_events(
+        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+    ) -> bool:
+        await self.listener.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        while True:
+            # Take the wake-up before reading the head, so a commit in between still wakes us.
+            event = self.listener.notifier.current(thread_id)
+            try:
+                if await self._head(thread_id) > after_sequence:
+                    return True
+            except StoreError as error:
+                if error.code != "STORE_UNAVAILABLE":
+                    raise
+                # The database is away (restart, failover): the tail waits, it does not end.
+                await asyncio.sleep(max(0.0, min(deadline - loop.time(), 0.5)))
+                if loop.time() >= deadline:
+                    return False
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            # Woken by a notification, a reconnect, or another thread's append: re-check.
+            await self.listener.notifier.wait(event, remaining)
+
+    async def close(self) -> None:
+        await self.listener.close()
+        if self._owns_database:
+            await self.database.close()
