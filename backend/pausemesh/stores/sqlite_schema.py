@@ -90,4 +90,42 @@ _AGUI_THREADS = Migration(
     ),
 )
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS)
+_OPERATIONS = Migration(
+    version=3,
+    name="operations",
+    statements=(
+        """
+        CREATE TABLE operations (
+            operation_id TEXT PRIMARY KEY,
+            domain TEXT NOT NULL,
+            business_key TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments_json TEXT NOT NULL CHECK (json_valid(arguments_json)),
+            terms_hash TEXT NOT NULL,
+            attempt_id TEXT NOT NULL,
+            attempted_at_us INTEGER NOT NULL,
+            -- the outcome, written once; NULL while it is unknown
+            result_json TEXT CHECK (result_json IS NULL OR json_valid(result_json)),
+            result_hash TEXT,
+            completed_at_us INTEGER,
+            UNIQUE (domain, business_key)
+        ) STRICT
+        """,
+        """
+        CREATE TRIGGER operations_write_once BEFORE UPDATE ON operations
+        WHEN OLD.result_hash IS NOT NULL
+            OR NEW.operation_id IS NOT OLD.operation_id OR NEW.domain IS NOT OLD.domain
+            OR NEW.business_key IS NOT OLD.business_key OR NEW.tool IS NOT OLD.tool
+            OR NEW.arguments_json IS NOT OLD.arguments_json
+            OR NEW.terms_hash IS NOT OLD.terms_hash OR NEW.attempt_id IS NOT OLD.attempt_id
+            OR NEW.attempted_at_us IS NOT OLD.attempted_at_us
+        BEGIN SELECT RAISE(ABORT, 'operations: terms and outcomes are write-once'); END
+        """,
+        """
+        CREATE TRIGGER operations_no_delete BEFORE DELETE ON operations
+        BEGIN SELECT RAISE(ABORT, 'operations rows are never deleted'); END
+        """,
+    ),
+)
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS, _OPERATIONS)
