@@ -1,0 +1,449 @@
+// The chat controller: one AG-UI agent per thread, a live tail of the thread's event log, and
+// the DOM. Every exchange with the server goes through one queue, so a restore never overlaps
+// a run in this tab; other tabs' runs arrive through the tail and trigger a quiet restore.
+
+import { buildResumeArray, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
+import { PauseMeshAgent } from "./agent";
+import { type Notice, noticeFor, noticeForFailure } from "./errors";
+import { QuestionForm } from "./question";
+import { display, type Json } from "./schema";
+import { type TailStatus, ThreadTail } from "./sse";
+import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread";
+
+interface Elements {
+  readonly connection: HTMLElement;
+  readonly notice: HTMLElement;
+  readonly transcript: HTMLOListElement;
+  readonly typing: HTMLElement;
+  readonly question: HTMLElement;
+  readonly bookings: HTMLElement;
+  readonly bookingsList: HTMLUListElement;
+  readonly composer: HTMLFormElement;
+  readonly input: HTMLTextAreaElement;
+  readonly send: HTMLButtonElement;
+  readonly hint: HTMLElement;
+  readonly threadLabel: HTMLElement;
+}
+
+export class ChatApp {
+  private readonly threadId: string;
+  private readonly agent: PauseMeshAgent;
+  private readonly endpoints: { threads: URL };
+  private tail: ThreadTail | undefined;
+  private queue: Promise<void> = Promise.resolve();
+  private running = false;
+  private seen = 0;
+  private tailMaxDuringRun = 0;
+  private runError: RunErrorEvent | undefined;
+  private question: QuestionForm | undefined;
+  private resyncTimer: number | undefined;
+  private wasLive = false;
+  private readonly items = new Map<string, HTMLLIElement>();
+
+  constructor(
+    private readonly ui: Elements,
+    private readonly location: URL,
+  ) {
+    const base = new URL(".", location);
+    const existing = threadFromUrl(location);
+    this.threadId = existing ?? randomUUID();
+    if (existing === undefined) {
+      history.replaceState(null, "", urlWithThread(location, this.threadId));
+    }
+    this.endpoints = { threads: new URL(`agui/threads/${encodeURIComponent(this.threadId)}`, base) };
+    this.agent = new PauseMeshAgent({
+      url: new URL("agui", base).href,
+      connectUrl: new URL("agui/connect", base).href,
+      threadId: this.threadId,
+      onSequence: (sequence) => {
+        this.seen = Math.max(this.seen, sequence);
+      },
+    });
+    this.agent.subscribe({
+      onMessagesChanged: () => this.renderMessages(),
+      onStateChanged: () => this.renderBookings(),
+      onRunErrorEvent: ({ event }) => {
+        this.runError = event;
+      },
+    });
+  }
+
+  static mount(doc: Document, location: URL): ChatApp {
+    const byId = <T extends HTMLElement>(id: string): T => {
+      const element = doc.getElementById(id);
+      if (element === null) throw new Error(`#${id} is missing from the page`);
+      return element as T;
+    };
+    const app = new ChatApp(
+      {
+        connection: byId("connection"),
+        notice: byId("notice"),
+        transcript: byId("transcript"),
+        typing: byId("typing"),
+        question: byId("question"),
+        bookings: byId("bookings"),
+        bookingsList: byId("bookings-list"),
+        composer: byId("composer"),
+        input: byId("composer-input"),
+        send: byId("composer-send"),
+        hint: byId("composer-hint"),
+        threadLabel: byId("thread-label"),
+      },
+      location,
+    );
+    app.start();
+    return app;
+  }
+
+  start(): void {
+    this.ui.threadLabel.textContent = `Conversation ${this.threadId.slice(0, 8)}`;
+    this.ui.threadLabel.title = this.threadId;
+    this.ui.composer.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.send();
+    });
+    this.ui.input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.send();
+      }
+    });
+    this.setStatus("Loading the conversation…");
+    this.enqueue(async () => {
+      const restored = await this.restore();
+      if (restored) this.startTail();
+      else this.setStatus("New conversation. Ask the assistant to book a flight.");
+      this.renderQuestion(true);
+      this.document.body.dataset["ready"] = "true";
+    });
+  }
+
+  private get document(): Document {
+    return this.ui.composer.ownerDocument;
+  }
+
+  // ---- actions -------------------------------------------------------------------------
+
+  private send(): void {
+    const text = this.ui.input.value.trim();
+    if (text === "" || this.running || this.agent.pendingInterrupts.length > 0) return;
+    this.ui.input.value = "";
+    const message: Message = { id: randomUUID(), role: "user", content: text };
+    this.enqueue(async () => {
+      this.agent.addMessage(message);
+      this.renderMessages();
+      const sent = await this.run({});
+      if (!sent) {
+        // Nothing reached the server: take the message back so it can be sent again.
+        this.agent.setMessages(this.agent.messages.filter((m) => m.id !== message.id));
+        this.ui.input.value = text;
+      }
+      this.ui.input.focus();
+    });
+  }
+
+  private answer(answers: ReadonlyMap<string, Json>): void {
+    this.enqueue(async () => {
+      const pending = this.agent.pendingInterrupts;
+      const responses = Object.fromEntries(
+        pending.map((i) => [i.id, { status: "resolved" as const, payload: answers.get(i.id) }]),
+      );
+      await this.resume(buildResumeArray(pending, responses));
+    });
+  }
+
+  private cancel(): void {
+    this.enqueue(async () => {
+      const pending = this.agent.pendingInterrupts;
+      const responses = Object.fromEntries(pending.map((i) => [i.id, { status: "cancelled" as const }]));
+      await this.resume(buildResumeArray(pending, responses));
+    });
+  }
+
+  private async resume(resume: ReturnType<typeof buildResumeArray>): Promise<void> {
+    this.question?.setBusy(true);
+    // Another tab may have answered already; if so, show what it recorded instead of racing it.
+    // The server stays the judge: a resume that loses a race still comes back as a RUN_ERROR.
+    const snapshot = await this.fetchSnapshot();
+    if (snapshot === "offline") {
+      this.showNotice(noticeForFailure(new TypeError("offline")));
+      this.question?.setBusy(false);
+      return;
+    }
+    const open = snapshot === undefined ? new Set<string>() : pendingIds(snapshot);
+    if (!resume.every((entry) => open.has(entry.interruptId))) {
+      this.showNotice(noticeFor("ALREADY_ANSWERED", undefined));
+      await this.restore();
+      this.renderQuestion(false);
+      this.ui.input.focus();
+      return;
+    }
+    await this.run({ resume });
+    if (this.agent.pendingInterrupts.length === 0) this.ui.input.focus();
+  }
+
+  /** Runs the agent once; false when the request never reached the server. */
+  private async run(parameters: { resume?: ReturnType<typeof buildResumeArray> }): Promise<boolean> {
+    this.running = true;
+    this.tailMaxDuringRun = 0;
+    this.runError = undefined;
+    this.clearNotice();
+    this.setBusy(true);
+    let failure: Notice | undefined;
+    try {
+      await this.agent.runAgent(parameters);
+    } catch (error) {
+      failure = noticeForFailure(error);
+    } finally {
+      this.running = false;
+      this.setBusy(false);
+    }
+    const error = this.lastRunError();
+    const notice = failure ?? (error === undefined ? undefined : noticeFor(error.code, error.message));
+    if (notice !== undefined) {
+      this.showNotice(notice);
+      if (notice.resync) await this.restore();
+    } else if (this.tailMaxDuringRun > this.seen) {
+      await this.restore();
+    }
+    this.startTail();
+    this.renderQuestion(true);
+    return failure?.kind !== "offline";
+  }
+
+  /** Reloads messages, state and pending interrupts through POST /agui/connect. */
+  private async restore(): Promise<boolean> {
+    const snapshot = await this.fetchSnapshot();
+    if (snapshot === undefined || snapshot === "offline") return false;
+    this.seen = Math.max(this.seen, lastSequence(snapshot));
+    // The client refuses to start anything while it holds pending interrupts the input does
+    // not answer; a restore answers nothing, and the server sends the current set back.
+    this.agent.pendingInterrupts = [];
+    this.runError = undefined;
+    try {
+      await this.agent.connectAgent();
+    } catch (error) {
+      this.showNotice(noticeForFailure(error));
+      return false;
+    }
+    const error = this.lastRunError();
+    if (error !== undefined) this.showNotice(noticeFor(error.code, error.message));
+    this.renderMessages();
+    this.renderBookings();
+    return true;
+  }
+
+  /** Set by the subscriber while a run or restore streams; read once it is over. */
+  private lastRunError(): RunErrorEvent | undefined {
+    return this.runError;
+  }
+
+  private async fetchSnapshot(): Promise<unknown> {
+    try {
+      const response = await fetch(this.endpoints.threads, {
+        headers: { Accept: "application/json" },
+        cache: "no-store",
+      });
+      if (response.status === 404) return undefined;
+      if (!response.ok) return "offline";
+      return (await response.json()) as unknown;
+    } catch {
+      return "offline";
+    }
+  }
+
+  // ---- live tail -------------------------------------------------------------------------
+
+  private startTail(): void {
+    if (this.tail !== undefined) return;
+    this.tail = new ThreadTail({
+      url: `${this.endpoints.threads.href}/events`,
+      after: this.seen,
+      onEvent: ({ sequence, event }) => {
+        if (this.running) {
+          this.tailMaxDuringRun = Math.max(this.tailMaxDuringRun, sequence);
+          return;
+        }
+        if (sequence <= this.seen) return;
+        if (event.type === "RUN_STARTED") this.ui.typing.hidden = false;
+        this.scheduleResync();
+      },
+      onStatus: (status, detail) => this.onTailStatus(status, detail),
+    });
+    this.tail.start();
+  }
+
+  private onTailStatus(status: TailStatus, detail?: string): void {
+    if (status === "live") {
+      if (this.wasLive) {
+        this.setStatus("Reconnected. The conversation is up to date.");
+        this.scheduleResync();
+      } else {
+        this.setStatus("Connected. Changes made in other tabs appear here.");
+      }
+      this.wasLive = true;
+      this.ui.connection.dataset["state"] = "live";
+    } else if (status === "reconnecting") {
+      if (this.ui.connection.dataset["state"] !== "reconnecting") {
+        this.setStatus("Connection lost. Reconnecting…");
+      }
+      this.ui.connection.dataset["state"] = "reconnecting";
+      this.ui.connection.title = detail ?? "";
+    }
+  }
+
+  private scheduleResync(): void {
+    if (this.resyncTimer !== undefined) return;
+    // Coalesce a burst of streamed events into one restore.
+    this.resyncTimer = window.setTimeout(() => {
+      this.resyncTimer = undefined;
+      this.enqueue(async () => {
+        if (!(await this.restore())) return;
+        this.ui.typing.hidden = true;
+        this.renderQuestion(false);
+      });
+    }, 120);
+  }
+
+  private enqueue(task: () => Promise<void>): void {
+    this.queue = this.queue.then(task).catch((error: unknown) => {
+      this.showNotice(noticeFor(undefined, error instanceof Error ? error.message : String(error)));
+    });
+  }
+
+  // ---- rendering -------------------------------------------------------------------------
+
+  private renderMessages(): void {
+    const list = this.ui.transcript;
+    const keep = new Set<string>();
+    let previous: HTMLLIElement | undefined;
+    for (const message of this.agent.messages) {
+      const text = messageText(message);
+      if (text === undefined) continue;
+      keep.add(message.id);
+      let item = this.items.get(message.id);
+      if (item === undefined) {
+        item = document.createElement("li");
+        item.className = `message message-${message.role}`;
+        item.dataset["messageId"] = message.id;
+        const who = document.createElement("span");
+        who.className = "speaker";
+        who.textContent = message.role === "user" ? "You" : "Assistant";
+        const body = document.createElement("p");
+        body.className = "body";
+        item.append(who, body);
+        this.items.set(message.id, item);
+      }
+      const body = item.querySelector<HTMLParagraphElement>(".body");
+      if (body !== null && body.textContent !== text) body.textContent = text;
+      const expectedNext: Element | null =
+        previous === undefined ? list.firstElementChild : previous.nextElementSibling;
+      if (expectedNext !== item) {
+        if (previous === undefined) list.prepend(item);
+        else previous.after(item);
+      }
+      previous = item;
+    }
+    for (const [id, item] of this.items) {
+      if (!keep.has(id)) {
+        item.remove();
+        this.items.delete(id);
+      }
+    }
+    scrollToEnd(list);
+  }
+
+  private renderBookings(): void {
+    const bookings = (this.agent.state as { bookings?: unknown } | undefined)?.bookings;
+    const list = Array.isArray(bookings) ? bookings : [];
+    this.ui.bookings.hidden = list.length === 0;
+    this.ui.bookingsList.replaceChildren(
+      ...list.map((booking: unknown) => {
+        const item = document.createElement("li");
+        item.textContent = describeBooking(booking);
+        return item;
+      }),
+    );
+  }
+
+  /** Shows the pending question (or removes it); `own` moves focus to a new question. */
+  private renderQuestion(own: boolean): void {
+    const pending = this.agent.pendingInterrupts;
+    const ids = pending.map((i) => i.id).join(" ");
+    if (pending.length === 0) {
+      this.question?.destroy();
+      this.question = undefined;
+    } else if (this.question === undefined || this.question.interrupts.map((i) => i.id).join(" ") !== ids) {
+      this.question?.destroy();
+      this.question = new QuestionForm(this.ui.question, pending, {
+        onAnswer: (answers) => this.answer(answers),
+        onCancel: () => this.cancel(),
+      });
+      const active = this.document.activeElement;
+      if (own || active === null || active === this.document.body) this.question.focus();
+    } else {
+      this.question.setBusy(this.running);
+    }
+    const waiting = pending.length > 0;
+    this.ui.input.disabled = waiting || this.running;
+    this.ui.send.disabled = waiting || this.running;
+    this.ui.hint.textContent = waiting
+      ? "Answer or cancel the assistant's question above to continue."
+      : "Enter sends, Shift+Enter adds a line.";
+  }
+
+  private setBusy(busy: boolean): void {
+    this.ui.typing.hidden = !busy;
+    this.ui.input.disabled = busy || this.agent.pendingInterrupts.length > 0;
+    this.ui.send.disabled = this.ui.input.disabled;
+    this.question?.setBusy(busy);
+    this.document.body.dataset["busy"] = String(busy);
+  }
+
+  private setStatus(text: string): void {
+    if (this.ui.connection.textContent !== text) this.ui.connection.textContent = text;
+  }
+
+  private showNotice(notice: Notice): void {
+    this.ui.notice.textContent = notice.message;
+    this.ui.notice.dataset["kind"] = notice.kind;
+    this.ui.notice.hidden = false;
+    if (notice.kind === "rejected") this.question?.showError(notice.message);
+  }
+
+  private clearNotice(): void {
+    this.ui.notice.hidden = true;
+    this.ui.notice.textContent = "";
+    delete this.ui.notice.dataset["kind"];
+  }
+}
+
+function messageText(message: Message): string | undefined {
+  if (message.role !== "user" && message.role !== "assistant") return undefined;
+  const content: unknown = message.content;
+  if (typeof content === "string") return content === "" ? undefined : content;
+  if (Array.isArray(content)) {
+    const text = content
+      .map((part: unknown) => (part as { type?: string; text?: string }).text ?? "")
+      .join("");
+    return text === "" ? undefined : text;
+  }
+  return undefined;
+}
+
+function describeBooking(booking: unknown): string {
+  if (typeof booking === "string") return booking;
+  if (typeof booking === "object" && booking !== null) {
+    const record = booking as Record<string, unknown>;
+    const flight = record["flight"];
+    const rest = Object.entries(record)
+      .filter(([key, value]) => key !== "flight" && (typeof value === "string" || typeof value === "number"))
+      .map(([key, value]) => `${key}: ${String(value)}`);
+    if (typeof flight === "string") return rest.length > 0 ? `${flight} (${rest.join(", ")})` : flight;
+  }
+  return display(booking as Json);
+}
+
+function scrollToEnd(list: HTMLElement): void {
+  list.lastElementChild?.scrollIntoView({ block: "nearest" });
+}
