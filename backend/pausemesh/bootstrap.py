@@ -1,0 +1,162 @@
+"""The composition root: settings → storage → ContinuationService (→ the web app).
+
+Everything else takes its collaborators as parameters; only this module picks adapters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.observer import LoggingObserver
+from pausemesh.core.ports import Clock, Observer
+from pausemesh.core.service import ContinuationService
+from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
+from pausemesh.settings import SecretKey, Settings, SettingsError, resolve_secret_key
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
+from pausemesh.stores.storage import Storage
+
+__all__ = (
+    "Runtime",
+    "build_service",
+    "open_runtime",
+    "open_sqlite_storage",
+    "open_storage",
+    "run_expiry_sweeper",
+)
+
+_log = logging.getLogger("pausemesh.bootstrap")
+
+# How many due continuations one sweep expires before yielding to the loop again.
+_SWEEP_BATCH = 100
+
+
+async def open_sqlite_storage(path: str) -> Storage:
+    """Every SQLite store of this process shares one ``SqliteDatabase`` (one group writer)."""
+    database = await SqliteDatabase(path).open()
+    try:
+        events = SqliteEventStore(database, owns_database=False)
+        # Thread store and operation ledger join here as their SQLite adapters land
+        # (B2: stores/sqlite_threads.py, B1: stores/sqlite_operations.py), on `database`.
+        return Storage(events=events, on_close=[database.close])
+    except BaseException:
+        await database.close()
+        raise
+
+
+async def open_postgres_storage(settings: Settings) -> Storage:
+    try:
+        postgres = importlib.import_module("pausemesh.stores.postgres")
+    except ModuleNotFoundError as error:
+        if error.name != "pausemesh.stores.postgres":
+            raise
+        raise SettingsError(
+            "PAUSEMESH_DATABASE_URL is set, but this build has no PostgreSQL store yet"
+        ) from None
+    opener = getattr(postgres, "open_postgres_storage", None)
+    if opener is None:
+        raise SettingsError(
+            "PAUSEMESH_DATABASE_URL is set, but pausemesh.stores.postgres has no"
+            " open_postgres_storage(settings) yet"
+        )
+    storage = await opener(settings)
+    if not isinstance(storage, Storage):
+        msg = "open_postgres_storage must return a pausemesh.stores.storage.Storage"
+        raise TypeError(msg)
+    return storage
+
+
+async def open_storage(settings: Settings) -> Storage:
+    """Open (and migrate, for SQLite) the stores that ``settings`` selects."""
+    if settings.uses_postgres:
+        return await open_postgres_storage(settings)
+    return await open_sqlite_storage(settings.database_path)
+
+
+def build_service(
+    settings: Settings,
+    storage: Storage,
+    *,
+    key: SecretKey | None = None,
+    clock: Clock | None = None,
+    observer: Observer | None = None,
+) -> ContinuationService:
+    key = key or resolve_secret_key(settings)
+    return ContinuationService(
+        store=storage.events,
+        clock=clock or SystemClock(),
+        token_issuer=RandomTokenIssuer(),
+        keyed_issuer=KeyedTokenIssuer({key.key_id: key.key}, key.key_id),
+        observer=observer or LoggingObserver(),
+        token_ttl_seconds=settings.token_ttl_seconds,
+    )
+
+
+async def run_expiry_sweeper(service: ContinuationService, interval_seconds: float) -> None:
+    """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2)."""
+    while True:
+        try:
+            expired = await service.expire_due(limit=_SWEEP_BATCH)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a failed sweep is retried; it must not kill the app
+            _log.warning("expiry sweep failed; retrying in %.1fs", interval_seconds)
+            expired = 0
+        if expired < _SWEEP_BATCH:
+            await asyncio.sleep(interval_seconds)
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What a running PauseMesh holds: settings, storage, the service and its server key."""
+
+    settings: Settings
+    storage: Storage
+    service: ContinuationService
+    key: SecretKey
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings,
+    *,
+    storage: Storage | None = None,
+    clock: Clock | None = None,
+    observer: Observer | None = None,
+    sweeper: bool = True,
+) -> AsyncIterator[Runtime]:
+    """Open storage (unless the host passes its own), build the service, run the sweeper.
+
+    Storage passed in stays the host's: it is not closed here.
+    """
+    key = resolve_secret_key(settings)
+    owned = storage is None
+    storage = storage or await open_storage(settings)
+    try:
+        service = build_service(settings, storage, key=key, clock=clock, observer=observer)
+        runtime = Runtime(settings=settings, storage=storage, service=service, key=key)
+        if sweeper:
+            runtime.tasks.append(
+                asyncio.create_task(
+                    run_expiry_sweeper(service, settings.sweep_interval_seconds),
+                    name="pausemesh-expiry-sweeper",
+                )
+            )
+        try:
+            yield runtime
+        finally:
+            for task in runtime.tasks:
+                task.cancel()
+            for task in runtime.tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    finally:
+        if owned:
+            await storage.close()

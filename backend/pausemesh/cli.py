@@ -1,0 +1,181 @@
+"""``pausemesh``: the command line (serve, demo, --version).
+
+Subcommands are argparse sub-parsers registered in ``_COMMANDS``; adding one is a
+parser function plus a runner (``migrate`` and the real ``demo`` join this way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pausemesh import __version__
+from pausemesh.settings import (
+    Settings,
+    SettingsError,
+    is_loopback_host,
+    load_settings,
+    resolve_secret_key,
+)
+
+__all__ = ("build_parser", "main")
+
+_log = logging.getLogger("pausemesh.cli")
+
+_EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A startup problem the user can fix; printed without a traceback."""
+
+
+def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="bind address (PAUSEMESH_HOST, default 127.0.0.1)")
+    parser.add_argument("--port", help="TCP port (PAUSEMESH_PORT, default 8787)")
+    parser.add_argument(
+        "--database-path",
+        help="SQLite file (PAUSEMESH_DATABASE_PATH, default ./data/pausemesh.db)",
+    )
+    parser.add_argument(
+        "--database-url", help="PostgreSQL URL; wins over --database-path (PAUSEMESH_DATABASE_URL)"
+    )
+    parser.add_argument("--log-level", help="critical|error|warning|info|debug")
+    parser.add_argument(
+        "--principal-resolver",
+        help="'module:function' resolving the caller's principal (PAUSEMESH_PRINCIPAL_RESOLVER)",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        default=None,
+        help="allow a non-loopback bind without a principal resolver (anyone can call the API)",
+    )
+    parser.add_argument(
+        "--env-file", default=".env", help="dotenv file to read PAUSEMESH_* from (default .env)"
+    )
+
+
+def _settings_from(args: argparse.Namespace) -> Settings:
+    overrides = {
+        "host": args.host,
+        "port": args.port,
+        "database_path": args.database_path,
+        "database_url": args.database_url,
+        "log_level": args.log_level,
+        "principal_resolver": args.principal_resolver,
+        "insecure_no_auth": args.insecure_no_auth,
+    }
+    return load_settings(env_file=args.env_file, overrides=overrides)
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # The observer logs one line per lifecycle transition; the redactor is a second fence.
+    from pausemesh.core.observer import RedactingFilter  # noqa: PLC0415 - logging setup only
+
+    handler.addFilter(RedactingFilter())
+
+
+def serve_app(settings: Settings, *, agent: Any | None = None) -> None:
+    """Run the app under uvicorn until SIGTERM/SIGINT (graceful: in-flight requests finish)."""
+    import uvicorn  # noqa: PLC0415 - only the server commands need it
+
+    from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
+    from pausemesh.web.auth import import_resolver  # noqa: PLC0415
+
+    resolver = None
+    if settings.principal_resolver is not None:
+        try:
+            resolver = import_resolver(settings.principal_resolver)
+        except (ImportError, ValueError, TypeError) as error:
+            raise CliError(str(error)) from None
+    if resolver is None and not is_loopback_host(settings.host) and not settings.insecure_no_auth:
+        raise CliError(
+            f"refusing to bind {settings.host}: without a principal resolver anyone who can"
+            " reach it could create and cancel continuations. Bind 127.0.0.1, pass"
+            " --principal-resolver, or --insecure-no-auth if you really mean it."
+        )
+    # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
+    resolve_secret_key(settings)
+    app = create_app(settings, agent=agent, principal_resolver=resolver)
+    _log.info(
+        "PauseMesh %s on http://%s:%d (%s)",
+        __version__,
+        settings.host,
+        settings.port,
+        "PostgreSQL" if settings.uses_postgres else settings.database_path,
+    )
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="auto",
+        lifespan="on",
+        log_config=None,
+        log_level=settings.log_level,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        raise CliError("the server did not start (see the log above)")
+
+
+def _run_serve(args: argparse.Namespace) -> None:
+    settings = _settings_from(args)
+    _configure_logging(settings.log_level)
+    serve_app(settings)
+
+
+def _run_demo(args: argparse.Namespace) -> None:
+    # Temporary: serves the plain app until the travel agent lands. B2: build the agent
+    # (pausemesh.demo.agent) here and pass it as serve_app(settings, agent=...).
+    _run_serve(args)
+
+
+Runner = Callable[[argparse.Namespace], None]
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
+    "serve": ("serve the continuation API", _add_server_arguments, _run_serve),
+    "demo": ("serve the demo (the API for now)", _add_server_arguments, _run_demo),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pausemesh", description="Durable pauses for AI agents, resumed exactly once."
+    )
+    parser.add_argument("--version", action="version", version=f"pausemesh {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (summary, add_arguments, _) in _COMMANDS.items():
+        add_arguments(commands.add_parser(name, help=summary, description=summary))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return _EXIT_USAGE
+    try:
+        _COMMANDS[args.command][2](args)
+    except (SettingsError, CliError) as error:
+        print(f"pausemesh: error: {error}", file=sys.stderr)
+        return _EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

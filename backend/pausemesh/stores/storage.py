@@ -1,0 +1,60 @@
+"""``Storage``: the stores one process runs on, opened and closed together.
+
+``pausemesh.bootstrap.open_storage`` builds it from settings; a host that embeds
+PauseMesh may build one itself (e.g. over stores it already owns) and pass it in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pausemesh.core.ports import EventStore
+from pausemesh.core.threads import ThreadStore
+
+__all__ = ("Storage",)
+
+
+class Storage:
+    """The event store plus the optional thread store and operation ledger.
+
+    ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
+    database connection or pool that the stores borrow).
+    """
+
+    def __init__(
+        self,
+        *,
+        events: EventStore,
+        threads: ThreadStore | None = None,
+        # Typed loosely until the OperationLedger port lands (pausemesh.core.operations).
+        operations: Any | None = None,
+        on_close: Sequence[Callable[[], Awaitable[None]]] = (),
+    ) -> None:
+        self.events = events
+        self.threads = threads
+        self.operations = operations
+        self._on_close = list(on_close)
+        self._closed = False
+
+    async def readiness(self) -> None:
+        """Return when every store can serve; raise ``StoreError`` otherwise."""
+        await self.events.check_readiness()
+        for store in (self.threads, self.operations):
+            check = getattr(store, "check_readiness", None)
+            if check is not None:
+                await check()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for store in (self.operations, self.threads, self.events):
+            close = getattr(store, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+        for callback in reversed(self._on_close):
+            with contextlib.suppress(Exception):
+                await callback()

@@ -1,0 +1,59 @@
+"""The host-supplied principal resolver: who is calling, or 401.
+
+PauseMesh is not an identity provider. A host passes an async callable that takes the
+Litestar ``Request`` and returns a principal id (its user, tenant, API client...). Returning
+``None`` or raising means "not authenticated". Continuations created by a principal are
+visible only to that principal (others get 404).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from litestar import Request
+
+from pausemesh.core.errors import PauseMeshError
+
+__all__ = ("PrincipalResolver", "UnauthenticatedError", "import_resolver", "resolve_principal")
+
+PrincipalResolver = Callable[[Request[Any, Any, Any]], Awaitable[str | None]]
+
+_log = logging.getLogger("pausemesh.web")
+
+
+class UnauthenticatedError(PauseMeshError):
+    default_code = "UNAUTHENTICATED"
+
+    def __init__(self) -> None:
+        super().__init__("Authentication is required")
+
+
+async def resolve_principal(
+    resolver: PrincipalResolver | None, request: Request[Any, Any, Any]
+) -> str | None:
+    if resolver is None:
+        return None
+    try:
+        principal = await resolver(request)
+    except Exception:  # noqa: BLE001 - any resolver failure is "not authenticated", never a 500
+        _log.info("principal resolver rejected a request")
+        raise UnauthenticatedError from None
+    if not isinstance(principal, str) or not principal:
+        raise UnauthenticatedError
+    return principal
+
+
+def import_resolver(spec: str) -> PrincipalResolver:
+    """Load ``"package.module:attribute"`` (the ``--principal-resolver`` CLI flag)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        msg = "PAUSEMESH_PRINCIPAL_RESOLVER must look like 'package.module:function'"
+        raise ValueError(msg)
+    resolver = getattr(importlib.import_module(module_name), attribute, None)
+    if not callable(resolver):
+        msg = f"PAUSEMESH_PRINCIPAL_RESOLVER: {spec!r} is not a callable"
+        raise TypeError(msg)
+    return resolver  # type: ignore[no-any-return]

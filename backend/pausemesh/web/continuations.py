@@ -1,0 +1,233 @@
+"""The continuation REST API (reference §1.9 paths, status codes and error codes).
+
+Out-of-band callers (an OAuth callback, an e-mail link, another service) use it to
+create, inspect, project, resume and cancel a pause.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from litestar import Controller, get, post
+from litestar.di import NamedDependency
+from litestar.params import HeaderParameter, JSONBody, PathParameter
+
+from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
+from pausemesh.core.service import ContinuationService
+from pausemesh.core.validation import check_idempotency_key
+from pausemesh.web.config import PauseMeshConfig
+from pausemesh.web.problems import problem_responses
+from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
+from pausemesh.web.schemas import (
+    A2AProjectionBody,
+    AguiProjectionBody,
+    CancelBody,
+    ContinuationBody,
+    CreateBody,
+    CreatedBody,
+    EventsBody,
+    McpProjectionBody,
+    ProjectionBody,
+    ResumeBody,
+)
+
+__all__ = ("ContinuationController",)
+
+_AUTH_RE = re.compile(r"^PauseMesh\s+(\S+)\s*$", re.IGNORECASE)
+
+ContinuationId = Annotated[
+    str, PathParameter(min_length=1, max_length=200, description="The continuation id")
+]
+IdempotencyKey = Annotated[
+    str | None,
+    HeaderParameter(
+        name="idempotency-key",
+        required=False,
+        description="1-200 printable characters; an exact retry returns the stored outcome",
+    ),
+]
+Service = NamedDependency[ContinuationService]
+Principal = NamedDependency[str | None]
+Config = NamedDependency[PauseMeshConfig]
+
+
+def _resume_token(authorization: str | None, continuation_id: str) -> str:
+    """``authorization: PauseMesh <token>``; anything else is a 401 that echoes nothing."""
+    match = _AUTH_RE.match(authorization or "")
+    if match is None:
+        raise TokenMismatchError(continuation_id)
+    return match.group(1)
+
+
+class ContinuationController(Controller):
+    path = "/v1/continuations"
+    tags = ["continuations"]  # noqa: RUF012 - Litestar reads this class attribute
+
+    @post(
+        "/",
+        status_code=201,
+        summary="Create a pending continuation",
+        description="Returns the envelope and the raw resume token; the token is shown only here.",
+        responses=problem_responses(400, 401, 409, 413, 503),
+    )
+    async def create(
+        self, data: JSONBody[CreateBody], service: Service, principal: Principal
+    ) -> CreatedBody:
+        created = await service.create(
+            payload=data.payload,
+            continuation_id=data.continuation_id,
+            correlation_id=data.correlation_id,
+            expires_at=data.expires_at,
+            metadata=data.metadata,
+            owner=principal,
+        )
+        return CreatedBody(continuation=created.continuation, resume_token=created.resume_token)
+
+    @get(
+        "/{continuation_id:str}",
+        summary="Inspect a continuation (materializes expiry)",
+        responses=problem_responses(400, 401, 404, 503),
+    )
+    async def inspect(
+        self, continuation_id: ContinuationId, service: Service, principal: Principal
+    ) -> ContinuationBody:
+        return ContinuationBody(
+            continuation=await service.get(continuation_id, principal=principal)
+        )
+
+    @get(
+        "/{continuation_id:str}/events",
+        summary="The continuation's event stream (without the token hash)",
+        responses=problem_responses(400, 401, 404, 503),
+    )
+    async def events(
+        self, continuation_id: ContinuationId, service: Service, principal: Principal
+    ) -> EventsBody:
+        return EventsBody(events=await service.history(continuation_id, principal=principal))
+
+    @post(
+        "/{continuation_id:str}/resume",
+        status_code=200,
+        summary="Resume exactly once",
+        description=(
+            "Needs `authorization: PauseMesh <token>` and an `idempotency-key` header. An exact"
+            " retry (same key, canonically equal payload) returns the identical stored body."
+        ),
+        security=[{"pausemeshResumeToken": []}],
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+    async def resume(  # noqa: PLR0917 - Litestar passes parameters by name
+        self,
+        continuation_id: ContinuationId,
+        data: JSONBody[ResumeBody],
+        idempotency_key: IdempotencyKey,
+        authorization: Annotated[
+            str | None,
+            HeaderParameter(name="authorization", required=False, include_in_schema=False),
+        ],
+        service: Service,
+        principal: Principal,
+    ) -> ContinuationBody:
+        key = check_idempotency_key((idempotency_key or "").strip())
+        token = _resume_token(authorization, continuation_id)
+        continuation = await service.resume(
+            continuation_id=continuation_id,
+            resume_token=token,
+            idempotency_key=key,
+            payload=data.payload,
+            principal=principal,
+            resolved_by=principal,
+        )
+        return ContinuationBody(continuation=continuation)
+
+    @post(
+        "/{continuation_id:str}/cancel",
+        status_code=200,
+        summary="Cancel a pending continuation",
+        description="Optional `expectedVersion` fence; an exact retry returns the stored envelope.",
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+    async def cancel(
+        self,
+        continuation_id: ContinuationId,
+        data: JSONBody[CancelBody],
+        service: Service,
+        principal: Principal,
+    ) -> ContinuationBody:
+        continuation = await service.cancel(
+            continuation_id=continuation_id,
+            reason=data.reason,
+            expected_version=data.expected_version,
+            principal=principal,
+        )
+        return ContinuationBody(continuation=continuation)
+
+    @post(
+        "/{continuation_id:str}/projections/ag-ui",
+        status_code=200,
+        summary="Project as an AG-UI interrupt (a one-continuation cohort)",
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+    async def project_agui(
+        self,
+        continuation_id: ContinuationId,
+        data: JSONBody[AguiProjectionBody],
+        service: Service,
+        principal: Principal,
+    ) -> ProjectionBody:
+        continuation = await service.get(continuation_id, principal=principal)
+        return project_agui(continuation, data)
+
+    @post(
+        "/{continuation_id:str}/projections/mcp",
+        status_code=200,
+        summary="Project as an MCP elicitation/create request",
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+    async def project_mcp(
+        self,
+        continuation_id: ContinuationId,
+        data: JSONBody[McpProjectionBody],
+        service: Service,
+        principal: Principal,
+        pausemesh_config: Config,
+    ) -> ProjectionBody:
+        continuation = await service.get(continuation_id, principal=principal)
+        return project_mcp(continuation, data, pausemesh_config.mcp_projection_policy)
+
+    @post(
+        "/{continuation_id:str}/projections/a2a",
+        status_code=200,
+        summary="Project as an A2A interrupted task",
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+    async def project_a2a(
+        self,
+        continuation_id: ContinuationId,
+        data: JSONBody[A2AProjectionBody],
+        service: Service,
+        principal: Principal,
+    ) -> ProjectionBody:
+        continuation = await service.get(continuation_id, principal=principal)
+        return project_a2a(continuation, data)
+
+    @post(
+        "/{continuation_id:str}/projections/{protocol:str}",
+        status_code=200,
+        summary="Any other protocol: 404 UNSUPPORTED_PROTOCOL",
+        include_in_schema=False,
+    )
+    async def project_unknown(
+        self,
+        continuation_id: ContinuationId,
+        protocol: Annotated[str, PathParameter()],
+        service: Service,
+        principal: Principal,
+    ) -> ProjectionBody:
+        await service.get(continuation_id, principal=principal)
+        raise ProtocolAdapterError(
+            f"Protocol must be one of: {', '.join(PROTOCOLS)}",
+            code="UNSUPPORTED_PROTOCOL",
+            protocol=protocol[:40],
+        )

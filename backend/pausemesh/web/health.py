@@ -1,0 +1,37 @@
+"""Liveness and readiness probes."""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import Response, get
+from litestar.di import NamedDependency
+
+from pausemesh.stores.storage import Storage
+from pausemesh.web.schemas import HealthBody, ReadinessBody, ReadinessCheck
+
+__all__ = ("healthz", "readyz")
+
+_log = logging.getLogger("pausemesh.web")
+
+
+@get("/healthz", summary="Liveness (never touches the store)", tags=["health"])
+async def healthz() -> HealthBody:
+    return HealthBody(status="ok")
+
+
+@get(
+    "/readyz",
+    summary="Readiness: the store can serve",
+    tags=["health"],
+    description="503 with `status: not_ready` when the store cannot serve; no internals leak.",
+)
+async def readyz(pausemesh_storage: NamedDependency[Storage]) -> Response[ReadinessBody]:
+    try:
+        await pausemesh_storage.readiness()
+    except Exception as error:  # noqa: BLE001 - any failure means "not ready", details stay in the log
+        _log.warning("readiness check failed: %s", type(error).__name__)
+        check = ReadinessCheck(component="store", status="unavailable")
+        return Response(ReadinessBody(status="not_ready", checks=[check]), status_code=503)
+    check = ReadinessCheck(component="store", status="ready")
+    return Response(ReadinessBody(status="ready", checks=[check]), status_code=200)

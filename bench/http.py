@@ -1,0 +1,143 @@
+# ruff: noqa: A005 - the file name is the Makefile target's; the stdlib clash is handled below
+"""HTTP benchmark: create+resume lifecycles/s against a real ``pausemesh serve`` process.
+
+One lifecycle = ``POST /v1/continuations`` then ``POST …/resume`` with its token. The
+client (aiohttp on uvloop) keeps ``--concurrency`` lifecycles in flight (16 by default)
+against a server on SQLite (WAL, ``synchronous=FULL``, one file in a temp directory).
+
+Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use, read from
+``/proc/<pid>/stat`` over the measured window. Figures, never assertions.
+
+Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named http.py: run as a script, its directory would shadow the stdlib's
+# ``http`` package. Swap that directory for the repository root before other imports.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import aiohttp  # noqa: E402
+import uvloop  # noqa: E402
+from tests.support.server import ServerProcess  # noqa: E402
+
+PAYLOAD = {
+    "kind": "input",
+    "message": "Which flight should I book?",
+    "responseSchema": {
+        "type": "object",
+        "properties": {"flight": {"type": "string", "enum": ["PM101", "PM202"]}},
+        "required": ["flight"],
+    },
+}
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat (fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+async def lifecycle(session: aiohttp.ClientSession, base: str, n: int) -> None:
+    async with session.post(f"{base}/v1/continuations", json={"payload": PAYLOAD}) as response:
+        if response.status != 201:
+            msg = f"create: {response.status} {await response.text()}"
+            raise RuntimeError(msg)
+        created = await response.json()
+    continuation_id = created["continuation"]["continuationId"]
+    headers = {
+        "authorization": f"PauseMesh {created['resumeToken']}",
+        "idempotency-key": f"bench-{n}",
+    }
+    async with session.post(
+        f"{base}/v1/continuations/{continuation_id}/resume",
+        json={"payload": {"flight": "PM101"}},
+        headers=headers,
+    ) as response:
+        if response.status != 200:
+            msg = f"resume: {response.status} {await response.text()}"
+            raise RuntimeError(msg)
+        await response.read()
+
+
+async def drive(
+    base: str, seconds: float, concurrency: int, pid: int | None
+) -> tuple[int, list[float], float, float]:
+    """Run lifecycles for ``seconds``; return (count, latencies, wall seconds, server CPU s)."""
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    latencies: list[float] = []
+    counter = 0
+    async with aiohttp.ClientSession(connector=connector) as session:
+        deadline = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal counter
+            while time.perf_counter() < deadline:
+                counter += 1
+                start = time.perf_counter()
+                await lifecycle(session, base, counter)
+                latencies.append(time.perf_counter() - start)
+
+        cpu_before = cpu_seconds(pid) if pid else 0.0
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+        cpu = (cpu_seconds(pid) - cpu_before) if pid else 0.0
+    return len(latencies), latencies, wall, cpu
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--dir", type=Path, default=None, help="where the SQLite file goes")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        database = Path(tmp) / "bench.db"
+        server_args = ["serve", "--database-path", str(database), "--log-level", "warning"]
+        with ServerProcess(server_args) as server:
+            uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
+            count, latencies, wall, cpu = uvloop.run(
+                drive(server.base_url, args.seconds, args.concurrency, server.pid)
+            )
+
+    rate = count / wall
+    rows = [
+        ("lifecycles (create+resume)", f"{count}"),
+        ("in flight", f"{args.concurrency}"),
+        ("lifecycles/s", f"{rate:,.0f}"),
+        ("HTTP requests/s", f"{2 * rate:,.0f}"),
+        ("lifecycle p50 (ms)", f"{1000 * statistics.median(latencies):.2f}"),
+        ("lifecycle p99 (ms)", f"{1000 * percentile(latencies, 0.99):.2f}"),
+        ("server CPU (% of one core)", f"{100 * cpu / wall:.0f}"),
+        ("server CPU per lifecycle (ms)", f"{1000 * cpu / count:.2f}"),
+        ("SQLite", "WAL, synchronous=FULL"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print(f"bench/http.py: pausemesh serve over HTTP, {args.seconds:.0f}s measured")
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value:>12}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Real ``pausemesh`` server processes for end-to-end tests (and benchmarks).
+
+``ServerProcess`` starts ``python -m pausemesh <command> ...`` on a free port, waits for
+``/healthz``, and stops it with SIGTERM (graceful) or SIGKILL (a crash). It keeps the
+process's output in a log file, shown when the server fails to come up.
+
+    with ServerProcess(["serve", "--database-path", str(db)]) as server:
+        httpx.get(server.url("/healthz"))
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+__all__ = ("ServerProcess", "free_port")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """One server process. ``args`` follow ``pausemesh`` (e.g. ``["serve", ...]``).
+
+    ``--host``/``--port`` are added unless ``args`` has them; ``env`` is merged over a
+    clean copy of the current environment (every ``PAUSEMESH_*`` variable removed, so a
+    developer's shell never leaks into a test) and ``.env`` files are not read.
+    """
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        cwd: str | Path | None = None,
+        ready_path: str = "/healthz",
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.args = list(args)
+        self.host = host
+        self.port = port or free_port()
+        self.env = dict(env or {})
+        self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
+        self.ready_path = ready_path
+        self.startup_timeout = startup_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the server
+            prefix="pausemesh-server-", suffix=".log", delete=False
+        )
+        self.log_path = Path(self._log.name)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "server not started"
+        return self.process.pid
+
+    def command(self) -> list[str]:
+        args = list(self.args)
+        if "--host" not in args:
+            args += ["--host", self.host]
+        if "--port" not in args:
+            args += ["--port", str(self.port)]
+        if "--env-file" not in args and args and args[0] in {"serve", "demo"}:
+            args += ["--env-file", os.devnull]
+        return [sys.executable, "-m", "pausemesh", *args]
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAUSEMESH_")}
+        env.update(self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def start(self) -> ServerProcess:
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self.process = subprocess.Popen(
+            self.command(),
+            cwd=self.cwd,
+            env=self._environment(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                msg = f"server exited with {self.process.returncode}:\n{self.output()}"
+                raise RuntimeError(msg)
+            try:
+                if httpx.get(self.url(self.ready_path), timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        msg = f"server did not become ready in {self.startup_timeout}s:\n{self.output()}"
+        raise RuntimeError(msg)
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM and wait (graceful shutdown); SIGKILL if it does not exit in time."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return self.kill()
+
+    def kill(self) -> int | None:
+        """SIGKILL: no shutdown hooks run, like a crash or an OOM kill."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.kill()
+        return self.process.wait(15)
+
+    def restart(self) -> ServerProcess:
+        """Start again with the same command and port (after ``stop`` or ``kill``)."""
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        self.stop()
+        self._log.close()
+        self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
