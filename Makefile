@@ -37,6 +37,7 @@ unit: install
 
 bench: install
 	$(BIN)/python bench/core.py
+	$(BIN)/python bench/http.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
