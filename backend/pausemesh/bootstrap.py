@@ -20,6 +20,7 @@ from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.settings import SecretKey, Settings, SettingsError, resolve_secret_key
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
+from pausemesh.stores.sqlite_threads import SqliteThreadStore
 from pausemesh.stores.storage import Storage
 
 __all__ = (
@@ -42,9 +43,10 @@ async def open_sqlite_storage(path: str) -> Storage:
     database = await SqliteDatabase(path).open()
     try:
         events = SqliteEventStore(database, owns_database=False)
-        # Thread store and operation ledger join here as their SQLite adapters land
-        # (B2: stores/sqlite_threads.py, B1: stores/sqlite_operations.py), on `database`.
-        return Storage(events=events, on_close=[database.close])
+        threads = SqliteThreadStore(database, owns_database=False)
+        # The operation ledger joins here as its SQLite adapter lands
+        # (B1: stores/sqlite_operations.py), on `database`.
+        return Storage(events=events, threads=threads, on_close=[database.close])
     except BaseException:
         await database.close()
         raise
