@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test lint typecheck unit bench clean
+.PHONY: install demo serve test lint typecheck unit bench clean browser frontend
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -29,7 +29,13 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: install lint typecheck  ## every test: lint, types, unit, contract, e2e
+browser:  ## Debian's Chromium for the browser tests (never a downloaded browser build)
+	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium; }
+
+frontend:  ## rebuild the browser demo into backend/pausemesh/demo/static (Node; `make demo` needs none)
+	cd frontend-demo && npm ci --no-audit --no-fund && npm test && npm run build
+
+test: install lint typecheck browser  ## every test: lint, types, unit, contract, e2e
 	$(BIN)/pytest
 
 unit: install
