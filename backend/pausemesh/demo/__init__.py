@@ -1,0 +1,1 @@
+"""The travel-assistant demo: agent, flights and the built browser UI."""
