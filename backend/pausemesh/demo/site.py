@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from litestar import Router
+from litestar.config.app import AppConfig
 from litestar.datastructures import CacheControlHeader
+from litestar.plugins import InitPlugin
 from litestar.static_files import create_static_files_router
 
-__all__ = ("STATIC_DIR", "demo_site_router")
+__all__ = ("STATIC_DIR", "DemoSitePlugin", "demo_site_router")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -31,3 +33,16 @@ def demo_site_router(path: str = "/") -> Router:
         # Asset names carry a content hash; index.html is small and must never go stale.
         cache_control=CacheControlHeader(no_cache=True),
     )
+
+
+class DemoSitePlugin(InitPlugin):
+    """Adds the demo UI to an app: ``create_app(settings, agent=..., plugins=[DemoSitePlugin()])``."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str = "/") -> None:
+        self.path = path
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        app_config.route_handlers.append(demo_site_router(self.path))
+        return app_config
