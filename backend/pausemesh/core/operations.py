@@ -196,6 +196,10 @@ class OperationLedger(Protocol):
         """Operations of ``domain`` in attempt order (oldest first), at most ``limit``."""
         ...
 
+    async def check_readiness(self) -> None:
+        """Return when the ledger can serve; raise ``StoreError`` otherwise."""
+        ...
+
     async def close(self) -> None: ...
 
 

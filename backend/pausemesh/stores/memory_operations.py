@@ -79,5 +79,8 @@ class InMemoryOperationLedger:
         self._check_open()
         return [r for r in self._records.values() if r.domain == domain][:limit]
 
+    async def check_readiness(self) -> None:
+        self._check_open()
+
     async def close(self) -> None:
         self._closed = True

@@ -1,0 +1,165 @@
+"""SQLite operation ledger (table from migration 3), on a shared ``SqliteDatabase``.
+
+``begin`` and ``complete`` run as single write operations in the database's group commit,
+so each decision is made and committed atomically under SQLite's write lock: of any number
+of concurrent first calls for one business key (in this process or another on the same
+file), exactly one inserts the attempt and gets ``EXECUTE``. A trigger keeps terms and
+outcomes write-once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.canonical import canonical_json
+from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.operations import (
+    EXECUTE,
+    OperationBegin,
+    OperationRecord,
+    check_completion,
+    decide,
+    new_attempt,
+    result_hash,
+)
+from pausemesh.stores.sqlite import SqliteDatabase
+
+__all__ = ("SqliteOperationLedger", "open_sqlite_operation_ledger")
+
+_COLUMNS = (
+    "operation_id, domain, business_key, tool, arguments_json, terms_hash, attempt_id,"
+    " attempted_at_us, result_json, result_hash, completed_at_us"
+)
+
+
+def _us(when: datetime) -> int:
+    delta = when.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _from_us(value: int) -> datetime:
+    return datetime.fromtimestamp(value // 1_000_000, tz=UTC).replace(microsecond=value % 1_000_000)
+
+
+def _record(row: Sequence[Any]) -> OperationRecord:
+    return OperationRecord(
+        operation_id=row[0],
+        domain=row[1],
+        business_key=row[2],
+        tool=row[3],
+        arguments=msgspec.json.decode(row[4]),
+        terms_hash=row[5],
+        attempt_id=row[6],
+        attempted_at=_from_us(row[7]),
+        result=None if row[8] is None else msgspec.json.decode(row[8]),
+        result_hash=row[9],
+        completed_at=None if row[10] is None else _from_us(row[10]),
+    )
+
+
+def _select(conn: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM operations WHERE operation_id = ?",  # noqa: S608 - constant columns
+        (operation_id,),
+    ).fetchone()
+    return None if row is None else _record(row)
+
+
+class SqliteOperationLedger:
+    """``OperationLedger`` over a ``SqliteDatabase`` (usually shared with the other stores)."""
+
+    def __init__(self, database: SqliteDatabase, *, owns_database: bool = False) -> None:
+        self.database = database
+        self._owns_database = owns_database
+
+    async def begin(
+        self,
+        domain: str,
+        business_key: str,
+        *,
+        tool: str,
+        arguments: Any,
+        now: datetime,
+    ) -> OperationBegin:
+        wanted = new_attempt(domain, business_key, tool, arguments, now=now)
+        arguments_json = canonical_json(wanted.arguments)
+
+        def op(conn: sqlite3.Connection) -> OperationBegin:
+            cursor = conn.execute(
+                "INSERT INTO operations (operation_id, domain, business_key, tool,"
+                " arguments_json, terms_hash, attempt_id, attempted_at_us)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (
+                    wanted.operation_id,
+                    wanted.domain,
+                    wanted.business_key,
+                    wanted.tool,
+                    arguments_json,
+                    wanted.terms_hash,
+                    wanted.attempt_id,
+                    _us(wanted.attempted_at),
+                ),
+            )
+            if cursor.rowcount == 1:
+                return OperationBegin(decision=EXECUTE, record=wanted)
+            existing = _select(conn, wanted.operation_id)
+            assert existing is not None  # noqa: S101 - rows are never deleted (trigger)
+            return decide(existing, wanted)
+
+        return await self.database.write(op)
+
+    async def complete(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        digest = result_hash(result)
+        result_json = canonical_json(result)
+
+        def op(conn: sqlite3.Connection) -> OperationRecord:
+            record = _select(conn, operation_id)
+            if record is None:
+                msg = "operation was never begun"
+                raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+            if check_completion(record, attempt_id, digest):
+                return record
+            conn.execute(
+                "UPDATE operations SET result_json = ?, result_hash = ?, completed_at_us = ?"
+                " WHERE operation_id = ? AND attempt_id = ? AND result_hash IS NULL",
+                (result_json, digest, _us(now), operation_id, attempt_id),
+            )
+            completed = _select(conn, operation_id)
+            assert completed is not None  # noqa: S101 - read back inside the same transaction
+            return completed
+
+        return await self.database.write(op)
+
+    async def get(self, operation_id: str) -> OperationRecord | None:
+        rows = await self.database.read(
+            f"SELECT {_COLUMNS} FROM operations WHERE operation_id = ?",  # noqa: S608 - constant columns
+            (operation_id,),
+        )
+        return _record(rows[0]) if rows else None
+
+    async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
+        rows = await self.database.read(
+            f"SELECT {_COLUMNS} FROM operations WHERE domain = ? ORDER BY rowid LIMIT ?",  # noqa: S608 - constant columns
+            (domain, max(limit, 0)),
+        )
+        return [_record(row) for row in rows]
+
+    async def check_readiness(self) -> None:
+        await self.database.check_readiness()
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()
+
+
+async def open_sqlite_operation_ledger(path: str) -> SqliteOperationLedger:
+    """A ledger that owns its own database connection (tests, tools)."""
+    database = await SqliteDatabase(path).open()
+    return SqliteOperationLedger(database, owns_database=True)

@@ -1,0 +1,231 @@
+"""The OperationLedger contract: every ledger (memory, SQLite, PostgreSQL) passes the same tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pausemesh.core import ManualClock
+from pausemesh.core.errors import (
+    InvalidInputError,
+    OperationConflictError,
+    OutcomeUnknownError,
+)
+from pausemesh.core.operations import (
+    EXECUTE,
+    OUTCOME_UNKNOWN,
+    RECONCILIATION_ONLY,
+    OperationLedger,
+    operation_id,
+    run_once,
+    terms_hash,
+)
+from tests.support.operation_ledgers import LEDGER_FACTORIES, open_ledger
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+LATER = NOW + timedelta(seconds=5)
+ARGS: dict[str, Any] = {"flight": "LH123", "passengers": 1}
+
+
+@pytest.fixture(name="ledger", params=sorted(LEDGER_FACTORIES))
+async def ledger_fixture(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[OperationLedger]:
+    async with open_ledger(request.param, tmp_path) as ledger:
+        yield ledger
+
+
+def test_operation_id_depends_only_on_domain_and_business_key() -> None:
+    assert operation_id("travel", "booking:t1") == operation_id("travel", "booking:t1")
+    assert operation_id("travel", "booking:t1") != operation_id("travel", "booking:t2")
+    assert operation_id("travel", "booking:t1") != operation_id("hotel", "booking:t1")
+    assert operation_id("travel", "booking:t1").startswith("op:")
+    assert terms_hash("book", {"a": 1, "b": 2}) == terms_hash("book", {"b": 2, "a": 1})
+
+
+async def test_first_begin_records_the_attempt_and_says_execute(ledger: OperationLedger) -> None:
+    begun = await ledger.begin("travel", "booking:t1", tool="book", arguments=ARGS, now=NOW)
+    assert begun.decision == EXECUTE
+    record = begun.record
+    assert record.operation_id == operation_id("travel", "booking:t1")
+    assert (record.tool, record.arguments, record.completed) == ("book", ARGS, False)
+    assert await ledger.get(record.operation_id) == record
+
+
+async def test_an_attempt_without_outcome_is_sticky_outcome_unknown(
+    ledger: OperationLedger,
+) -> None:
+    await ledger.begin("travel", "booking:t1", tool="book", arguments=ARGS, now=NOW)
+    for _ in range(3):
+        again = await ledger.begin("travel", "booking:t1", tool="book", arguments=ARGS, now=LATER)
+        assert again.decision == OUTCOME_UNKNOWN
+
+
+async def test_completed_operation_reconciles_with_the_recorded_outcome(
+    ledger: OperationLedger,
+) -> None:
+    begun = await ledger.begin("travel", "booking:t1", tool="book", arguments=ARGS, now=NOW)
+    done = await ledger.complete(
+        begun.record.operation_id,
+        attempt_id=begun.record.attempt_id,
+        result={"confirmation": "PNR1"},
+        now=LATER,
+    )
+    assert done.completed
+    assert done.result == {"confirmation": "PNR1"}
+    assert done.completed_at == LATER
+    # Argument key order is not a different set of terms.
+    again = await ledger.begin(
+        "travel",
+        "booking:t1",
+        tool="book",
+        arguments={"passengers": 1, "flight": "LH123"},
+        now=LATER,
+    )
+    assert again.decision == RECONCILIATION_ONLY
+    assert again.record == done
+
+
+async def test_same_key_with_different_terms_is_a_conflict(ledger: OperationLedger) -> None:
+    await ledger.begin("travel", "booking:t1", tool="book", arguments=ARGS, now=NOW)
+    with pytest.raises(OperationConflictError):
+        await ledger.begin(
+            "travel", "booking:t1", tool="book", arguments={**ARGS, "flight": "AF456"}, now=NOW
+        )
+    with pytest.raises(OperationConflictError):
+        await ledger.begin("travel", "booking:t1", tool="cancel", arguments=ARGS, now=NOW)
+
+
+async def test_complete_is_write_once_and_owned_by_the_attempt(ledger: OperationLedger) -> None:
+    begun = await ledger.begin("travel", "booking:t1", tool="book", arguments=ARGS, now=NOW)
+    op_id, attempt = begun.record.operation_id, begun.record.attempt_id
+    with pytest.raises(OperationConflictError):
+        await ledger.complete(op_id, attempt_id="someone-else", result={"x": 1}, now=LATER)
+    first = await ledger.complete(op_id, attempt_id=attempt, result={"x": 1}, now=LATER)
+    # The same outcome again is an idempotent retry; another outcome is refused.
+    assert await ledger.complete(op_id, attempt_id=attempt, result={"x": 1}, now=LATER) == first
+    with pytest.raises(OperationConflictError):
+        await ledger.complete(op_id, attempt_id=attempt, result={"x": 2}, now=LATER)
+    assert await ledger.get(op_id) == first
+
+
+async def test_complete_of_an_unknown_operation_is_refused(ledger: OperationLedger) -> None:
+    with pytest.raises(InvalidInputError):
+        await ledger.complete("op:nope", attempt_id="a", result=None, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("domain", "key", "tool", "arguments"),
+    [
+        ("", "k", "book", {}),
+        ("travel", "", "book", {}),
+        ("travel", "k", " book", {}),
+        ("travel", "k", "book", {"x": float("nan")}),
+    ],
+    ids=["empty-domain", "empty-key", "edge-whitespace-tool", "non-json-arguments"],
+)
+async def test_malformed_operations_are_refused_before_anything_is_written(
+    ledger: OperationLedger, domain: str, key: str, tool: str, arguments: Any
+) -> None:
+    with pytest.raises(InvalidInputError):
+        await ledger.begin(domain, key, tool=tool, arguments=arguments, now=NOW)
+    assert await ledger.list("travel") == []
+
+
+async def test_list_returns_a_domains_operations_in_attempt_order(ledger: OperationLedger) -> None:
+    for key in ("b", "a", "c"):
+        await ledger.begin("travel", key, tool="book", arguments={}, now=NOW)
+    await ledger.begin("hotel", "a", tool="book", arguments={}, now=NOW)
+    assert [r.business_key for r in await ledger.list("travel")] == ["b", "a", "c"]
+    assert [r.business_key for r in await ledger.list("travel", limit=2)] == ["b", "a"]
+    assert [r.domain for r in await ledger.list("hotel")] == ["hotel"]
+
+
+async def test_records_round_trip_through_json(ledger: OperationLedger) -> None:
+    begun = await ledger.begin("travel", "k", tool="book", arguments=ARGS, now=NOW)
+    stored = await ledger.get(begun.record.operation_id)
+    assert stored is not None
+    assert msgspec.json.decode(msgspec.json.encode(stored), type=type(stored)) == stored
+
+
+async def test_fifty_concurrent_first_calls_yield_exactly_one_execute(
+    ledger: OperationLedger,
+) -> None:
+    results = await asyncio.gather(
+        *(
+            ledger.begin("travel", "booking:race", tool="book", arguments=ARGS, now=NOW)
+            for _ in range(50)
+        )
+    )
+    decisions = [r.decision for r in results]
+    assert decisions.count(EXECUTE) == 1
+    assert decisions.count(OUTCOME_UNKNOWN) == 49
+    winner = next(r.record for r in results if r.decision == EXECUTE)
+    assert await ledger.get(winner.operation_id) == winner
+
+
+async def test_run_once_dispatches_once_and_replays_the_result(ledger: OperationLedger) -> None:
+    calls: list[int] = []
+
+    async def book() -> dict[str, str]:
+        calls.append(1)
+        return {"confirmation": f"PNR{len(calls)}"}
+
+    clock = ManualClock(NOW)
+    first = await run_once(ledger, "travel", "booking:t1", "book", ARGS, book, clock=clock)
+    second = await run_once(ledger, "travel", "booking:t1", "book", ARGS, book, clock=clock)
+    assert (first.decision, second.decision) == (EXECUTE, RECONCILIATION_ONLY)
+    assert first.result == second.result == {"confirmation": "PNR1"}
+    assert len(calls) == 1
+    with pytest.raises(OperationConflictError):
+        await run_once(ledger, "travel", "booking:t1", "book", {"flight": "X"}, book, clock=clock)
+    assert len(calls) == 1
+
+
+async def test_run_once_never_retries_an_action_that_failed_midway(
+    ledger: OperationLedger,
+) -> None:
+    calls: list[int] = []
+
+    async def flaky() -> None:
+        calls.append(1)
+        raise ConnectionError("lost the reply")
+
+    with pytest.raises(ConnectionError):
+        await run_once(ledger, "travel", "booking:t1", "book", ARGS, flaky)
+    with pytest.raises(OutcomeUnknownError):
+        await run_once(ledger, "travel", "booking:t1", "book", ARGS, flaky)
+    assert len(calls) == 1
+
+
+async def test_concurrent_run_once_calls_dispatch_exactly_once(ledger: OperationLedger) -> None:
+    calls: list[int] = []
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    async def book() -> str:
+        calls.append(1)
+        started.set()
+        await gate.wait()
+        return "PNR"
+
+    async def attempt() -> str:
+        try:
+            result = await run_once(ledger, "travel", "booking:race", "book", ARGS, book)
+        except OutcomeUnknownError:
+            return "unknown"
+        return str(result.decision)
+
+    tasks = [asyncio.create_task(attempt()) for _ in range(20)]
+    await started.wait()
+    gate.set()
+    outcomes = await asyncio.gather(*tasks)
+    assert outcomes.count(EXECUTE) == 1
+    assert len(calls) == 1
+    after = await run_once(ledger, "travel", "booking:race", "book", ARGS, book)
+    assert after.decision == RECONCILIATION_ONLY
