@@ -27,7 +27,13 @@ from pausemesh.stores.postgres_schema import (
     render,
 )
 
-__all__ = ("MigrationReport", "migrate")
+__all__ = (
+    "RUNTIME_GRANTS",
+    "MigrationReport",
+    "grant_runtime_role",
+    "migrate",
+    "runtime_grant_sql",
+)
 
 
 class MigrationReport:
@@ -94,3 +100,52 @@ async def migrate(
             with contextlib.suppress(Exception):
                 await conn.close()
     return MigrationReport(schema, applied)
+
+
+# The runtime role's whole world: no DDL, no DELETE, no TRUNCATE anywhere. Heads, thread
+# records and operations take UPDATE (the CAS, leases, outcomes); logs only INSERT.
+RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
+    ("SELECT", LEDGER_TABLE),
+    ("SELECT, INSERT, UPDATE", "continuation_streams"),
+    ("SELECT, INSERT", "continuation_events"),
+    ("SELECT, INSERT, UPDATE", "agui_threads"),
+    ("SELECT, INSERT", "agui_thread_events"),
+    ("SELECT, INSERT, UPDATE", "operations"),
+)
+
+
+def _quote_role(role: str) -> str:
+    if not isinstance(role, str) or not role or len(role) > 63 or "\x00" in role:
+        msg = "role must be a name of 1 to 63 characters"
+        raise ValueError(msg)
+    return '"' + role.replace('"', '""') + '"'
+
+
+def runtime_grant_sql(role: str, schema: str = DEFAULT_SCHEMA) -> list[str]:
+    """The GRANT statements for a runtime role (run them as the schema's owner)."""
+    q, r = quote_schema(schema), _quote_role(role)
+    return [
+        f"GRANT USAGE ON SCHEMA {q} TO {r}",
+        *(f"GRANT {privileges} ON {q}.{table} TO {r}" for privileges, table in RUNTIME_GRANTS),
+    ]
+
+
+async def grant_runtime_role(
+    target: str | asyncpg.Connection, role: str, *, schema: str = DEFAULT_SCHEMA
+) -> None:
+    """Grant ``role`` exactly the runtime privileges on a migrated ``schema`` (one transaction)."""
+    statements = runtime_grant_sql(role, schema)
+    conn: Any = None
+    try:
+        conn = await asyncpg.connect(target) if isinstance(target, str) else target
+        async with conn.transaction():
+            for statement in statements:
+                await conn.execute(statement)
+    except PauseMeshError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+        raise map_store_error(error) from None
+    finally:
+        if isinstance(target, str) and conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()

@@ -1,0 +1,152 @@
+"""Least privilege on PostgreSQL: the runtime role runs everything and can destroy nothing."""
+
+# ruff: noqa: S608 - SQL text here only interpolates throwaway test schema names
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from pausemesh.core import ContinuationService, ManualClock
+from pausemesh.core.operations import EXECUTE, RECONCILIATION_ONLY
+from pausemesh.stores.postgres import PostgresEventStore
+from pausemesh.stores.postgres_database import PostgresDatabase
+from pausemesh.stores.postgres_migrate import RUNTIME_GRANTS, grant_runtime_role, migrate
+from pausemesh.stores.postgres_operations import PostgresOperationLedger
+from pausemesh.stores.postgres_threads import PostgresThreadStore
+from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
+
+pytestmark = pytest.mark.postgres
+
+TABLES = [table for _, table in RUNTIME_GRANTS]
+
+
+def _url_for(role: str) -> str:
+    parts = urlsplit(DATABASE_URL)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{role}@{host}:{parts.port or 5432}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@pytest.fixture(name="runtime")
+async def runtime_fixture() -> AsyncIterator[tuple[str, str]]:
+    """(schema, runtime DSN): a migrated schema and a login role with only runtime grants."""
+    await require_postgres()
+    schema, role = fresh_schema(), f"pm_rt_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(DATABASE_URL)
+    try:
+        await admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        await migrate(DATABASE_URL, schema=schema)
+        await grant_runtime_role(admin, role, schema=schema)
+        yield schema, _url_for(role)
+    finally:
+        await drop_schema(schema)
+        await admin.execute(f'DROP OWNED BY "{role}"')
+        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        await admin.close()
+
+
+async def test_the_runtime_role_runs_every_lifecycle(runtime: tuple[str, str]) -> None:
+    schema, url = runtime
+    database = await PostgresDatabase.connect(url, schema=schema, min_size=1, max_size=4)
+    try:
+        await database.check_readiness()
+        clock = ManualClock()
+        service = ContinuationService(
+            store=PostgresEventStore(database, owns_database=False), clock=clock
+        )
+        payload = {"kind": "input", "message": "pick a flight"}
+        resumed = await service.create(payload=payload)
+        state = await service.resume(
+            continuation_id=resumed.continuation.continuation_id,
+            resume_token=resumed.resume_token,
+            idempotency_key="k1",
+            payload={"flight": "LH123"},
+        )
+        assert state.status == "resumed"
+        cancelled = await service.create(payload=payload)
+        state = await service.cancel(continuation_id=cancelled.continuation.continuation_id)
+        assert state.status == "cancelled"
+        await service.create(payload=payload, expires_at=clock.now() + timedelta(seconds=5))
+        clock.advance(10)
+        assert await service.expire_due() == 1
+
+        threads = PostgresThreadStore(database)
+        now = datetime.now(UTC)
+        record = await threads.create_or_load("t1", owner="alice", now=now)
+        await threads.acquire_lease(
+            "t1", lease_id="L1", run_id="r1", now=now, expires_at=now + timedelta(minutes=1)
+        )
+        assert await threads.append_events("t1", lease_id="L1", run_id="r1", events=["{}"]) == [1]
+        assert await threads.wait_for_events("t1", after_sequence=0, wait_seconds=1)
+        assert [e.sequence for e in await threads.read_events("t1", after_sequence=0)] == [1]
+        await threads.save(record, now=now)
+        await threads.release_lease("t1", lease_id="L1")
+
+        ledger = PostgresOperationLedger(database)
+        begun = await ledger.begin("travel", "booking-1", tool="book", arguments={}, now=now)
+        assert begun.decision == EXECUTE
+        await ledger.complete(
+            begun.record.operation_id, attempt_id=begun.record.attempt_id, result={}, now=now
+        )
+        again = await ledger.begin("travel", "booking-1", tool="book", arguments={}, now=now)
+        assert again.decision == RECONCILIATION_ONLY
+        await threads.close()
+    finally:
+        await database.close()
+
+
+@pytest.mark.parametrize("table", TABLES)
+async def test_the_runtime_role_cannot_delete_truncate_or_alter(
+    runtime: tuple[str, str], table: str
+) -> None:
+    schema, url = runtime
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in (
+            f'DELETE FROM "{schema}".{table}',
+            f'TRUNCATE "{schema}".{table}',
+            f'ALTER TABLE "{schema}".{table} ADD COLUMN x INT',
+            f'ALTER TABLE "{schema}".{table} DISABLE TRIGGER USER',
+            f'DROP TABLE "{schema}".{table}',
+        ):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(statement)
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(f'CREATE TABLE "{schema}".intruder (x INT)')
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("table", ["continuation_events", "agui_thread_events"])
+async def test_append_only_triggers_reject_update_delete_truncate_even_for_the_owner(
+    table: str,
+) -> None:
+    await require_postgres()
+    schema = fresh_schema()
+    await migrate(DATABASE_URL, schema=schema)
+    admin = await asyncpg.connect(DATABASE_URL)
+    try:
+        # Row triggers fire only on rows: put one in each log first.
+        await admin.execute(
+            f"INSERT INTO \"{schema}\".continuation_streams VALUES ('c1', 1, NULL);"
+            f"INSERT INTO \"{schema}\".continuation_events VALUES ('c1', 1, '{{}}');"
+            f'INSERT INTO "{schema}".agui_threads (thread_id, body_json, version, last_sequence,'
+            " created_at, updated_at) VALUES ('t1', '{}', 1, 1, now(), now());"
+            f"INSERT INTO \"{schema}\".agui_thread_events VALUES ('t1', 1, 'r1', '{{}}')"
+        )
+        for statement in (
+            f"UPDATE \"{schema}\".{table} SET event_json = '{{}}'",
+            f'DELETE FROM "{schema}".{table}',
+            f'TRUNCATE "{schema}".{table} CASCADE',
+        ):
+            with pytest.raises(asyncpg.RaiseError, match="append-only"):
+                await admin.execute(statement)
+    finally:
+        await admin.close()
+        await drop_schema(schema)
