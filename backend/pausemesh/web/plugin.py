@@ -23,6 +23,7 @@ from litestar.exceptions import HTTPException
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPlugin
 
+from pausemesh.agui.routes import AguiController, agui_dependencies
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.core.service import ContinuationService
@@ -110,6 +111,11 @@ class PauseMeshPlugin(InitPlugin):
         async def principal(request: Request[Any, Any, Any]) -> str | None:
             return await resolve_principal(config.principal_resolver, request)
 
+        extra: dict[str, Provide] = {}
+        if config.agent is not None:
+            handlers.append(AguiController)
+            extra.update(agui_dependencies(runtime, config.agent))
+
         return Router(
             path=self.config.path,
             route_handlers=handlers,
@@ -119,6 +125,7 @@ class PauseMeshPlugin(InitPlugin):
                 "pausemesh_config": Provide(pausemesh_config, sync_to_thread=False),
                 "pausemesh_storage": Provide(storage, sync_to_thread=False),
                 "pausemesh_runtime": Provide(runtime, sync_to_thread=False),
+                **extra,
             },
             exception_handlers={
                 PauseMeshError: pausemesh_error_to_problem,

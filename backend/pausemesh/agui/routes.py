@@ -1,0 +1,136 @@
+"""The AG-UI routes (DESIGN §4.1), as a Litestar controller over a ``RunHost``.
+
+``POST /agui`` and ``POST /agui/connect`` validate their input before the response starts
+(a 4xx problem body otherwise); after the 200 every failure is an in-stream ``RUN_ERROR``.
+Streams are LF-framed SSE with ``id:`` = thread sequence and keep-alive comments while idle;
+a client that goes away ends its stream (and its run) cleanly.
+
+Threads belong to the principal that created them: another principal gets 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.di import Provide
+from litestar.params import Parameter
+from litestar.response import Stream
+
+from pausemesh.agui.agent import Agent
+from pausemesh.agui.input import RunAgentInput, decode_run_input
+from pausemesh.agui.runhost import RunHost, thread_snapshot
+from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.validation import check_id
+
+__all__ = ("AguiController", "agui_dependencies")
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_MAX_SEQUENCE = 2**63 - 1
+
+
+def _sse(frames: Any) -> Stream:
+    return Stream(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+async def _run_input(request: Request[Any, Any, Any]) -> RunAgentInput:
+    run_input = decode_run_input(await request.body())
+    check_id(run_input.thread_id, "threadId")
+    check_id(run_input.run_id, "runId")
+    return run_input
+
+
+def _after(last_event_id: str | None, after: str | None) -> int:
+    """The replay cursor: ``Last-Event-ID`` (what EventSource sends) wins over ``?after=``."""
+    raw = last_event_id if last_event_id is not None else after
+    if raw is None or raw.strip() == "":
+        return 0
+    text = raw.strip()
+    if not text.isdigit() or int(text) > _MAX_SEQUENCE:
+        msg = "Last-Event-ID / after must be a non-negative integer thread sequence"
+        raise InvalidInputError(msg, code="INVALID_CURSOR")
+    return int(text)
+
+
+class AguiController(Controller):
+    path = "/agui"
+    tags = ["AG-UI"]  # noqa: RUF012 - Litestar reads it as a class attribute
+
+    @post(
+        "/",
+        summary="Run the agent on a thread (AG-UI RunAgentInput in, SSE out)",
+        status_code=200,
+        media_type="text/event-stream",
+    )
+    async def run(
+        self, request: Request[Any, Any, Any], agui_host: RunHost, principal: str | None
+    ) -> Stream:
+        run_input = await _run_input(request)
+        await agui_host.check_access(run_input.thread_id, principal)
+        return _sse(agui_host.run(run_input, principal))
+
+    @post(
+        "/connect",
+        summary="Restore a thread without running the agent (snapshots and open interrupts)",
+        status_code=200,
+        media_type="text/event-stream",
+    )
+    async def connect(
+        self, request: Request[Any, Any, Any], agui_host: RunHost, principal: str | None
+    ) -> Stream:
+        run_input = await _run_input(request)
+        return _sse(agui_host.connect(run_input, principal))
+
+    @get("/threads/{thread_id:str}", summary="Thread snapshot: messages, state, open interrupts")
+    async def thread(
+        self, thread_id: str, agui_host: RunHost, principal: str | None
+    ) -> dict[str, Any]:
+        check_id(thread_id, "threadId")
+        return thread_snapshot(await agui_host.load(thread_id, principal))
+
+    @get(
+        "/threads/{thread_id:str}/events",
+        summary="Replay the thread's events after a sequence, then tail live ones (SSE)",
+        media_type="text/event-stream",
+    )
+    async def events(
+        self,
+        thread_id: str,
+        agui_host: RunHost,
+        principal: str | None,
+        last_event_id: str | None = Parameter(header="Last-Event-ID", default=None),
+        after: str | None = Parameter(query="after", default=None),
+    ) -> Stream:
+        check_id(thread_id, "threadId")
+        cursor = _after(last_event_id, after)
+        await agui_host.load(thread_id, principal)
+        return _sse(agui_host.tail(thread_id, after_sequence=cursor))
+
+
+def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Provide]:
+    """The ``agui_host`` dependency: one ``RunHost`` per running runtime.
+
+    ``runtime()`` returns the plugin's ``Runtime`` (service + storage); the host is built on
+    first use and rebuilt if the runtime changes (an app started twice, e.g. in tests).
+    """
+    cache: dict[int, RunHost] = {}
+
+    def agui_host() -> RunHost:
+        current = runtime()
+        host = cache.get(id(current))
+        if host is None:
+            threads = current.storage.threads
+            if threads is None:
+                msg = "the AG-UI routes need a thread store (Storage.threads)"
+                raise RuntimeError(msg)
+            cache.clear()
+            host = cache[id(current)] = RunHost(
+                agent=agent,
+                service=current.service,
+                threads=threads,
+                operations=current.storage.operations,
+            )
+        return host
+
+    return {"agui_host": Provide(agui_host, sync_to_thread=False)}
