@@ -20,6 +20,7 @@ from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.settings import SecretKey, Settings, SettingsError, resolve_secret_key
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
+from pausemesh.stores.sqlite_operations import SqliteOperationLedger
 from pausemesh.stores.sqlite_threads import SqliteThreadStore
 from pausemesh.stores.storage import Storage
 
@@ -44,9 +45,10 @@ async def open_sqlite_storage(path: str) -> Storage:
     try:
         events = SqliteEventStore(database, owns_database=False)
         threads = SqliteThreadStore(database, owns_database=False)
-        # The operation ledger joins here as its SQLite adapter lands
-        # (B1: stores/sqlite_operations.py), on `database`.
-        return Storage(events=events, threads=threads, on_close=[database.close])
+        operations = SqliteOperationLedger(database, owns_database=False)
+        return Storage(
+            events=events, threads=threads, operations=operations, on_close=[database.close]
+        )
     except BaseException:
         await database.close()
         raise
