@@ -83,7 +83,7 @@ def _configure_logging(level: str) -> None:
     handler.addFilter(RedactingFilter())
 
 
-def serve_app(settings: Settings, *, agent: Any | None = None) -> None:
+def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
     """Run the app under uvicorn until SIGTERM/SIGINT (graceful: in-flight requests finish)."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
@@ -104,7 +104,7 @@ def serve_app(settings: Settings, *, agent: Any | None = None) -> None:
         )
     # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
     resolve_secret_key(settings)
-    app = create_app(settings, agent=agent, principal_resolver=resolver)
+    app = create_app(settings, agent=agent, principal_resolver=resolver, plugins=plugins)
     _log.info(
         "PauseMesh %s on http://%s:%d (%s)",
         __version__,
@@ -137,16 +137,47 @@ def _run_serve(args: argparse.Namespace) -> None:
     serve_app(settings)
 
 
+def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_server_arguments(parser)
+    parser.add_argument(
+        "--no-browser", action="store_true", help="do not open the demo page in a browser"
+    )
+
+
 def _run_demo(args: argparse.Namespace) -> None:
-    # Temporary: serves the plain app until the travel agent lands. B2: build the agent
-    # (pausemesh.demo.agent) here and pass it as serve_app(settings, agent=...).
-    _run_serve(args)
+    from pausemesh.demo.agent import travel_agent  # noqa: PLC0415 - keeps --version light
+    from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
+
+    settings = _settings_from(args)
+    _configure_logging(settings.log_level)
+    plugins: list[Any] = [DemoSitePlugin()]
+    if not args.no_browser:
+        plugins.append(_open_browser_plugin(f"http://{settings.host}:{settings.port}/"))
+    serve_app(settings, agent=travel_agent, plugins=plugins)
+
+
+def _open_browser_plugin(url: str) -> Any:
+    """A plugin that opens the demo page once the app has started (off the event loop)."""
+    import threading  # noqa: PLC0415 - only the demo opens a browser
+    import webbrowser  # noqa: PLC0415
+
+    from litestar.plugins import InitPlugin  # noqa: PLC0415
+
+    class OpenBrowser(InitPlugin):
+        def on_app_init(self, app_config: Any) -> Any:
+            def open_page() -> None:
+                threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+
+            app_config.on_startup.append(open_page)
+            return app_config
+
+    return OpenBrowser()
 
 
 Runner = Callable[[argparse.Namespace], None]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
     "serve": ("serve the continuation API", _add_server_arguments, _run_serve),
-    "demo": ("serve the demo (the API for now)", _add_server_arguments, _run_demo),
+    "demo": ("serve the travel-agent demo (AG-UI + browser UI)", _add_demo_arguments, _run_demo),
 }
 
 
