@@ -27,6 +27,7 @@ from pausemesh.stores.postgres_database import PostgresDatabase
 from pausemesh.stores.postgres_migrate import migrate
 from pausemesh.stores.postgres_operations import PostgresOperationLedger
 from pausemesh.stores.postgres_threads import PostgresThreadStore
+from tests.support.operation_ledgers import LEDGER_FACTORIES
 from tests.support.stores import STORE_FACTORIES
 from tests.support.thread_stores import THREAD_STORE_FACTORIES
 
@@ -122,7 +123,4 @@ async def _operation_ledger(_: Path) -> OperationLedger:
 
 STORE_FACTORIES["postgres"] = _event_store
 THREAD_STORE_FACTORIES["postgres"] = _thread_store
-with contextlib.suppress(ImportError):  # B1's ledger contract suite, once it exists
-    from tests.support import operation_ledgers
-
-    operation_ledgers.LEDGER_FACTORIES["postgres"] = _operation_ledger
+LEDGER_FACTORIES["postgres"] = _operation_ledger

@@ -226,6 +226,9 @@ class PostgresThreadStore:
             # Woken by a notification, a reconnect, or another thread's append: re-check.
             await self.listener.notifier.wait(event, remaining)
 
+    async def check_readiness(self) -> None:
+        await self.database.check_readiness()
+
     async def close(self) -> None:
         await self.listener.close()
         if self._owns_database:
