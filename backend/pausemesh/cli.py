@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pausemesh import __version__
+from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.settings import (
     Settings,
     SettingsError,
@@ -178,6 +179,11 @@ Runner = Callable[[argparse.Namespace], None]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
     "serve": ("serve the continuation API", _add_server_arguments, _run_serve),
     "demo": ("serve the travel-agent demo (AG-UI + browser UI)", _add_demo_arguments, _run_demo),
+    "migrate": (
+        "create or upgrade the PostgreSQL schema (run by a DDL role, never by the app)",
+        add_migrate_arguments,
+        run_migrate,
+    ),
 }
 
 

@@ -14,7 +14,6 @@ import sys
 
 from pausemesh.core.errors import StoreError
 from pausemesh.settings import SettingsError
-from pausemesh.stores.postgres_migrate import grant_runtime_role, migrate
 from pausemesh.stores.postgres_schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS, quote_schema
 
 __all__ = ("add_migrate_arguments", "run_migrate")
@@ -46,6 +45,9 @@ def run_migrate(args: argparse.Namespace) -> None:
         quote_schema(schema)
     except ValueError as error:
         raise SettingsError(str(error)) from None
+    # Imported here: asyncpg is only needed by this command, not by `pausemesh --version`.
+    from pausemesh.stores.postgres_migrate import grant_runtime_role, migrate  # noqa: PLC0415
+
     try:
         report = asyncio.run(migrate(url, schema=schema))
         if args.grant_runtime_role:
