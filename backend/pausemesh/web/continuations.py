@@ -30,6 +30,8 @@ from pausemesh.web.schemas import (
     McpProjectionBody,
     ProjectionBody,
     ResumeBody,
+    StrictBody,
+    strict_body,
 )
 
 __all__ = ("ContinuationController",)
@@ -50,6 +52,7 @@ IdempotencyKey = Annotated[
 Service = NamedDependency[ContinuationService]
 Principal = NamedDependency[str | None]
 Config = NamedDependency[PauseMeshConfig]
+# Bodies arrive as parsed JSON (``StrictBody``) and are converted strictly by ``strict_body``.
 
 
 def _resume_token(authorization: str | None, continuation_id: str) -> str:
@@ -72,14 +75,15 @@ class ContinuationController(Controller):
         responses=problem_responses(400, 401, 409, 413, 503),
     )
     async def create(
-        self, data: JSONBody[CreateBody], service: Service, principal: Principal
+        self, data: JSONBody[StrictBody[CreateBody]], service: Service, principal: Principal
     ) -> CreatedBody:
+        body = strict_body(data, CreateBody)
         created = await service.create(
-            payload=data.payload,
-            continuation_id=data.continuation_id,
-            correlation_id=data.correlation_id,
-            expires_at=data.expires_at,
-            metadata=data.metadata,
+            payload=body.payload,
+            continuation_id=body.continuation_id,
+            correlation_id=body.correlation_id,
+            expires_at=body.expires_at,
+            metadata=body.metadata,
             owner=principal,
         )
         return CreatedBody(continuation=created.continuation, resume_token=created.resume_token)
@@ -120,7 +124,7 @@ class ContinuationController(Controller):
     async def resume(  # noqa: PLR0917 - Litestar passes parameters by name
         self,
         continuation_id: ContinuationId,
-        data: JSONBody[ResumeBody],
+        data: JSONBody[StrictBody[ResumeBody]],
         idempotency_key: IdempotencyKey,
         authorization: Annotated[
             str | None,
@@ -129,13 +133,14 @@ class ContinuationController(Controller):
         service: Service,
         principal: Principal,
     ) -> ContinuationBody:
+        body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
         token = _resume_token(authorization, continuation_id)
         continuation = await service.resume(
             continuation_id=continuation_id,
             resume_token=token,
             idempotency_key=key,
-            payload=data.payload,
+            payload=body.payload,
             principal=principal,
             resolved_by=principal,
         )
@@ -151,14 +156,15 @@ class ContinuationController(Controller):
     async def cancel(
         self,
         continuation_id: ContinuationId,
-        data: JSONBody[CancelBody],
+        data: JSONBody[StrictBody[CancelBody]],
         service: Service,
         principal: Principal,
     ) -> ContinuationBody:
+        body = strict_body(data, CancelBody)
         continuation = await service.cancel(
             continuation_id=continuation_id,
-            reason=data.reason,
-            expected_version=data.expected_version,
+            reason=body.reason,
+            expected_version=body.expected_version,
             principal=principal,
         )
         return ContinuationBody(continuation=continuation)
@@ -172,12 +178,13 @@ class ContinuationController(Controller):
     async def project_agui(
         self,
         continuation_id: ContinuationId,
-        data: JSONBody[AguiProjectionBody],
+        data: JSONBody[StrictBody[AguiProjectionBody]],
         service: Service,
         principal: Principal,
     ) -> ProjectionBody:
+        body = strict_body(data, AguiProjectionBody)
         continuation = await service.get(continuation_id, principal=principal)
-        return project_agui(continuation, data)
+        return project_agui(continuation, body)
 
     @post(
         "/{continuation_id:str}/projections/mcp",
@@ -188,13 +195,14 @@ class ContinuationController(Controller):
     async def project_mcp(
         self,
         continuation_id: ContinuationId,
-        data: JSONBody[McpProjectionBody],
+        data: JSONBody[StrictBody[McpProjectionBody]],
         service: Service,
         principal: Principal,
         pausemesh_config: Config,
     ) -> ProjectionBody:
+        body = strict_body(data, McpProjectionBody)
         continuation = await service.get(continuation_id, principal=principal)
-        return project_mcp(continuation, data, pausemesh_config.mcp_projection_policy)
+        return project_mcp(continuation, body, pausemesh_config.mcp_projection_policy)
 
     @post(
         "/{continuation_id:str}/projections/a2a",
@@ -205,12 +213,13 @@ class ContinuationController(Controller):
     async def project_a2a(
         self,
         continuation_id: ContinuationId,
-        data: JSONBody[A2AProjectionBody],
+        data: JSONBody[StrictBody[A2AProjectionBody]],
         service: Service,
         principal: Principal,
     ) -> ProjectionBody:
+        body = strict_body(data, A2AProjectionBody)
         continuation = await service.get(continuation_id, principal=principal)
-        return project_a2a(continuation, data)
+        return project_a2a(continuation, body)
 
     @post(
         "/{continuation_id:str}/projections/{protocol:str}",

@@ -7,11 +7,13 @@ OpenAPI document is generated from these Structs, so it cannot drift from the co
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+from litestar.params import SkipValidation
 from msgspec import Meta
 
+from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.model import Continuation, PublicEvent
 
 __all__ = (
@@ -28,7 +30,11 @@ __all__ = (
     "ReadinessBody",
     "ReadinessCheck",
     "ResumeBody",
+    "StrictBody",
+    "strict_body",
 )
+
+T = TypeVar("T", bound="_Strict")
 
 Id = Annotated[str, Meta(min_length=1, max_length=200)]
 
@@ -42,6 +48,21 @@ class _Strict(
     omit_defaults=True,
 ):
     pass
+
+
+StrictBody = SkipValidation[T]
+"""Annotate ``data`` as ``JSONBody[StrictBody[X]]``: documented as ``X`` in OpenAPI, handed
+over as parsed JSON, then converted by ``strict_body`` (Litestar's own conversion is lax:
+it would turn ``"1"`` into ``1``)."""
+
+
+def strict_body(data: object, body_type: type[T]) -> T:
+    try:
+        return msgspec.convert(data, body_type, strict=True)
+    except msgspec.ValidationError as error:
+        raise InvalidInputError(
+            f"Request validation failed: {error}", code="INVALID_REQUEST"
+        ) from None
 
 
 class CreateBody(_Strict, frozen=True):

@@ -1,0 +1,138 @@
+"""Every client mistake is a 4xx problem body with a stable code, never a 500."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.support.rest import assert_problem, create
+
+pytestmark = pytest.mark.slow
+
+_MAX = 65_536  # the server's default PAUSEMESH_MAX_PAYLOAD_BYTES
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"{not json", "MALFORMED_JSON"),
+        (b'{"payload": 1', "MALFORMED_JSON"),
+        (b"", "EMPTY_BODY"),
+        (b"[]", "INVALID_REQUEST"),
+        (b"{}", "INVALID_REQUEST"),
+        (b'{"payload": 1, "extra": true}', "INVALID_REQUEST"),
+        (b'{"payload": 1, "continuationId": ""}', "INVALID_REQUEST"),
+        (b'{"payload": 1, "continuationId": " padded "}', "INVALID_ID"),
+        (b'{"payload": 1, "continuationId": 7}', "INVALID_REQUEST"),
+        (b'{"payload": 1, "metadata": []}', "INVALID_REQUEST"),
+        (b'{"payload": 1, "expiresAt": "2020-01-01T00:00:00Z"}', "INVALID_EXPIRY"),
+        (b'{"payload": 1, "expiresAt": "2999-01-01T00:00:00"}', "INVALID_REQUEST"),
+        (b'{"payload": 1, "expiresAt": "tomorrow"}', "INVALID_REQUEST"),
+    ],
+    ids=[
+        "malformed",
+        "truncated",
+        "empty",
+        "array",
+        "missing-payload",
+        "unknown-field",
+        "empty-id",
+        "padded-id",
+        "numeric-id",
+        "metadata-array",
+        "past-expiry",
+        "naive-expiry",
+        "word-expiry",
+    ],
+)
+async def test_bad_create_bodies_are_400_problems(
+    client: httpx.AsyncClient, body: bytes, code: str
+) -> None:
+    response = await client.post(
+        "/v1/continuations", content=body, headers={"content-type": "application/json"}
+    )
+    assert_problem(response, 400, code)
+
+
+async def test_bad_resume_and_cancel_bodies_are_400_problems(client: httpx.AsyncClient) -> None:
+    continuation_id, token = await create(client)
+    headers = {"authorization": f"PauseMesh {token}", "idempotency-key": "k"}
+    resume_url = f"/v1/continuations/{continuation_id}/resume"
+    cancel_url = f"/v1/continuations/{continuation_id}/cancel"
+    cases = [
+        (resume_url, b"", "EMPTY_BODY"),
+        (resume_url, b"{}", "INVALID_REQUEST"),
+        (resume_url, b"{oops", "MALFORMED_JSON"),
+        (resume_url, b'{"payload": 1, "token": "x"}', "INVALID_REQUEST"),
+        (cancel_url, b"", "EMPTY_BODY"),
+        (cancel_url, b"{oops", "MALFORMED_JSON"),
+        (cancel_url, b'{"expectedVersion": 0}', "INVALID_REQUEST"),
+        (cancel_url, b'{"expectedVersion": "1"}', "INVALID_REQUEST"),
+        (cancel_url, b'{"reason": "' + b"r" * 501 + b'"}', "INVALID_REQUEST"),
+        (cancel_url, b'{"why": "no"}', "INVALID_REQUEST"),
+    ]
+    for url, body, code in cases:
+        response = await client.post(
+            url, content=body, headers={**headers, "content-type": "application/json"}
+        )
+        assert_problem(response, 400, code)
+    # None of it touched the continuation.
+    state = (await client.get(f"/v1/continuations/{continuation_id}")).json()["continuation"]
+    assert state["status"] == "pending"
+
+
+async def test_an_unknown_route_is_a_404_problem(client: httpx.AsyncClient) -> None:
+    assert_problem(await client.get("/nope"), 404, "NOT_FOUND")
+    assert_problem(await client.get("/v1/continuations/a/b/c/d"), 404, "NOT_FOUND")
+    assert_problem(await client.delete("/v1/continuations/x"), 405, "METHOD_NOT_ALLOWED")
+
+
+async def test_an_unsupported_protocol_is_404(client: httpx.AsyncClient) -> None:
+    continuation_id, _ = await create(client)
+    response = await client.post(f"/v1/continuations/{continuation_id}/projections/smtp", json={})
+    body = assert_problem(response, 404, "UNSUPPORTED_PROTOCOL")
+    assert "mcp, a2a, ag-ui" in body["detail"]
+
+
+async def test_an_oversized_body_with_content_length_is_413_before_parsing(
+    client: httpx.AsyncClient,
+) -> None:
+    # Not even JSON: the limit answers before any parser could complain.
+    response = await client.post(
+        "/v1/continuations",
+        content=b"x" * (_MAX + 1),
+        headers={"content-type": "application/json"},
+    )
+    assert_problem(response, 413, "PAYLOAD_TOO_LARGE")
+
+
+async def test_an_oversized_chunked_body_is_413_while_streaming(
+    client: httpx.AsyncClient,
+) -> None:
+    sent = 0
+
+    async def chunks() -> AsyncIterator[bytes]:
+        nonlocal sent
+        yield b'{"payload": "'
+        for _ in range(200):
+            sent += 1
+            yield b"x" * 1024
+
+    response = await client.post(
+        "/v1/continuations", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert "content-length" not in response.request.headers
+    assert response.request.headers["transfer-encoding"] == "chunked"
+    assert_problem(response, 413, "PAYLOAD_TOO_LARGE")
+
+
+async def test_a_body_at_the_limit_is_accepted(client: httpx.AsyncClient) -> None:
+    prefix, suffix = b'{"payload": "', b'"}'
+    body = prefix + b"x" * (_MAX - len(prefix) - len(suffix)) + suffix
+    assert len(body) == _MAX
+    response = await client.post(
+        "/v1/continuations", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 201
