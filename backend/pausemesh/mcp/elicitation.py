@@ -47,6 +47,7 @@ __all__ = (
     "decode_mcp_projection_context",
     "issue_mcp_elicitation",
     "parse_mcp_elicit_result",
+    "require_form_capability",
     "to_mcp_elicit_request",
     "to_mcp_elicitation_complete_notification",
 )
@@ -223,6 +224,11 @@ def _require_form(capabilities: Mapping[str, Any]) -> None:
     # The legacy empty object means form mode only (MCP 2025-11-25 §Capabilities).
     if "form" not in elicitation and elicitation:
         raise _error(_CAPABILITY, "MCP client did not declare form-mode elicitation")
+
+
+def require_form_capability(capabilities: Mapping[str, Any]) -> None:
+    """Raise ``UNSUPPORTED_PROTOCOL_CAPABILITY`` unless the client can render a form."""
+    _require_form(capabilities)
 
 
 def _require_url(capabilities: Mapping[str, Any]) -> None:

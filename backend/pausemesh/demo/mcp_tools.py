@@ -1,0 +1,100 @@
+"""The demo's MCP tool ``book_flight``: asks which flight (a durable pause), then books once.
+
+The question is the same flat form the AG-UI demo asks (``flight_choice_schema``); the booking
+goes through the operation ledger keyed by the pause's continuation id, so however many times
+a client retries, replays or races the answer, the airline is called once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ContentBlock, InputRequiredResult, TextContent
+
+from pausemesh.core.errors import OutcomeUnknownError
+from pausemesh.core.operations import OperationLedger, run_once
+from pausemesh.demo.flights import (
+    BOOKING_DOMAIN,
+    confirm_booking,
+    flight_choice_schema,
+    flight_question,
+)
+from pausemesh.mcp.pauses import McpPauses
+from pausemesh.web.plugin import PauseMeshPlugin
+
+__all__ = ("book_once", "register_book_flight")
+
+# How long a concurrent duplicate waits for the winner's booking to be recorded.
+_IN_FLIGHT_POLLS = 200
+_IN_FLIGHT_POLL_SECONDS = 0.05
+
+
+async def book_once(
+    ledger: OperationLedger, business_key: str, destination: str, flight: str
+) -> dict[str, Any]:
+    """Book through the ledger; a duplicate racing the first attempt waits for its outcome."""
+
+    async def action() -> dict[str, Any]:
+        return await confirm_booking(destination, flight)
+
+    arguments = {"destination": destination, "flight": flight}
+    for _ in range(_IN_FLIGHT_POLLS):
+        try:
+            outcome = await run_once(
+                ledger, BOOKING_DOMAIN, business_key, "book_flight", arguments, action
+            )
+        except OutcomeUnknownError:
+            # Another request holds the attempt right now (or crashed holding it: then this
+            # gives up below and the operation stays OUTCOME_UNKNOWN for a human to settle).
+            await asyncio.sleep(_IN_FLIGHT_POLL_SECONDS)
+            continue
+        result: dict[str, Any] = outcome.result
+        return result
+    raise OutcomeUnknownError(business_key)
+
+
+def _text(text: str) -> list[ContentBlock]:
+    return [TextContent(type="text", text=text)]
+
+
+def register_book_flight(server: MCPServer, pauses: McpPauses, pausemesh: PauseMeshPlugin) -> None:
+    """An ``McpToolRegistrar`` for ``McpPlugin``."""
+
+    @server.tool(
+        name="book_flight",
+        description="Book a flight to a destination; asks the user which flight first.",
+    )
+    async def book_flight(
+        destination: str, ctx: Context[Any, Any]
+    ) -> CallToolResult | InputRequiredResult:
+        answer = await pauses.ask(
+            ctx,
+            tool="book_flight",
+            arguments={"destination": destination},
+            message=flight_question(destination),
+            schema=flight_choice_schema(),
+            key="flight",
+        )
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        if answer.action != "accept" or answer.content is None:
+            return CallToolResult(
+                content=_text("No flight was booked."),
+                structured_content={"booked": False, "action": answer.action},
+            )
+        ledger = pausemesh.runtime.storage.operations
+        if ledger is None:
+            msg = "the demo needs the operation ledger"
+            raise RuntimeError(msg)
+        booking = await book_once(
+            ledger, answer.continuation.continuation_id, destination, answer.content["flight"]
+        )
+        return CallToolResult(
+            content=_text(
+                f"Booked flight {booking['flight']} to {booking['destination']},"
+                f" confirmation {booking['confirmation']}."
+            ),
+            structured_content={"booked": True, **booking},
+        )

@@ -1,0 +1,371 @@
+"""Durable pauses for MCP tools: one continuation behind both MCP eras.
+
+A tool calls ``McpPauses.ask(ctx, ...)``:
+
+* **2026-07-28** (multi-round-trip): the first call creates a keyed continuation and returns
+  ``InputRequiredResult`` with a form elicitation and a sealed ``requestState`` referencing it.
+  The retry (any replica, after any restart) decodes the state, validates the answer against
+  the pause's schema and resumes the continuation exactly once; a replay of the same retry
+  gets the stored outcome, a different answer after the fact is refused.
+* **2025-11-25 and older** (handshake era): a live ``elicitation/create`` on the session,
+  backed by the same kind of continuation, resumed or cancelled with the client's answer.
+
+A bad answer is the protocol's ``-32602`` and the continuation stays pending; decline and
+cancel cancel it. The answer a tool gets is ``McpAnswer``; it then acts (e.g. books through
+the operation ledger with the continuation id as business key, so it happens once).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+import msgspec
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import (
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from pausemesh.core.canonical import canonical_sha256
+from pausemesh.core.errors import (
+    ContinuationCancelledError,
+    ContinuationExpiredError,
+    ContinuationNotFoundError,
+    IdempotencyConflictError,
+    ProtocolAdapterError,
+    TokenAlreadyUsedError,
+)
+from pausemesh.core.model import Continuation
+from pausemesh.core.service import ContinuationService
+from pausemesh.mcp.elicitation import (
+    McpFormResponse,
+    McpProjectionContext,
+    issue_mcp_elicitation,
+    parse_mcp_elicit_result,
+    require_form_capability,
+)
+from pausemesh.mcp.state import (
+    decode_pause_state,
+    encode_pause_state,
+    invalid_request_state,
+    new_pause_state,
+)
+
+__all__ = ("PRINCIPAL_SCOPE_KEY", "McpAnswer", "McpPauses", "principal_of")
+
+_log = logging.getLogger("pausemesh.mcp")
+
+PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
+"""ASGI scope key where the /mcp mount leaves the resolved principal for tools."""
+
+_ANSWERED_DIFFERENTLY = "This pause was already answered with a different answer"
+McpAction = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class McpAnswer:
+    """What the person did: ``accept`` with ``content``, or ``decline`` / ``cancel``."""
+
+    continuation: Continuation
+    action: McpAction
+    content: dict[str, Any] | None = None
+
+
+def principal_of(ctx: Context[Any, Any]) -> str | None:
+    """The principal the /mcp mount resolved for this HTTP request (None in-process)."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, Mapping):
+        principal = scope.get(PRINCIPAL_SCOPE_KEY)
+        return principal if isinstance(principal, str) else None
+    return None
+
+
+def _is_modern(ctx: Context[Any, Any]) -> bool:
+    version = ctx.protocol_version
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _capabilities(ctx: Context[Any, Any]) -> dict[str, Any]:
+    declared = ctx.client_capabilities
+    if declared is None:
+        return {}
+    dumped: dict[str, Any] = declared.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return dumped
+
+
+def _missing_capability() -> MCPError:
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message="This tool asks the user a question: the client must support form elicitation",
+        data={"requiredCapabilities": {"elicitation": {"form": {}}}},
+    )
+
+
+def _bad_answer(error: ProtocolAdapterError) -> MCPError:
+    return MCPError(
+        code=INVALID_PARAMS,
+        message=f"The answer does not fit the question: {error.message}",
+        data={"reason": "invalid_elicitation_response", "code": error.code},
+    )
+
+
+def _action_of_cancel(reason: object) -> McpAction:
+    return "decline" if reason == "mcp:decline" else "cancel"
+
+
+class McpPauses:
+    """Creates and settles the continuations behind MCP elicitations."""
+
+    def __init__(self, service: Callable[[], ContinuationService]) -> None:
+        self._service = service
+
+    async def ask(
+        self,
+        ctx: Context[Any, Any],
+        *,
+        tool: str,
+        arguments: Mapping[str, Any],
+        message: str,
+        schema: dict[str, Any],
+        key: str = "answer",
+        expires_in: timedelta | None = None,
+    ) -> McpAnswer | InputRequiredResult:
+        if _is_modern(ctx):
+            return await self._ask_round_trip(
+                ctx, tool=tool, arguments=dict(arguments), message=message, schema=schema,
+                key=key, expires_in=expires_in,
+            )  # fmt: skip
+        return await self._ask_live(
+            ctx, tool=tool, arguments=dict(arguments), message=message, schema=schema,
+            expires_in=expires_in,
+        )  # fmt: skip
+
+    # -- shared -------------------------------------------------------------------------
+
+    async def _create(
+        self,
+        *,
+        principal: str | None,
+        tool: str,
+        arguments: dict[str, Any],
+        message: str,
+        schema: dict[str, Any],
+        expires_in: timedelta | None,
+    ) -> Continuation:
+        service = self._service()
+        expires_at = service.clock.now() + expires_in if expires_in is not None else None
+        created = await service.create(
+            payload={"kind": "input", "message": message, "responseSchema": schema},
+            correlation_id=f"mcp:{uuid.uuid4()}",
+            expires_at=expires_at,
+            metadata={"mcp": {"tool": tool, "arguments": arguments}},
+            owner=principal,
+            keyed=True,
+        )
+        return created.continuation
+
+    def _project(
+        self, continuation: Continuation, capabilities: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any]:
+        context = McpProjectionContext(
+            client_capabilities=capabilities, request_id=continuation.continuation_id
+        )
+        return issue_mcp_elicitation(continuation, context)
+
+    async def _settle(
+        self,
+        continuation: Continuation,
+        outcome: McpFormResponse,
+        principal: str | None,
+    ) -> McpAnswer:
+        """Resume (accept) or cancel (decline/cancel) exactly once; replays get the same."""
+        service = self._service()
+        cid = continuation.continuation_id
+        if outcome.action != "accept":
+            try:
+                settled = await service.cancel(
+                    continuation_id=cid, reason=f"mcp:{outcome.action}", principal=principal
+                )
+            except ContinuationExpiredError:
+                raise invalid_request_state() from None
+            return McpAnswer(continuation=settled, action=_action_of_cancel(settled.reason))
+        content = outcome.content if isinstance(outcome.content, dict) else {}
+        try:
+            settled = await service.resume_trusted(
+                continuation_id=cid,
+                idempotency_key="mcp:" + canonical_sha256(["mcp-answer-v1", cid, content]),
+                payload=content,
+                principal=principal,
+                resolved_by=principal,
+            )
+        except (TokenAlreadyUsedError, IdempotencyConflictError):
+            raise MCPError(code=INVALID_PARAMS, message=_ANSWERED_DIFFERENTLY) from None
+        except ContinuationCancelledError:
+            current = await service.get(cid, principal=principal)
+            return McpAnswer(continuation=current, action=_action_of_cancel(current.reason))
+        except ContinuationExpiredError:
+            raise invalid_request_state() from None
+        answer = settled.resume_payload
+        return McpAnswer(
+            continuation=settled,
+            action="accept",
+            content=answer if isinstance(answer, dict) else content,
+        )
+
+    # -- 2026-07-28: input_required + requestState ----------------------------------------
+
+    async def _ask_round_trip(
+        self,
+        ctx: Context[Any, Any],
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        message: str,
+        schema: dict[str, Any],
+        key: str,
+        expires_in: timedelta | None,
+    ) -> McpAnswer | InputRequiredResult:
+        principal = principal_of(ctx)
+        capabilities = _capabilities(ctx)
+        if ctx.request_state is None:
+            try:
+                require_form_capability(capabilities)
+            except ProtocolAdapterError:
+                raise _missing_capability() from None
+            continuation = await self._create(
+                principal=principal, tool=tool, arguments=arguments, message=message,
+                schema=schema, expires_in=expires_in,
+            )  # fmt: skip
+            return self._input_required(continuation, capabilities, principal, tool, arguments, key)
+
+        service = self._service()
+        state = decode_pause_state(
+            ctx.request_state,
+            principal=principal,
+            tool=tool,
+            arguments=arguments,
+            now=service.clock.now().timestamp(),
+        )
+        try:
+            continuation = await service.get(state.continuation_id, principal=principal)
+        except ContinuationNotFoundError:
+            raise invalid_request_state() from None
+        if continuation.status == "expired":
+            raise invalid_request_state()
+        if continuation.status == "cancelled":
+            return McpAnswer(
+                continuation=continuation, action=_action_of_cancel(continuation.reason)
+            )
+        response = (ctx.input_responses or {}).get(key)
+        if response is None:
+            if continuation.status == "resumed":
+                raise MCPError(code=INVALID_PARAMS, message=_ANSWERED_DIFFERENTLY)
+            # Spec: a server MAY ask again rather than fail when the answer is missing.
+            return self._input_required(continuation, capabilities, principal, tool, arguments, key)
+        if not isinstance(response, ElicitResult):
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"inputResponses[{key!r}] is not an ElicitResult"
+            )
+        # A replayed retry is validated like the first one; the service tells replay from conflict.
+        view = msgspec.structs.replace(continuation, status="pending")
+        outcome = self._parse(view, response)
+        return await self._settle(continuation, outcome, principal)
+
+    def _input_required(  # noqa: PLR0917 - private helper, called twice
+        self,
+        continuation: Continuation,
+        capabilities: dict[str, Any],
+        principal: str | None,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str,
+    ) -> InputRequiredResult:
+        request, _receipt = self._project(continuation, capabilities)
+        state = new_pause_state(
+            continuation.continuation_id,
+            principal=principal,
+            tool=tool,
+            arguments=arguments,
+            expires_at=continuation.expires_at.timestamp(),
+        )
+        params = ElicitRequestFormParams.model_validate(request["params"])
+        return InputRequiredResult(
+            input_requests={key: ElicitRequest(params=params)},
+            request_state=encode_pause_state(state),
+        )
+
+    def _parse(self, continuation: Continuation, response: ElicitResult) -> McpFormResponse:
+        # The receipt is recomputed from the stored continuation: the request is a pure
+        # function of it, and the client never sends the request back under MRTR.
+        request, receipt = self._project(continuation, {"elicitation": {"form": {}}})
+        result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            outcome = parse_mcp_elicit_result(continuation, request, receipt, result)
+        except ProtocolAdapterError as error:
+            raise _bad_answer(error) from None
+        assert isinstance(outcome, McpFormResponse)  # noqa: S101 - form requests only
+        return outcome
+
+    # -- 2025-11-25: live elicitation/create ------------------------------------------------
+
+    async def _ask_live(
+        self,
+        ctx: Context[Any, Any],
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        message: str,
+        schema: dict[str, Any],
+        expires_in: timedelta | None,
+    ) -> McpAnswer:
+        principal = principal_of(ctx)
+        capabilities = _capabilities(ctx)
+        try:
+            require_form_capability(capabilities)
+        except ProtocolAdapterError:
+            raise _missing_capability() from None
+        continuation = await self._create(
+            principal=principal, tool=tool, arguments=arguments, message=message,
+            schema=schema, expires_in=expires_in,
+        )  # fmt: skip
+        request, receipt = self._project(continuation, capabilities)
+        try:
+            response = await ctx.session.send_request(
+                ElicitRequest(params=ElicitRequestFormParams.model_validate(request["params"])),
+                ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_context.request_id),
+            )
+        except Exception:
+            # The session is gone or the client failed: nobody can answer this pause now.
+            await self._abandon(continuation, principal)
+            raise
+        result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            outcome = parse_mcp_elicit_result(continuation, request, receipt, result)
+        except ProtocolAdapterError as error:
+            raise _bad_answer(error) from None
+        assert isinstance(outcome, McpFormResponse)  # noqa: S101 - form requests only
+        return await self._settle(continuation, outcome, principal)
+
+    async def _abandon(self, continuation: Continuation, principal: str | None) -> None:
+        try:
+            await self._service().cancel(
+                continuation_id=continuation.continuation_id,
+                reason="mcp:elicitation_failed",
+                principal=principal,
+            )
+        except Exception:  # noqa: BLE001 - best effort; expiry settles it otherwise
+            _log.warning("could not cancel an abandoned MCP pause", exc_info=True)

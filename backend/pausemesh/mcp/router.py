@@ -1,0 +1,170 @@
+"""The ``/mcp`` endpoint: an official-SDK ``MCPServer`` over streamable HTTP, inside Litestar.
+
+``McpPlugin`` sits next to ``PauseMeshPlugin`` (it borrows that plugin's runtime: the
+continuation service and stores) and:
+
+* builds an ``MCPServer`` whose ``requestState`` is sealed with the PauseMesh server key
+  (``KeyedRequestStateCodec``), so a 2026-07-28 retry is accepted by any replica and after any
+  restart, and bound to the caller's principal;
+* mounts the SDK's streamable-HTTP session manager at ``/mcp`` (both eras on one endpoint:
+  2026-07-28 requests are single exchanges, older clients get stateful sessions);
+* enters the session manager in the app's lifespan (a fresh manager per lifespan, as the SDK
+  allows one ``run()`` per instance).
+
+The principal comes from the host's resolver, like every PauseMesh route; tools read it with
+``pausemesh.mcp.pauses.principal_of(ctx)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from litestar import Litestar, Request, asgi
+from litestar.config.app import AppConfig
+from litestar.handlers import ASGIRouteHandler
+from litestar.plugins import InitPlugin
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateSecurity
+from mcp.server.transport_security import TransportSecuritySettings
+
+from pausemesh.core.tokens import KeyedTokenIssuer
+from pausemesh.mcp.pauses import PRINCIPAL_SCOPE_KEY, McpPauses
+from pausemesh.mcp.state import KeyedRequestStateCodec
+from pausemesh.settings import is_loopback_host
+from pausemesh.web.auth import UnauthenticatedError, resolve_principal
+from pausemesh.web.plugin import PauseMeshPlugin
+
+__all__ = ("McpPlugin", "McpToolRegistrar")
+
+# The SDK's envelope expiry is only an outer bound: each pause state carries its
+# continuation's own deadline, checked by the tool (pausemesh.mcp.state).
+_ENVELOPE_TTL_SECONDS = 366 * 24 * 3600.0
+_SERVER_NAME = "pausemesh"
+
+McpToolRegistrar = Callable[[MCPServer, McpPauses, PauseMeshPlugin], None]
+"""Registers the host's tools on the server (``server.tool()(...)``) using ``pauses``."""
+
+
+def _principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    scope = getattr(ctx.request, "scope", None)
+    principal = scope.get(PRINCIPAL_SCOPE_KEY) if isinstance(scope, dict) else None
+    return principal if isinstance(principal, str) else None
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ],
+    }
+    await send(start)
+    body_event: HTTPResponseBodyEvent = {
+        "type": "http.response.body",
+        "body": payload,
+        "more_body": False,
+    }
+    await send(body_event)
+
+
+class McpPlugin(InitPlugin):
+    """Adds ``/mcp`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
+
+    __slots__ = ("_pausemesh", "_registrars", "_running", "path", "pauses", "server")
+
+    def __init__(self, *tools: McpToolRegistrar, path: str = "/mcp") -> None:
+        self.path = path
+        self._registrars = tools
+        self._pausemesh: PauseMeshPlugin | None = None
+        self._running = False
+        self.server = MCPServer(
+            _SERVER_NAME,
+            instructions="Tools that may pause to ask the user; every pause is durable.",
+            request_state_security=RequestStateSecurity(
+                codec=KeyedRequestStateCodec(self._issuer),
+                ttl=_ENVELOPE_TTL_SECONDS,
+                bind_principal=_principal_binding,
+                audience=_SERVER_NAME,
+            ),
+        )
+        self.pauses = McpPauses(lambda: self.pausemesh.runtime.service)
+
+    @property
+    def pausemesh(self) -> PauseMeshPlugin:
+        if self._pausemesh is None:
+            msg = "McpPlugin needs a PauseMeshPlugin in the same app"
+            raise RuntimeError(msg)
+        return self._pausemesh
+
+    def _issuer(self) -> KeyedTokenIssuer:
+        issuer = self.pausemesh.runtime.service.keyed_issuer
+        if issuer is None:
+            msg = "the MCP router needs the server key (keyed tokens)"
+            raise RuntimeError(msg)
+        return issuer
+
+    def _transport_security(self) -> TransportSecuritySettings:
+        # DNS-rebinding protection matters for a loopback server without auth; a host that
+        # serves elsewhere owns its Host/Origin policy (proxy, resolver).
+        if not is_loopback_host(self.pausemesh.config.settings.host):
+            return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+
+    @asynccontextmanager
+    async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
+        # A new session manager per lifespan: the SDK runs each one at most once.
+        self.server.streamable_http_app(
+            streamable_http_path="/", transport_security=self._transport_security()
+        )
+        async with self.server.session_manager.run():
+            self._running = True
+            try:
+                yield
+            finally:
+                self._running = False
+
+    def route_handler(self) -> ASGIRouteHandler:
+        plugin = self
+
+        @asgi(plugin.path, is_mount=True, copy_scope=True)
+        async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+            if not plugin._running:
+                await _send_json(send, 503, {"error": "the MCP endpoint has not started"})
+                return
+            request: Request[Any, Any, Any] = Request(scope, receive)
+            try:
+                principal = await resolve_principal(
+                    plugin.pausemesh.config.principal_resolver, request
+                )
+            except UnauthenticatedError:
+                await _send_json(send, 401, {"error": "Authentication is required"})
+                return
+            scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
+            await plugin.server.session_manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+
+        return mcp_endpoint
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        found = [p for p in app_config.plugins if isinstance(p, PauseMeshPlugin)]
+        if not found:
+            msg = "McpPlugin needs a PauseMeshPlugin in the same app"
+            raise RuntimeError(msg)
+        self._pausemesh = found[0]
+        for register in self._registrars:
+            register(self.server, self.pauses, found[0])
+        app_config.route_handlers.append(self.route_handler())
+        # After PauseMeshPlugin's lifespan (registered first), so the runtime is up.
+        app_config.lifespan.append(self.lifespan)
+        return app_config
