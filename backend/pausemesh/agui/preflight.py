@@ -8,7 +8,7 @@ non-cyclic reference is allowed and counted each time it is reached.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 __all__ = ("DEFAULT_MAX_DEPTH", "DEFAULT_MAX_NODES", "limits_are_valid", "passes_preflight")
@@ -26,13 +26,19 @@ def limits_are_valid(max_depth: object, max_nodes: object) -> bool:
 
 
 _EXIT = object()
+_LEAVES = frozenset((str, int, float, bool, type(None)))
 
 
-def _children(value: Any) -> list[Any] | None:
+def _children(value: Any) -> Collection[Any] | None:
+    kind = type(value)
+    if kind is dict:
+        return value.values()  # type: ignore[no-any-return]
+    if kind is list or kind is tuple:
+        return value  # type: ignore[no-any-return]
     if isinstance(value, Mapping):
         return list(value.values())
     if isinstance(value, (list, tuple)):
-        return list(value)
+        return value
     return None
 
 
@@ -44,7 +50,8 @@ def passes_preflight(roots: Iterable[Any], *, max_depth: int, max_nodes: int) ->
     visited = 0
     for root in roots:
         active: set[int] = set()
-        # (value, depth) entries; _EXIT markers pop a container off the active path.
+        # (value, depth) entries; an _EXIT marker takes its container off the active path
+        # once everything below it was visited (LIFO), which is what makes cycles visible.
         stack: list[tuple[Any, int]] = [(root, 0)]
         while stack:
             value, depth = stack.pop()
@@ -55,14 +62,22 @@ def passes_preflight(roots: Iterable[Any], *, max_depth: int, max_nodes: int) ->
             if visited > max_nodes or depth > max_depth:
                 return False
             children = _children(value)
-            if children is None:
+            if not children:
                 continue
+            if visited + len(children) > max_nodes:
+                return False
             key = id(value)
             if key in active:
                 return False
-            if visited + len(children) > max_nodes:
-                return False
             active.add(key)
             stack.append((_EXIT, key))
-            stack.extend((child, depth + 1) for child in reversed(children))
+            below = depth + 1
+            for child in children:
+                if type(child) in _LEAVES:
+                    # Leaves are counted on the spot: no stack round trip.
+                    visited += 1
+                    if below > max_depth:
+                        return False
+                else:
+                    stack.append((child, below))
     return True

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from typing import Any
 
 import jsonschema
+import msgspec
 from jsonschema import Draft202012Validator
 
 from pausemesh.core.canonical import canonical_json
@@ -30,7 +31,7 @@ class SchemaValidatorCache:
             msg = "max_entries must be at least 1"
             raise ValueError(msg)
         self._max = max_entries
-        self._validators: OrderedDict[str, Draft202012Validator] = OrderedDict()
+        self._validators: OrderedDict[bytes, Draft202012Validator] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._validators)
@@ -43,8 +44,9 @@ class SchemaValidatorCache:
             msg = "responseSchema must be a JSON object"
             raise InvalidInputError(msg, code="INVALID_RESPONSE_SCHEMA")
         try:
-            key = canonical_json(schema)
-        except InvalidInputError:
+            # Sorted-key JSON is enough for a cache key (msgspec does it in C).
+            key = msgspec.json.encode(schema, order="sorted")
+        except (TypeError, ValueError, OverflowError):
             msg = "responseSchema is not JSON"
             raise InvalidInputError(msg, code="INVALID_RESPONSE_SCHEMA") from None
         validator = self._validators.get(key)
@@ -52,9 +54,13 @@ class SchemaValidatorCache:
             self._validators.move_to_end(key)
             return validator
         try:
+            canonical_json(schema)  # only real JSON (no NaN, no non-string keys) is compiled
             Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as error:
             msg = f"responseSchema is not a valid JSON Schema: {error.message}"
+            raise InvalidInputError(msg, code="INVALID_RESPONSE_SCHEMA") from None
+        except InvalidInputError:
+            msg = "responseSchema is not JSON"
             raise InvalidInputError(msg, code="INVALID_RESPONSE_SCHEMA") from None
         validator = Draft202012Validator(schema, format_checker=_FORMAT_CHECKER)
         self._validators[key] = validator
