@@ -9,8 +9,8 @@ as integers (``1.0`` and ``1`` are the same JSON number), and NaN/Infinity are r
 from __future__ import annotations
 
 import hashlib
-import json
 import math
+from json.encoder import encode_basestring
 from typing import Any
 
 from pausemesh.core.errors import InvalidInputError
@@ -21,60 +21,91 @@ JSONValue = Any
 """Any value JSON can carry: None, bool, int, float, str, list, dict[str, ...]."""
 
 _MAX_DEPTH = 256
+# The C string encoder, without ASCII escaping (JavaScript keeps non-ASCII as is too).
+_encode_string = encode_basestring
 
 
 def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _encode(value: Any, out: list[str], depth: int) -> None:  # noqa: PLR0912 - one branch per JSON type
-    if depth > _MAX_DEPTH:
-        msg = "JSON value is nested too deeply"
-        raise InvalidInputError(msg, code="INVALID_PAYLOAD")
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(str(int(value)))
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            msg = "JSON numbers must be finite"
+def _sorted_keys(value: dict[Any, Any]) -> list[str]:
+    try:
+        keys = sorted(value)
+    except TypeError:
+        keys = list(value)  # mixed key types: the check below names the problem
+    for key in keys:
+        if type(key) is not str:
+            msg = "JSON object keys must be strings"
             raise InvalidInputError(msg, code="INVALID_PAYLOAD")
-        if value.is_integer() and abs(value) < 2**53:
-            out.append(str(int(value)))
-        else:
-            out.append(json.dumps(value))
-    elif isinstance(value, str):
-        out.append(json.dumps(value, ensure_ascii=False))
-    elif isinstance(value, (list, tuple)):
+    # Code-point order equals UTF-16 order unless a key holds U+E000..U+FFFF and an
+    # astral character; only then pay for the re-sort.
+    if keys and max(keys) >= "\ue000":
+        keys.sort(key=_utf16_key)
+    return keys
+
+
+def _encode(value: Any, out: list[str], depth: int) -> None:  # noqa: PLR0912, PLR0915 - one branch per JSON type
+    kind = type(value)
+    if kind is str:
+        out.append(_encode_string(value))
+    elif kind is dict:
+        if depth >= _MAX_DEPTH:
+            _too_deep()
+        out.append("{")
+        first = True
+        for key in _sorted_keys(value):
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_encode_string(key))
+            out.append(":")
+            _encode(value[key], out, depth + 1)
+        out.append("}")
+    elif kind is list or kind is tuple:
+        if depth >= _MAX_DEPTH:
+            _too_deep()
         out.append("[")
         for index, item in enumerate(value):
             if index:
                 out.append(",")
             _encode(item, out, depth + 1)
         out.append("]")
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif kind is float:
+        if not math.isfinite(value):
+            msg = "JSON numbers must be finite"
+            raise InvalidInputError(msg, code="INVALID_PAYLOAD")
+        if value.is_integer() and abs(value) < 2**53:
+            out.append(str(int(value)))
+        else:
+            out.append(float.__repr__(value))
+    # Subclasses (str/int enums, custom dicts) encode as their JSON base type.
+    elif isinstance(value, str):
+        _encode(str(value), out, depth)
+    elif isinstance(value, int):
+        _encode(int(value), out, depth)
+    elif isinstance(value, float):
+        _encode(float(value), out, depth)
     elif isinstance(value, dict):
-        out.append("{")
-        for index, key in enumerate(sorted(value, key=_check_key)):
-            if index:
-                out.append(",")
-            out.append(json.dumps(key, ensure_ascii=False))
-            out.append(":")
-            _encode(value[key], out, depth + 1)
-        out.append("}")
+        _encode(dict(value), out, depth)
+    elif isinstance(value, list):
+        _encode(list(value), out, depth)
     else:
         msg = f"{type(value).__name__} is not a JSON value"
         raise InvalidInputError(msg, code="INVALID_PAYLOAD")
 
 
-def _check_key(key: object) -> bytes:
-    if not isinstance(key, str):
-        msg = "JSON object keys must be strings"
-        raise InvalidInputError(msg, code="INVALID_PAYLOAD")
-    return _utf16_key(key)
+def _too_deep() -> None:
+    msg = "JSON value is nested too deeply"
+    raise InvalidInputError(msg, code="INVALID_PAYLOAD")
 
 
 def canonical_json(value: JSONValue) -> str:

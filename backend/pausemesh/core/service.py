@@ -235,8 +235,7 @@ class ContinuationService:
         """Resume exactly once; an exact retry returns the stored envelope unchanged."""
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
-        check_payload(payload)
-        wanted = canonical_json(payload)
+        wanted = check_payload(payload)
         for _ in range(_MAX_ATTEMPTS):
             events, state = await self._load(continuation_id, principal)
             created = events[0]

@@ -56,6 +56,16 @@ def _store_error(error: sqlite3.Error) -> StoreError:
     return StoreError(f"SQLite operation failed: {type(error).__name__}", code=code)
 
 
+def _settle(pending: _Pending, result: tuple[bool, Any]) -> None:
+    if pending.future.done():  # the caller went away; its write still happened (or not)
+        return
+    ok, value = result
+    if ok:
+        pending.future.set_result(value)
+    else:
+        pending.future.set_exception(value)
+
+
 class _Pending:
     __slots__ = ("future", "op")
 
@@ -115,10 +125,12 @@ class SqliteDatabase:
         self._busy_timeout_ms = busy_timeout_ms
         self._migrations = tuple(migrations)
         self._writer: aiosqlite.Connection | None = None
-        self._reader: aiosqlite.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
         self._raw_writer: sqlite3.Connection | None = None
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
+        self._flush_scheduled = False
+        self._group_in_flight = False
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -137,7 +149,9 @@ class SqliteDatabase:
             self._writer = await aiosqlite.Connection(writer_connector, 64)
             self._raw_writer = holder[0]
             await self._run_in_writer(_apply_migrations, self._raw_writer, self._migrations)
-            self._reader = await aiosqlite.Connection(raw_connect, 64)
+            # Reads run on the event loop thread: a WAL point read on an index takes tens of
+            # microseconds, less than a thread hop, and WAL readers never wait for writers.
+            self._reader = raw_connect()
         except sqlite3.Error as error:
             await self.close()
             raise _store_error(error) from error
@@ -162,20 +176,44 @@ class SqliteDatabase:
     async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op`` inside the next group transaction; resolve once it is committed.
 
-        ``op`` runs on the writer thread inside its own SAVEPOINT: if it raises, only its
-        own writes are rolled back and the error is raised here.
+        ``op`` runs inside its own SAVEPOINT: if it raises, only its own writes are rolled
+        back and the error is raised here. Operations queued in the same loop iteration
+        share one transaction and one COMMIT.
         """
         self._require_open()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(op, future))
-        self._wakeup.set()
+        if not self._group_in_flight and not self._flush_scheduled:
+            # Let every task that is ready to write this iteration join the group first.
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
         return await future
 
-    async def read(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._group_in_flight or not self._queue or self._closed:
+            if self._closed:
+                self._wakeup.set()
+            return
+        if len(self._queue) == 1:
+            # A lone write commits right here: a thread hop costs more than the SQL, and the
+            # fsync of one small transaction is shorter than the hop's wake-ups. Under load
+            # groups grow and go to the writer thread, so the loop keeps serving meanwhile.
+            pending = self._queue[0]
+            results = self._run_group([pending.op], inline=True)
+            if results is not None:
+                self._queue.pop(0)
+                _settle(pending, results[0])
+                return
+        self._group_in_flight = True
+        self._wakeup.set()
+
+    async def read(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """Run a short indexed read (see ``open``: it does not leave the loop thread)."""
         self._require_open()
         assert self._reader is not None  # noqa: S101 - guarded by _require_open
         try:
-            return list(await self._reader.execute_fetchall(sql, tuple(params)))
+            return self._reader.execute(sql, tuple(params)).fetchall()
         except sqlite3.Error as error:
             raise _store_error(error) from error
 
@@ -184,59 +222,68 @@ class SqliteDatabase:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
+                self._group_in_flight = True
                 group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
-                ops = [p.op for p in group]
                 try:
-                    results = await self._run_in_writer(self._run_group, ops)
+                    results = await self._run_in_writer(self._run_group, [p.op for p in group])
                 except BaseException as error:
                     for pending in group:
-                        if not pending.future.done():
-                            pending.future.set_exception(
-                                error if isinstance(error, Exception) else StoreError("closed")
-                            )
+                        _settle(pending, (False, StoreError(f"SQLite writer failed: {error!r}")))
                     if not isinstance(error, Exception):
                         raise
                     continue
-                for pending, (ok, value) in zip(group, results, strict=True):
-                    if pending.future.done():
-                        continue
-                    if ok:
-                        pending.future.set_result(value)
-                    else:
-                        pending.future.set_exception(value)
+                assert results is not None  # noqa: S101 - only inline runs can decline
+                for pending, result in zip(group, results, strict=True):
+                    _settle(pending, result)
+            self._group_in_flight = False
             if self._closed:
                 return
 
-    def _run_group(self, ops: list[WriteOp]) -> list[tuple[bool, Any]]:
-        """Writer thread: one transaction, one SAVEPOINT per op, one COMMIT."""
+    def _run_group(
+        self, ops: list[WriteOp], *, inline: bool = False
+    ) -> list[tuple[bool, Any]] | None:
+        """One transaction, one SAVEPOINT per op, one COMMIT.
+
+        Runs on the writer thread, or ``inline`` on the loop thread for a lone write; inline
+        it never waits for another process's lock (it returns None and the writer thread,
+        which may wait up to the busy timeout, takes over).
+        """
         conn = self._raw_writer
         assert conn is not None  # noqa: S101 - set in open()
         results: list[tuple[bool, Any]] = []
+        if inline:
+            conn.execute("PRAGMA busy_timeout = 0")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            return [(False, _store_error(error))] * len(ops)
-        try:
-            for op in ops:
-                conn.execute("SAVEPOINT op")
-                try:
-                    value = op(conn)
-                except PauseMeshError as error:
-                    conn.execute("ROLLBACK TO op")
-                    results.append((False, error))
-                except sqlite3.Error as error:
-                    conn.execute("ROLLBACK TO op")
-                    results.append((False, _store_error(error)))
-                else:
-                    results.append((True, value))
-                conn.execute("RELEASE op")
-            conn.execute("COMMIT")
-        except sqlite3.Error as error:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            # Nothing of the group is durable: every caller hears so.
-            return [(False, _store_error(error))] * len(ops)
-        return results
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                if inline:
+                    return None
+                return [(False, _store_error(error))] * len(ops)
+            try:
+                for op in ops:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        value = op(conn)
+                    except PauseMeshError as error:
+                        conn.execute("ROLLBACK TO op")
+                        results.append((False, error))
+                    except sqlite3.Error as error:
+                        conn.execute("ROLLBACK TO op")
+                        results.append((False, _store_error(error)))
+                    else:
+                        results.append((True, value))
+                    conn.execute("RELEASE op")
+                conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                # Nothing of the group is durable: every caller hears so.
+                return [(False, _store_error(error))] * len(ops)
+            return results
+        finally:
+            if inline:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
 
     async def check_readiness(self) -> None:
         rows = await self.read("SELECT version, name, checksum FROM pausemesh_schema_migrations")
@@ -254,10 +301,11 @@ class SqliteDatabase:
             self._wakeup.set()
             with contextlib.suppress(Exception):
                 await self._writer_task
-        for conn in (self._reader, self._writer):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.close()
+        if self._reader is not None:
+            self._reader.close()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.close()
 
 
 class SqliteEventStore:

@@ -1,0 +1,76 @@
+"""A separate OS process working on a shared SQLite file (for cross-process race and crash tests).
+
+Usage: python -m tests.support.sqlite_worker MODE DB [ARGS...]
+Prints "ready", waits for a line on stdin, works, then prints one JSON line of outcomes.
+Mode ``append`` instead prints one line per acknowledged (committed) create, forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+
+from pausemesh.core import ContinuationService, PauseMeshError
+from pausemesh.stores import open_sqlite_store
+
+
+async def _race(db: str, cid: str, token: str, count: int, key_prefix: str, cancels: int) -> None:
+    store = await open_sqlite_store(db)
+    service = ContinuationService(store=store)
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+    async def resume(i: int) -> str:
+        key = key_prefix if key_prefix.endswith("=") else f"{key_prefix}{i}"
+        try:
+            result = await service.resume(
+                continuation_id=cid, resume_token=token, idempotency_key=key, payload={"n": 1}
+            )
+        except PauseMeshError as error:
+            return error.code
+        return f"ok:{result.resumed_at}"
+
+    async def cancel() -> str:
+        try:
+            await service.cancel(continuation_id=cid, reason="race")
+        except PauseMeshError as error:
+            return f"cancel:{error.code}"
+        return "cancel:ok"
+
+    outcomes = await asyncio.gather(
+        *(resume(i) for i in range(count)), *(cancel() for _ in range(cancels))
+    )
+    await store.close()
+    print(json.dumps(Counter(outcomes)), flush=True)
+
+
+async def _append_forever(db: str) -> None:
+    store = await open_sqlite_store(db)
+    service = ContinuationService(store=store)
+    print("ready", flush=True)
+    batch = 0
+    while True:
+        batch += 1
+        ids = [f"b{batch}-{i}" for i in range(32)]
+        results = await asyncio.gather(
+            *(service.create(continuation_id=i, payload={"i": i}) for i in ids)
+        )
+        for created in results:
+            print(created.continuation.continuation_id, flush=True)
+
+
+def main() -> None:
+    mode, db, *args = sys.argv[1:]
+    if mode == "race":
+        cid, token, count, key_prefix, cancels = args
+        asyncio.run(_race(db, cid, token, int(count), key_prefix, int(cancels)))
+    elif mode == "append":
+        asyncio.run(_append_forever(db))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Token issuers: random and keyed (HMAC) tokens, hashing and constant-time matching."""
+
+from __future__ import annotations
+
+import pytest
+
+from pausemesh.core.tokens import (
+    KeyedTokenIssuer,
+    RandomTokenIssuer,
+    hash_token,
+    is_well_formed_token,
+    tokens_match,
+)
+
+
+def test_random_tokens_are_43_char_base64url_and_distinct() -> None:
+    issuer = RandomTokenIssuer()
+    tokens = {issuer.issue("c").token for _ in range(100)}
+    assert len(tokens) == 100
+    assert all(len(t) == 43 and is_well_formed_token(t) for t in tokens)
+
+
+def test_only_the_hash_matches_and_malformed_tokens_never_match() -> None:
+    issued = RandomTokenIssuer().issue("c")
+    assert issued.token_hash == hash_token(issued.token)
+    assert tokens_match(issued.token, issued.token_hash)
+    assert not tokens_match(issued.token + "x", issued.token_hash)
+    assert not tokens_match("bad token!", hash_token("bad token!"))
+    assert not tokens_match(issued.token, "not-a-hash")
+
+
+def test_keyed_tokens_are_rederivable_from_key_id_and_nonce_only() -> None:
+    issuer = KeyedTokenIssuer({"k1": b"a" * 32}, "k1")
+    issued = issuer.issue("cont-1")
+    assert issued.key_id == "k1"
+    assert issued.nonce is not None
+    assert issuer.derive("cont-1", "k1", issued.nonce) == issued.token
+    assert issuer.derive("cont-2", "k1", issued.nonce) != issued.token
+
+
+def test_keys_rotate_by_key_id() -> None:
+    old = KeyedTokenIssuer({"k1": b"a" * 32}, "k1")
+    issued = old.issue("c")
+    assert issued.nonce is not None
+    rotated = KeyedTokenIssuer({"k1": b"a" * 32, "k2": b"b" * 32}, "k2")
+    assert rotated.derive("c", "k1", issued.nonce) == issued.token
+    assert rotated.issue("c").key_id == "k2"
+
+
+@pytest.mark.parametrize(
+    ("keys", "active"),
+    [({"k1": b"short"}, "k1"), ({"k1": b"a" * 32}, "k2"), ({"bad id": b"a" * 32}, "bad id")],
+)
+def test_weak_or_inconsistent_key_rings_are_refused(keys: dict[str, bytes], active: str) -> None:
+    with pytest.raises(ValueError, match="key"):
+        KeyedTokenIssuer(keys, active)
+
+
+def test_sign_and_verify_detect_tampering() -> None:
+    issuer = KeyedTokenIssuer({"k1": b"a" * 32}, "k1")
+    signature = issuer.sign(b"state")
+    assert issuer.verify(b"state", signature)
+    assert not issuer.verify(b"state2", signature)
+    assert not issuer.verify(b"state", signature, key_id="unknown")
