@@ -1,0 +1,68 @@
+"""The ``pausemesh`` command line: version, validation and the loopback-only default."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pausemesh import __version__
+from tests.support.server import REPO_ROOT, ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pausemesh", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+        env=env,
+        check=False,
+    )
+
+
+def test_version_prints_the_package_version() -> None:
+    result = _run("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"pausemesh {__version__}"
+
+
+def test_a_bad_setting_stops_the_server_with_its_name(tmp_path: Path) -> None:
+    result = _run("serve", "--port", "99999", "--database-path", str(tmp_path / "x.db"))
+    assert result.returncode == 2
+    assert "PAUSEMESH_PORT must be an integer between 1 and 65535" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_public_bind_without_auth_is_refused(tmp_path: Path) -> None:
+    result = _run("serve", "--host", "0.0.0.0", "--database-path", str(tmp_path / "x.db"))  # noqa: S104 - the refusal is the point
+    assert result.returncode == 2
+    assert "--insecure-no-auth" in result.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_public_bind_is_allowed_when_declared_insecure(tmp_path: Path) -> None:
+    args = ["serve", "--insecure-no-auth", "--database-path", str(tmp_path / "x.db")]
+    with ServerProcess(args, host="0.0.0.0") as server:  # noqa: S104 - declared insecure
+        response = httpx.get(f"http://127.0.0.1:{server.port}/healthz")
+        assert response.json() == {"status": "ok"}
+
+
+def test_postgres_without_a_key_is_refused_before_binding(tmp_path: Path) -> None:
+    result = _run("serve", "--database-url", "postgresql://127.0.0.1/test")
+    assert result.returncode == 2
+    assert "PAUSEMESH_SECRET_KEY" in result.stderr
+
+
+def test_settings_come_from_the_environment(tmp_path: Path) -> None:
+    env = {"PAUSEMESH_DATABASE_PATH": str(tmp_path / "env.db"), "PAUSEMESH_LOG_LEVEL": "debug"}
+    with ServerProcess(["serve"], env=env) as server:
+        assert httpx.get(server.url("/readyz")).status_code == 200
+    assert (tmp_path / "env.db").exists()
+    assert (tmp_path / "secret.key").exists()

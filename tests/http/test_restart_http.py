@@ -1,0 +1,62 @@
+"""A SIGKILLed server loses nothing it acknowledged: a pending pause resumes after restart."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.rest import PAYLOAD, assert_problem
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_pending_continuation_survives_sigkill_and_resumes_with_its_token(
+    tmp_path: Path,
+) -> None:
+    server = ServerProcess(["serve", "--database-path", str(tmp_path / "pausemesh.db")])
+    try:
+        server.start()
+        created = httpx.post(server.url("/v1/continuations"), json={"payload": PAYLOAD}).json()
+        continuation_id, token = created["continuation"]["continuationId"], created["resumeToken"]
+        other = httpx.post(server.url("/v1/continuations"), json={"payload": 1}).json()
+
+        assert server.kill() == -9  # no shutdown hook ran
+        server.start()
+
+        url = server.url(f"/v1/continuations/{continuation_id}")
+        assert httpx.get(url).json()["continuation"]["status"] == "pending"
+        headers = {"authorization": f"PauseMesh {token}", "idempotency-key": "after-crash"}
+        resumed = httpx.post(
+            f"{url}/resume", json={"payload": {"flight": "PM101"}}, headers=headers
+        )
+        assert resumed.status_code == 200
+        assert resumed.json()["continuation"]["status"] == "resumed"
+        # The other pause's token still does not open this one.
+        wrong = {"authorization": f"PauseMesh {other['resumeToken']}", "idempotency-key": "x"}
+        assert_problem(
+            httpx.post(f"{url}/resume", json={"payload": 1}, headers=wrong), 401, "TOKEN_MISMATCH"
+        )
+
+        # And the outcome itself is durable across a second crash.
+        server.kill()
+        server.start()
+        replay = httpx.post(f"{url}/resume", json={"payload": {"flight": "PM101"}}, headers=headers)
+        assert replay.status_code == 200
+        assert replay.content == resumed.content
+    finally:
+        server.close()
+
+
+def test_sigterm_shuts_down_gracefully(tmp_path: Path) -> None:
+    server = ServerProcess(["serve", "--database-path", str(tmp_path / "pausemesh.db")])
+    try:
+        server.start()
+        # uvicorn re-raises SIGTERM after its graceful shutdown, so the status may say -15.
+        assert server.stop() in {0, -signal.SIGTERM}
+        assert "Application shutdown complete" in server.output()
+    finally:
+        server.close()

@@ -1,0 +1,104 @@
+"""Settings: environment, .env file and CLI overrides, validated with the setting's name."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pausemesh.settings import (
+    Settings,
+    SettingsError,
+    is_loopback_host,
+    load_settings,
+    resolve_secret_key,
+)
+
+
+def test_defaults_match_the_documented_ones() -> None:
+    settings = load_settings(environ={}, env_file=None)
+    assert settings == Settings()
+    assert (settings.host, settings.port) == ("127.0.0.1", 8787)
+    assert settings.database_path == "./data/pausemesh.db"
+    assert settings.token_ttl_seconds == 900
+    assert settings.max_payload_bytes == 65_536
+    assert settings.log_level == "info"
+
+
+def test_cli_overrides_environment_which_overrides_the_env_file(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("PAUSEMESH_PORT=1111\nPAUSEMESH_LOG_LEVEL=debug\nPAUSEMESH_HOST=::1\n")
+    settings = load_settings(
+        environ={"PAUSEMESH_PORT": "2222", "PAUSEMESH_TOKEN_TTL_SECONDS": "60", "OTHER": "x"},
+        env_file=env_file,
+        overrides={"port": "3333", "host": None},
+    )
+    assert settings.port == 3333
+    assert settings.log_level == "debug"
+    assert settings.host == "::1"
+    assert settings.token_ttl_seconds == 60
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PAUSEMESH_PORT", "http", "PAUSEMESH_PORT must be an integer between 1 and 65535"),
+        ("PAUSEMESH_PORT", "0", "PAUSEMESH_PORT must be an integer between 1 and 65535"),
+        ("PAUSEMESH_TOKEN_TTL_SECONDS", "5", "PAUSEMESH_TOKEN_TTL_SECONDS must be an integer"),
+        ("PAUSEMESH_MAX_PAYLOAD_BYTES", "1e9", "PAUSEMESH_MAX_PAYLOAD_BYTES must be an integer"),
+        ("PAUSEMESH_LOG_LEVEL", "loud", "PAUSEMESH_LOG_LEVEL must be one of"),
+        ("PAUSEMESH_DATABASE_PATH", "  ", "PAUSEMESH_DATABASE_PATH must not be empty"),
+        ("PAUSEMESH_DATABASE_URL", "mysql://x", "PAUSEMESH_DATABASE_URL must be a postgresql://"),
+        ("PAUSEMESH_DATABASE_SCHEMA", "a;drop", "PAUSEMESH_DATABASE_SCHEMA must be a plain SQL"),
+        ("PAUSEMESH_SECRET_KEY", "short", "PAUSEMESH_SECRET_KEY must be at least 32 bytes"),
+        ("PAUSEMESH_INSECURE_NO_AUTH", "maybe", "PAUSEMESH_INSECURE_NO_AUTH must be a boolean"),
+    ],
+)
+def test_a_bad_value_is_reported_with_the_setting_name(name: str, value: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
+        load_settings(environ={name: value}, env_file=None)
+
+
+def test_postgres_refuses_to_start_without_a_shared_key() -> None:
+    with pytest.raises(SettingsError, match="PAUSEMESH_SECRET_KEY"):
+        load_settings(environ={"PAUSEMESH_DATABASE_URL": "postgresql://h/db"}, env_file=None)
+    settings = load_settings(
+        environ={"PAUSEMESH_DATABASE_URL": "postgresql://h/db", "PAUSEMESH_SECRET_KEY": "k" * 32},
+        env_file=None,
+    )
+    assert settings.uses_postgres
+    assert "k" * 32 not in repr(settings)
+    assert "postgresql://h/db" not in repr(settings)
+
+
+def test_sqlite_creates_a_private_key_file_once_and_reuses_it(tmp_path: Path) -> None:
+    settings = Settings(database_path=str(tmp_path / "db" / "pausemesh.db"))
+    first = resolve_secret_key(settings)
+    key_file = tmp_path / "db" / "secret.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert resolve_secret_key(settings) == first
+    assert len(first.key) >= 32
+    assert first.key.decode() not in repr(first)
+    assert [p.name for p in key_file.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_given_key_has_a_stable_id_on_every_replica(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("z" * 40 + "\n")
+    from_file = resolve_secret_key(Settings(secret_key_file=str(key_file)))
+    from_env = resolve_secret_key(Settings(secret_key="z" * 40))
+    assert from_file == from_env
+    with pytest.raises(SettingsError, match="PAUSEMESH_SECRET_KEY_FILE cannot be read"):
+        resolve_secret_key(Settings(secret_key_file=str(tmp_path / "missing")))
+
+
+def test_loopback_detection() -> None:
+    assert all(map(is_loopback_host, ["127.0.0.1", "::1", "localhost", "127.1.2.3", "[::1]"]))
+    assert not any(map(is_loopback_host, ["0.0.0.0", "::", "10.0.0.1", "example.com"]))  # noqa: S104
+
+
+def test_the_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAUSEMESH_PORT", "4444")
+    assert load_settings(env_file=os.devnull).port == 4444
