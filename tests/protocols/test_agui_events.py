@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from ag_ui._generated import models as official
@@ -21,6 +21,8 @@ from pausemesh.agui.cohort import issue_interrupts, pause_payload
 from pausemesh.agui.events import (
     KEEPALIVE_FRAME,
     PROTOCOL_VERSION,
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
     AssistantMessage,
     CustomEvent,
     Event,
@@ -28,6 +30,13 @@ from pausemesh.agui.events import (
     Interrupt,
     MessagesSnapshotEvent,
     RawEvent,
+    ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
+    ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
@@ -38,7 +47,13 @@ from pausemesh.agui.events import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuccessOutcome,
+    SubagentFinishedSuspendedOutcome,
+    SubagentStartedEvent,
     SystemMessage,
+    TextMessageChunkEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -46,6 +61,7 @@ from pausemesh.agui.events import (
     TokenUsage,
     ToolCall,
     ToolCallArgsEvent,
+    ToolCallChunkEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
@@ -205,6 +221,36 @@ EVERY_EVENT: dict[str, Event] = {
     "custom": CustomEvent(name="pausemesh.note", value={"k": [1, 2]}),
     "custom-null": CustomEvent(name="ping", value=None),
     "raw": RawEvent(event={"provider": "x"}, source="demo"),
+    "text-chunk": TextMessageChunkEvent(message_id="m3", role="assistant", delta="hi"),
+    "tool-chunk": ToolCallChunkEvent(tool_call_id="tc3", tool_call_name="book", delta="{}"),
+    "activity-snapshot": ActivitySnapshotEvent(
+        message_id="act1", activity_type="search", content={"progress": 0.5}, replace=False
+    ),
+    "activity-delta": ActivityDeltaEvent(
+        message_id="act1",
+        activity_type="search",
+        patch=[{"op": "replace", "path": "/progress", "value": 1}],
+    ),
+    "reasoning-start": ReasoningStartEvent(message_id="rs1"),
+    "reasoning-message-start": ReasoningMessageStartEvent(message_id="rm1", role="reasoning"),
+    "reasoning-message-content": ReasoningMessageContentEvent(message_id="rm1", delta="hmm"),
+    "reasoning-message-end": ReasoningMessageEndEvent(message_id="rm1"),
+    "reasoning-message-chunk": ReasoningMessageChunkEvent(message_id="rm2", delta="so"),
+    "reasoning-end": ReasoningEndEvent(message_id="rs1"),
+    "reasoning-encrypted": ReasoningEncryptedValueEvent(
+        subtype="message", entity_id="rm1", encrypted_value="opaque"
+    ),
+    "subagent-started": SubagentStartedEvent(
+        subagent_run_id="sa1", name="planner", parent_tool_call_id="tc1"
+    ),
+    "subagent-attributed-step": StepStartedEvent(step_name="plan", subagent_run_id="sa1"),
+    "subagent-finished": SubagentFinishedEvent(
+        subagent_run_id="sa1", outcome=SubagentFinishedSuspendedOutcome(interrupt_ids=["c0"])
+    ),
+    "subagent-finished-success": SubagentFinishedEvent(
+        subagent_run_id="sa2", result="done", outcome=SubagentFinishedSuccessOutcome()
+    ),
+    "subagent-error": SubagentErrorEvent(subagent_run_id="sa3", message="boom", code="X"),
 }
 
 
@@ -216,6 +262,12 @@ def test_event_parses_strictly_under_the_official_models(event: Event) -> None:
 @pytest.mark.parametrize("event", list(EVERY_EVENT.values()), ids=list(EVERY_EVENT))
 def test_event_round_trips_through_our_decoder(event: Event) -> None:
     assert decode_event(encode_event(event)) == event
+
+
+def test_our_event_union_covers_every_official_event_type() -> None:
+    ours = {cls.__struct_config__.tag for cls in get_args(Event)}
+    assert ours == {member.value for member in official.EventType}
+    assert {type(e) for e in EVERY_EVENT.values()} == set(get_args(Event))
 
 
 def test_no_event_carries_a_null_optional_field() -> None:

@@ -35,7 +35,9 @@ from pausemesh.agui.messages import (
 __all__ = (
     "KEEPALIVE_FRAME",
     "PROTOCOL_VERSION",
+    "ActivityDeltaEvent",
     "ActivityMessage",
+    "ActivitySnapshotEvent",
     "AssistantMessage",
     "CustomEvent",
     "DeveloperMessage",
@@ -45,7 +47,14 @@ __all__ = (
     "Message",
     "MessagesSnapshotEvent",
     "RawEvent",
+    "ReasoningEncryptedValueEvent",
+    "ReasoningEndEvent",
     "ReasoningMessage",
+    "ReasoningMessageChunkEvent",
+    "ReasoningMessageContentEvent",
+    "ReasoningMessageEndEvent",
+    "ReasoningMessageStartEvent",
+    "ReasoningStartEvent",
     "RunErrorEvent",
     "RunFinishedCancelledOutcome",
     "RunFinishedEvent",
@@ -57,7 +66,13 @@ __all__ = (
     "StateSnapshotEvent",
     "StepFinishedEvent",
     "StepStartedEvent",
+    "SubagentErrorEvent",
+    "SubagentFinishedEvent",
+    "SubagentFinishedSuccessOutcome",
+    "SubagentFinishedSuspendedOutcome",
+    "SubagentStartedEvent",
     "SystemMessage",
+    "TextMessageChunkEvent",
     "TextMessageContentEvent",
     "TextMessageEndEvent",
     "TextMessageStartEvent",
@@ -65,6 +80,7 @@ __all__ = (
     "TokenUsage",
     "ToolCall",
     "ToolCallArgsEvent",
+    "ToolCallChunkEvent",
     "ToolCallEndEvent",
     "ToolCallResultEvent",
     "ToolCallStartEvent",
@@ -244,6 +260,110 @@ class CustomEvent(_Attributable, frozen=True, kw_only=True, tag="CUSTOM"):
     value: Any
 
 
+class TextMessageChunkEvent(_Attributable, frozen=True, kw_only=True, tag="TEXT_MESSAGE_CHUNK"):
+    # The first chunk of a message must carry ``message_id``.
+    message_id: str | UnsetType = UNSET
+    role: Literal["developer", "system", "assistant", "user"] | UnsetType = UNSET
+    delta: str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+
+
+class ToolCallChunkEvent(_Attributable, frozen=True, kw_only=True, tag="TOOL_CALL_CHUNK"):
+    # The first chunk of a call must carry ``tool_call_id`` and ``tool_call_name``.
+    tool_call_id: str | UnsetType = UNSET
+    tool_call_name: str | UnsetType = UNSET
+    parent_message_id: str | UnsetType = UNSET
+    delta: str | UnsetType = UNSET
+
+
+class ActivitySnapshotEvent(_Attributable, frozen=True, kw_only=True, tag="ACTIVITY_SNAPSHOT"):
+    message_id: str
+    activity_type: str
+    content: dict[str, Any]
+    # Absent means true.
+    replace: bool | UnsetType = UNSET
+
+
+class ActivityDeltaEvent(_Attributable, frozen=True, kw_only=True, tag="ACTIVITY_DELTA"):
+    message_id: str
+    activity_type: str
+    patch: list[dict[str, Any]]
+
+
+class ReasoningStartEvent(_Attributable, frozen=True, kw_only=True, tag="REASONING_START"):
+    message_id: str
+
+
+class ReasoningMessageStartEvent(
+    _Attributable, frozen=True, kw_only=True, tag="REASONING_MESSAGE_START"
+):
+    message_id: str
+    # Required on the wire (the TS schema insists), so it has no default to be omitted.
+    role: Literal["reasoning"]
+
+
+class ReasoningMessageContentEvent(
+    _Attributable, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CONTENT"
+):
+    message_id: str
+    delta: str
+
+
+class ReasoningMessageEndEvent(
+    _Attributable, frozen=True, kw_only=True, tag="REASONING_MESSAGE_END"
+):
+    message_id: str
+
+
+class ReasoningMessageChunkEvent(
+    _Attributable, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CHUNK"
+):
+    message_id: str | UnsetType = UNSET
+    delta: str | UnsetType = UNSET
+
+
+class ReasoningEndEvent(_Attributable, frozen=True, kw_only=True, tag="REASONING_END"):
+    message_id: str
+
+
+class ReasoningEncryptedValueEvent(
+    _Attributable, frozen=True, kw_only=True, tag="REASONING_ENCRYPTED_VALUE"
+):
+    subtype: Literal["tool-call", "message"]
+    entity_id: str
+    encrypted_value: str
+
+
+class SubagentStartedEvent(_Event, frozen=True, kw_only=True, tag="SUBAGENT_STARTED"):
+    # Here ``subagent_run_id`` names the subagent itself (required), not an attribution.
+    subagent_run_id: str
+    name: str
+    description: str | UnsetType = UNSET
+    parent_subagent_run_id: str | UnsetType = UNSET
+    parent_tool_call_id: str | UnsetType = UNSET
+    parent_message_id: str | UnsetType = UNSET
+
+
+class SubagentFinishedSuccessOutcome(_Outcome, frozen=True, kw_only=True, tag="success"):
+    pass
+
+
+class SubagentFinishedSuspendedOutcome(_Outcome, frozen=True, kw_only=True, tag="suspended"):
+    interrupt_ids: list[str] | UnsetType = UNSET
+
+
+class SubagentFinishedEvent(_Event, frozen=True, kw_only=True, tag="SUBAGENT_FINISHED"):
+    subagent_run_id: str
+    result: Any | UnsetType = UNSET
+    outcome: SubagentFinishedSuccessOutcome | SubagentFinishedSuspendedOutcome | UnsetType = UNSET
+
+
+class SubagentErrorEvent(_Event, frozen=True, kw_only=True, tag="SUBAGENT_ERROR"):
+    subagent_run_id: str
+    message: str
+    code: str | UnsetType = UNSET
+
+
 Event = (
     RunStartedEvent
     | RunFinishedEvent
@@ -262,6 +382,20 @@ Event = (
     | MessagesSnapshotEvent
     | RawEvent
     | CustomEvent
+    | TextMessageChunkEvent
+    | ToolCallChunkEvent
+    | ActivitySnapshotEvent
+    | ActivityDeltaEvent
+    | ReasoningStartEvent
+    | ReasoningMessageStartEvent
+    | ReasoningMessageContentEvent
+    | ReasoningMessageEndEvent
+    | ReasoningMessageChunkEvent
+    | ReasoningEndEvent
+    | ReasoningEncryptedValueEvent
+    | SubagentStartedEvent
+    | SubagentFinishedEvent
+    | SubagentErrorEvent
 )
 
 _encoder = msgspec.json.Encoder()
