@@ -6,7 +6,7 @@ Prints, measured in this one run on one file (WAL, synchronous=FULL):
   * sequential create+resume lifecycles/s;
   * lifecycles/s with 64 in flight (group commit shares one COMMIT between appends).
 
-Usage: .venv/bin/python bench/core.py [--seconds 3] [--dir DIR]
+Usage: .venv/bin/python bench/core.py [--seconds 1.5] [--rounds 3] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sqlite3
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -84,21 +85,27 @@ async def lifecycle_rate(path: Path, seconds: float, in_flight: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of one measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians)")
     parser.add_argument("--dir", type=Path, default=None, help="where the SQLite files go")
     args = parser.parse_args()
+    raws: list[float] = []
+    seqs: list[float] = []
+    pars: list[float] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
-        print(
-            f"measuring {args.seconds:.0f}s each on {base} (uvloop, as the server runs) ...",
-            flush=True,
-        )
-        raw = raw_commit_rate(base / "raw.db", args.seconds)
-        print(f"  raw sqlite3 commits/s: {raw:,.0f}", flush=True)
-        seq = uvloop.run(lifecycle_rate(base / "seq.db", args.seconds, 1))
-        print(f"  sequential lifecycles/s: {seq:,.0f}", flush=True)
-        par = uvloop.run(lifecycle_rate(base / "par.db", args.seconds, 64))
-        print(f"  64 in flight lifecycles/s: {par:,.0f}", flush=True)
+        print(f"{args.rounds} interleaved rounds of {args.seconds}s each on {base} (uvloop)")
+        # Interleaving keeps disk and machine noise from favouring one measure.
+        for n in range(args.rounds):
+            raws.append(raw_commit_rate(base / f"raw{n}.db", args.seconds))
+            seqs.append(uvloop.run(lifecycle_rate(base / f"seq{n}.db", args.seconds, 1)))
+            pars.append(uvloop.run(lifecycle_rate(base / f"par{n}.db", args.seconds, 64)))
+            print(
+                f"  round {n + 1}: raw {raws[-1]:,.0f}/s, sequential {seqs[-1]:,.0f}/s,"
+                f" 64 in flight {pars[-1]:,.0f}/s",
+                flush=True,
+            )
+    raw, seq, par = (statistics.median(v) for v in (raws, seqs, pars))
     baseline = raw / 2
     rows = [
         ("raw sqlite3 commits/s (1-row txn)", raw, None, None),
@@ -107,7 +114,7 @@ def main() -> None:
         ("64 in flight create+resume lifecycles/s", par, par / baseline, 2.0),
     ]
     print()
-    print(f"{'measure':<48} {'rate':>10} {'ratio':>7} {'goal':>6}")
+    print(f"{'measure (medians)':<48} {'rate':>10} {'ratio':>7} {'goal':>6}")
     for name, rate, ratio, goal in rows:
         ratio_text = f"{ratio:.2f}" if ratio is not None else ""
         goal_text = f">={goal}" if goal is not None else ""
