@@ -373,8 +373,39 @@ class _Run:
             schemas=self.host.schemas,
         )
         if isinstance(result, AguiRunError):
-            raise _Stop(result.code, result.message)
+            abandoned = self._abandoned_expired(receipt, continuations)
+            if result.code != "PAUSEMESH_AGUI_RESUME_EXPIRED" or abandoned is None:
+                raise _Stop(result.code, result.message)
+            return abandoned, continuations
         return result, continuations
+
+    def _abandoned_expired(
+        self, receipt: CohortReceipt, continuations: list[Continuation]
+    ) -> ResumePlan | None:
+        """A batch that cancels a cohort whose every question has expired closes it.
+
+        AG-UI: an expired interrupt can no longer be resolved, but it can and must be
+        cancelled to continue the thread. Nothing is left to execute: expiry settled them.
+        """
+        resume = self.input.resume
+        if resume is UNSET or len(resume) != len(receipt.interrupts):
+            return None
+        by_id = {e.interrupt_id: e for e in resume}
+        if set(by_id) != set(receipt.interrupt_ids):
+            return None
+        if any(e.status != "cancelled" or e.payload is not UNSET for e in resume):
+            return None
+        now = self.host.clock.now()
+        if not all(
+            c.status == "expired" or (c.is_pending and now >= c.expires_at) for c in continuations
+        ):
+            return None
+        return ResumePlan(
+            thread_id=receipt.thread_id,
+            cohort_id=receipt.cohort_id,
+            commands=(),
+            entries=tuple(by_id[i] for i in receipt.interrupt_ids),
+        )
 
     async def _execute(self, plan: ResumePlan) -> None:
         service = self.host.service
