@@ -26,7 +26,7 @@ from pausemesh.agui.cohort import (
     validate_resume,
 )
 from pausemesh.agui.events import RunFinishedInterruptOutcome, encode_event
-from pausemesh.agui.input import decode_run_input
+from pausemesh.agui.input import ResumeEntry, decode_run_input
 from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.canonical import canonical_sha256
@@ -726,3 +726,104 @@ def test_altering_any_receipt_field_is_detected(
     }[field]
     result = refused(validate(run_input(entries), forged, members), "PAUSEMESH_AGUI_INVALID_INPUT")
     assert result.message == "AG-UI issuance receipt was altered"
+
+
+# --- remaining branches ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"correlation_id": "thread-2"},
+        {"expires_at": EXPIRES + timedelta(seconds=1)},
+        {"version": 3, "status": "resumed"},
+        {"version": 2},
+    ],
+    ids=["foreign-thread", "other-expiry", "version-skipped", "pending-at-wrong-version"],
+)
+def test_current_state_that_contradicts_the_receipt_is_a_replay_conflict(
+    change: dict[str, Any],
+) -> None:
+    members, receipt = cohort(1)
+    changed = [msgspec.structs.replace(members[0], **change)]
+    result = refused(
+        validate(run_input([answer("int-0")]), receipt, changed), "PAUSEMESH_AGUI_REPLAY_CONFLICT"
+    )
+    assert (
+        result.message == "Current continuation state does not match the issued interrupt receipt"
+    )
+
+
+def test_duplicate_current_continuations_do_not_match_the_cohort() -> None:
+    members, receipt = cohort(1)
+    result = refused(
+        validate(run_input([answer("int-0")]), receipt, [members[0], members[0]]),
+        "PAUSEMESH_AGUI_RESUME_SET_MISMATCH",
+    )
+    assert result.message == (
+        "Current continuations do not match the complete issued interrupt cohort"
+    )
+
+
+def _hand_made_receipt(members: list[Continuation]) -> dict[str, Any]:
+    """A receipt for payloads ``issue_interrupts`` would refuse (corrupted workflow state)."""
+    interrupts = [
+        {
+            "continuationId": m.continuation_id,
+            "expiresAt": "2026-03-01T12:15:00.000Z",
+            "issuedVersion": 1,
+            "payloadHash": canonical_sha256(m.payload),
+        }
+        for m in members
+    ]
+    descriptor = {"schemaVersion": 1, "threadId": THREAD, "runId": "r1", "interrupts": interrupts}
+    cohort_id = "agui-cohort:" + canonical_sha256(["agui-cohort-v1", descriptor])
+    return {**descriptor, "cohortId": cohort_id}
+
+
+def test_an_issued_interrupt_whose_payload_is_not_a_pause_is_refused() -> None:
+    members = [pending("c1", {"kind": "input", "message": ""})]
+    result = refused(
+        validate(run_input([answer("c1")]), _hand_made_receipt(members), members),
+        "PAUSEMESH_AGUI_INVALID_INPUT",
+    )
+    assert result.message == "An issued AG-UI interrupt has an invalid continuation payload"
+
+
+def test_a_resolved_payload_that_is_not_json_is_refused() -> None:
+    members, receipt = cohort(1)
+    typed = msgspec.structs.replace(
+        decode_run_input(msgspec.json.encode(run_input([answer("int-0")]))),
+        resume=[ResumeEntry(interrupt_id="int-0", status="resolved", payload=float("nan"))],
+    )
+    result = refused(validate(typed, receipt, members), "PAUSEMESH_AGUI_INVALID_PAYLOAD")
+    assert result.message == "A resolved AG-UI resume entry must contain valid JSON"
+
+
+def test_a_schema_whose_validation_fails_refuses_the_answer_without_crashing() -> None:
+    schema = {"$ref": "https://schemas.invalid/unreachable.json"}
+    members = [pending("c1", pause_payload("Which?", response_schema=schema))]
+    _, receipt = issue_interrupts(members, thread_id=THREAD, run_id="r1")
+    result = refused(
+        validate(run_input([answer("c1")]), receipt, members), "PAUSEMESH_AGUI_INVALID_PAYLOAD"
+    )
+    assert result.message == "AG-UI resume payload validation failed"
+
+
+def test_plan_decisions_are_keyed_by_interrupt_id() -> None:
+    members, receipt = cohort(2)
+    plan = validate(run_input([cancel("int-1"), answer("int-0", {"a": 1})]), receipt, members)
+    assert isinstance(plan, ResumePlan)
+    assert {k: v.status for k, v in plan.decisions.items()} == {
+        "int-0": "resolved",
+        "int-1": "cancelled",
+    }
+
+
+def test_run_error_event_carries_code_and_message() -> None:
+    error = AguiRunError(code="PAUSEMESH_AGUI_RESUME_REQUIRED", message="m")
+    assert msgspec.json.decode(encode_event(error.to_event())) == {
+        "type": "RUN_ERROR",
+        "message": "m",
+        "code": "PAUSEMESH_AGUI_RESUME_REQUIRED",
+    }
