@@ -4,7 +4,7 @@
 
 import { buildResumeArray, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
 import { PauseMeshAgent } from "./agent";
-import { type Notice, noticeFor, noticeForFailure } from "./errors";
+import { ANSWERED_ELSEWHERE, type Notice, noticeFor, noticeForFailure } from "./errors";
 import { QuestionForm } from "./question";
 import { display, type Json } from "./schema";
 import { type TailStatus, ThreadTail } from "./sse";
@@ -27,6 +27,8 @@ interface Elements {
 
 export class ChatApp {
   private readonly threadId: string;
+  private readonly fresh: boolean;
+  private readonly forwardedProps: Record<string, unknown>;
   private readonly agent: PauseMeshAgent;
   private readonly endpoints: { threads: URL };
   private tail: ThreadTail | undefined;
@@ -47,6 +49,8 @@ export class ChatApp {
     const base = new URL(".", location);
     const existing = threadFromUrl(location);
     this.threadId = existing ?? randomUUID();
+    this.fresh = existing === undefined;
+    this.forwardedProps = forwardedPropsFrom(location);
     if (existing === undefined) {
       history.replaceState(null, "", urlWithThread(location, this.threadId));
     }
@@ -110,7 +114,8 @@ export class ChatApp {
     });
     this.setStatus("Loading the conversation…");
     this.enqueue(async () => {
-      const restored = await this.restore();
+      // A thread id minted just now has nothing on the server to restore.
+      const restored = !this.fresh && (await this.restore());
       if (restored) this.startTail();
       else this.setStatus("New conversation. Ask the assistant to book a flight.");
       this.renderQuestion(true);
@@ -191,7 +196,7 @@ export class ChatApp {
     this.setBusy(true);
     let failure: Notice | undefined;
     try {
-      await this.agent.runAgent(parameters);
+      await this.agent.runAgent({ ...parameters, forwardedProps: this.forwardedProps });
     } catch (error) {
       failure = noticeForFailure(error);
     } finally {
@@ -298,7 +303,11 @@ export class ChatApp {
     this.resyncTimer = window.setTimeout(() => {
       this.resyncTimer = undefined;
       this.enqueue(async () => {
+        const before = pendingKey(this.agent.pendingInterrupts);
         if (!(await this.restore())) return;
+        if (before !== "" && before !== pendingKey(this.agent.pendingInterrupts)) {
+          this.showNotice(ANSWERED_ELSEWHERE);
+        }
         this.ui.typing.hidden = true;
         this.renderQuestion(false);
       });
@@ -369,11 +378,11 @@ export class ChatApp {
   /** Shows the pending question (or removes it); `own` moves focus to a new question. */
   private renderQuestion(own: boolean): void {
     const pending = this.agent.pendingInterrupts;
-    const ids = pending.map((i) => i.id).join(" ");
+    const ids = pendingKey(pending);
     if (pending.length === 0) {
       this.question?.destroy();
       this.question = undefined;
-    } else if (this.question === undefined || this.question.interrupts.map((i) => i.id).join(" ") !== ids) {
+    } else if (this.question === undefined || pendingKey(this.question.interrupts) !== ids) {
       this.question?.destroy();
       this.question = new QuestionForm(this.ui.question, pending, {
         onAnswer: (answers) => this.answer(answers),
@@ -416,6 +425,16 @@ export class ChatApp {
     this.ui.notice.textContent = "";
     delete this.ui.notice.dataset["kind"];
   }
+}
+
+function pendingKey(interrupts: readonly { id: string }[]): string {
+  return interrupts.map((i) => i.id).join(" ");
+}
+
+/** `?questionTtl=<seconds>` asks the demo agent for a short deadline, to see expiry. */
+function forwardedPropsFrom(location: URL): Record<string, unknown> {
+  const ttl = Number(location.searchParams.get("questionTtl"));
+  return Number.isInteger(ttl) && ttl >= 1 && ttl <= 86_400 ? { questionTtlSeconds: ttl } : {};
 }
 
 function messageText(message: Message): string | undefined {

@@ -1,7 +1,14 @@
 // What a person is told when a run fails. Server codes are stable (PAUSEMESH_AGUI_*, THREAD_BUSY,
 // …); the wording here is for the person at the keyboard, with the server's text as detail.
 
-export type NoticeKind = "expired" | "conflict" | "busy" | "rejected" | "offline" | "error";
+export type NoticeKind =
+  | "info"
+  | "expired"
+  | "conflict"
+  | "busy"
+  | "rejected"
+  | "offline"
+  | "error";
 
 export interface Notice {
   readonly kind: NoticeKind;
@@ -97,3 +104,10 @@ export function noticeForFailure(error: unknown): Notice {
     resync: false,
   };
 }
+
+/** Another tab (or client) answered the question this tab was showing. */
+export const ANSWERED_ELSEWHERE: Notice = {
+  kind: "info",
+  message: "The question was answered in another tab. The recorded outcome is shown below.",
+  resync: false,
+};

@@ -1,0 +1,326 @@
+"""The browser demo in headless Chromium (Debian's package) against a real ``pausemesh demo``.
+
+Each test starts its own server process on a fresh SQLite file, drives the page the way a
+person would (roles and accessible names, keyboard where it matters) and checks the server's
+record of the thread (``GET /agui/threads/{id}``): exactly one booking, no open question.
+Screenshots of every step go to ``test-artifacts/browser/<test>/`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from tests.support.server import REPO_ROOT, ServerProcess
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "browser"
+ASK = "Book me a flight to Lisbon, please"
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(name="browser", scope="module")
+def browser_fixture() -> Iterator[Browser]:
+    assert CHROMIUM.exists(), "install Debian's chromium (make browser)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(name="server")
+def server_fixture(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = ServerProcess(
+        ["demo", "--no-browser", "--database-path", str(tmp_path / "demo.db")],
+        env={"PAUSEMESH_LOG_LEVEL": "warning"},
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture(name="context")
+def context_fixture(browser: Browser) -> Iterator[BrowserContext]:
+    context = browser.new_context()
+    context.set_default_timeout(15_000)
+    yield context
+    context.close()
+
+
+class Shots:
+    """Numbered screenshots of one test's steps."""
+
+    def __init__(self, name: str) -> None:
+        self.dir = ARTIFACTS / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for old in self.dir.glob("*.png"):
+            old.unlink()
+        self.count = 0
+
+    def take(self, page: Page, step: str) -> None:
+        self.count += 1
+        page.screenshot(path=self.dir / f"{self.count:02d}-{step}.png", full_page=True)
+
+
+@pytest.fixture(name="shots")
+def shots_fixture(request: pytest.FixtureRequest) -> Shots:
+    return Shots(request.node.name)
+
+
+def open_demo(context: BrowserContext, url: str) -> Page:
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    assert errors == [], errors
+    return page
+
+
+def thread_of(page: Page) -> str:
+    (thread,) = parse_qs(urlsplit(page.url).query)["thread"]
+    return thread
+
+
+def snapshot(server: ServerProcess, thread: str) -> dict[str, Any]:
+    response = httpx.get(server.url(f"/agui/threads/{thread}"), timeout=10)
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def bookings(server: ServerProcess, thread: str) -> list[dict[str, Any]]:
+    state = snapshot(server, thread)["state"]
+    found: list[dict[str, Any]] = state.get("bookings", []) if isinstance(state, dict) else []
+    return found
+
+
+def flight(page: Page, number: str) -> Any:
+    return page.get_by_role("button", name=number, exact=True)
+
+
+def ask(page: Page) -> None:
+    page.get_by_role("textbox", name="Message").fill(ASK)
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.get_by_text("Which flight should I book?")).to_be_visible()
+    expect(flight(page, "PM202")).to_be_enabled()
+
+
+def test_question_survives_a_reload_and_one_click_books_exactly_once(
+    server: ServerProcess, context: BrowserContext, shots: Shots
+) -> None:
+    page = open_demo(context, server.url("/"))
+    shots.take(page, "empty")
+    ask(page)
+    thread = thread_of(page)
+    shots.take(page, "question")
+
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.get_by_text(ASK)).to_be_visible()
+    expect(page.get_by_text("Which flight should I book?")).to_be_visible()
+    shots.take(page, "question-after-reload")
+
+    flight(page, "PM202").click()
+    expect(page.get_by_text(re.compile(r"Booked flight PM202 to Lisbon"))).to_be_visible()
+    expect(page.get_by_role("heading", name="Your bookings")).to_be_visible()
+    expect(page.locator("#question")).to_be_hidden()
+    shots.take(page, "booked")
+
+    record = snapshot(server, thread)
+    assert record["pendingInterrupts"] == []
+    assert [b["flight"] for b in bookings(server, thread)] == ["PM202"]
+
+    page.reload()
+    expect(page.get_by_text(re.compile(r"Booked flight PM202"))).to_be_visible()
+    expect(page.locator("#question")).to_be_hidden()
+    assert len(bookings(server, thread)) == 1
+
+
+def test_server_killed_between_question_and_answer_the_page_reconnects_and_books_once(
+    server: ServerProcess, context: BrowserContext, shots: Shots
+) -> None:
+    page = open_demo(context, server.url("/"))
+    ask(page)
+    thread = thread_of(page)
+    expect(page.get_by_role("status")).to_have_text(re.compile("Connected"))
+
+    server.kill()
+    expect(page.get_by_role("status")).to_have_text("Connection lost. Reconnecting…")
+    shots.take(page, "connection-lost")
+
+    server.start()
+    expect(page.get_by_role("status")).to_have_text(re.compile("Reconnected"))
+    expect(flight(page, "PM303")).to_be_enabled()
+    shots.take(page, "reconnected")
+
+    flight(page, "PM303").click()
+    expect(page.get_by_text(re.compile(r"Booked flight PM303 to Lisbon"))).to_be_visible()
+    shots.take(page, "booked-after-restart")
+    assert [b["flight"] for b in bookings(server, thread)] == ["PM303"]
+    assert snapshot(server, thread)["pendingInterrupts"] == []
+
+
+def test_two_tabs_answer_differently_one_booking_and_the_other_shows_the_recorded_outcome(
+    server: ServerProcess, context: BrowserContext, shots: Shots
+) -> None:
+    first = open_demo(context, server.url("/"))
+    ask(first)
+    thread = thread_of(first)
+    second = open_demo(context, first.url)
+    expect(flight(second, "PM303")).to_be_enabled()
+    shots.take(second, "second-tab-question")
+
+    # Both answer at (nearly) the same moment, differently.
+    flight(first, "PM101").click(no_wait_after=True)
+    flight(second, "PM303").click(no_wait_after=True)
+
+    for page in (first, second):
+        expect(page.get_by_text(re.compile(r"Booked flight PM101 to Lisbon"))).to_be_visible()
+        expect(page.locator("#question")).to_be_hidden()
+        expect(page.get_by_text(re.compile(r"Booked flight PM303"))).to_have_count(0)
+    notice = second.locator("#notice")
+    if notice.is_visible():
+        # Whichever way the race went, the loser is told what happened, not shown a failure.
+        assert notice.get_attribute("data-kind") in {"conflict", "busy", "info"}
+        expect(notice).to_have_text(re.compile("already answered|answered in another tab|busy"))
+    shots.take(first, "first-tab")
+    shots.take(second, "second-tab-recorded-outcome")
+    assert [b["flight"] for b in bookings(server, thread)] == ["PM101"]
+
+
+def test_an_answer_outside_the_schema_is_blocked_by_the_form_and_refused_by_the_server(
+    server: ServerProcess, context: BrowserContext, shots: Shots
+) -> None:
+    page = open_demo(context, server.url("/"))
+    ask(page)
+    thread = thread_of(page)
+
+    # Tamper with an option so the form would send a flight that was never offered.
+    page.evaluate(
+        """() => {
+            const button = document.querySelector('#question button.choice');
+            button.dataset.value = JSON.stringify('PM999');
+            button.textContent = 'PM999';
+        }"""
+    )
+    flight(page, "PM999").click()
+    expect(page.get_by_text("Flight must be one of: PM101, PM202, PM303.")).to_be_visible()
+    expect(page.get_by_role("alert").filter(has_text="it was not sent")).to_be_visible()
+    shots.take(page, "blocked-in-form")
+    assert snapshot(server, thread)["pendingInterrupts"] != []
+
+    # Forced past the form: a raw request with the same answer.
+    (interrupt,) = snapshot(server, thread)["pendingInterrupts"]
+    forced = page.evaluate(
+        """async ([thread, interruptId]) => {
+            const response = await fetch('./agui', {
+              method: 'POST',
+              headers: {'content-type': 'application/json', accept: 'text/event-stream'},
+              body: JSON.stringify({
+                threadId: thread, runId: 'forced-1', messages: [], state: {}, tools: [],
+                context: [], forwardedProps: {},
+                resume: [{interruptId, status: 'resolved', payload: {flight: 'PM999'}}],
+              }),
+            });
+            return {status: response.status, type: response.headers.get('content-type'),
+                    body: await response.text()};
+        }""",
+        [thread, interrupt["id"]],
+    )
+    if forced["status"] == 200:
+        frames = [
+            json.loads(line[len("data: ") :])
+            for line in forced["body"].splitlines()
+            if line.startswith("data: ")
+        ]
+        errors = [f for f in frames if f["type"] == "RUN_ERROR"]
+        assert errors, frames
+        refusal = errors[0]
+        assert [f["type"] for f in frames] == ["RUN_ERROR"]
+    else:
+        assert 400 <= forced["status"] < 500, forced
+        refusal = json.loads(forced["body"])
+        refusal["message"] = refusal["detail"]
+    assert refusal["code"] == "PAUSEMESH_AGUI_INVALID_PAYLOAD"
+    assert "response schema" in refusal["message"]
+
+    # Nothing was booked and the question still stands; a valid answer still works.
+    assert bookings(server, thread) == []
+    assert snapshot(server, thread)["pendingInterrupts"] != []
+    page.reload()
+    flight(page, "PM101").click()
+    expect(page.get_by_text(re.compile(r"Booked flight PM101"))).to_be_visible()
+    shots.take(page, "valid-answer-after-refusal")
+    assert [b["flight"] for b in bookings(server, thread)] == ["PM101"]
+
+
+def test_keyboard_only_on_a_phone_sized_screen(
+    server: ServerProcess, browser: Browser, shots: Shots
+) -> None:
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context.set_default_timeout(15_000)
+    try:
+        page = open_demo(context, server.url("/"))
+        shots.take(page, "phone-empty")
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("link", name="Skip to the message box")).to_be_focused()
+        page.keyboard.press("Enter")
+        composer = page.get_by_role("textbox", name="Message")
+        expect(composer).to_be_focused()
+        page.keyboard.type(ASK)
+        page.keyboard.press("Enter")
+
+        # The question takes focus; Tab walks its options in order; Enter answers.
+        expect(page.get_by_role("heading", name="The assistant needs your answer")).to_be_focused()
+        shots.take(page, "phone-question")
+        page.keyboard.press("Tab")
+        expect(flight(page, "PM101")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(flight(page, "PM202")).to_be_focused()
+        page.keyboard.press("Enter")
+
+        expect(page.get_by_text(re.compile(r"Booked flight PM202 to Lisbon"))).to_be_visible()
+        expect(composer).to_be_focused()
+        shots.take(page, "phone-booked")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], "the layout must not scroll sideways on a phone"
+        assert [b["flight"] for b in bookings(server, thread_of(page))] == ["PM202"]
+    finally:
+        context.close()
+
+
+def test_an_expired_question_cannot_be_answered_and_can_be_cancelled(
+    server: ServerProcess, context: BrowserContext, shots: Shots
+) -> None:
+    page = open_demo(context, server.url("/?questionTtl=1"))
+    ask(page)
+    thread = thread_of(page)
+    expect(page.get_by_text(re.compile("This question expired at"))).to_be_visible()
+    for number in ("PM101", "PM202", "PM303"):
+        expect(flight(page, number)).to_be_disabled()
+    shots.take(page, "expired")
+    page.get_by_role("button", name="Cancel this question").click()
+    expect(page.get_by_text("All right, I will not book a flight.")).to_be_visible()
+    expect(page.locator("#question")).to_be_hidden()
+    shots.take(page, "cancelled")
+    assert bookings(server, thread) == []
