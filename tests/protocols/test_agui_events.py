@@ -303,6 +303,9 @@ def test_frames_are_lf_only_with_the_sequence_as_id() -> None:
     assert frame.count(b"\n") == 3
     assert encode_frame(event) == b"data: " + encode_event(event) + b"\n\n"
     assert encode_frame(encode_event(event), 7) == b"id: 7\ndata: " + encode_event(event) + b"\n\n"
+    assert encode_frame(encode_event(event).decode(), 7) == encode_frame(event, 7)
+    with pytest.raises(ValueError, match="line break"):
+        encode_frame('{"type":"RAW",\n"event":1}', 8)
 
 
 def test_keepalive_is_an_lf_comment_frame() -> None:

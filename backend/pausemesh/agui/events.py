@@ -412,12 +412,22 @@ def decode_event(data: bytes | str) -> Event:
     return _decoder.decode(data)
 
 
-def encode_frame(event: Event | bytes, sequence: int | None = None) -> bytes:
+def encode_frame(event: Event | bytes | str, sequence: int | None = None) -> bytes:
     """One SSE frame: ``id: <sequence>\\ndata: <json>\\n\\n`` (no ``id`` line without a sequence).
 
-    ``event`` may be an already-encoded JSON text, so a replay sends the logged bytes as is.
+    ``event`` may be an already-encoded JSON text (bytes or str, e.g. from the thread log), so
+    a replay sends the logged bytes as they were.
     """
-    data = event if isinstance(event, bytes) else _encoder.encode(event)
+    if isinstance(event, str):
+        data = event.encode()
+    elif isinstance(event, bytes):
+        data = event
+    else:
+        data = _encoder.encode(event)
+    if b"\n" in data or b"\r" in data:
+        # A raw line break would end the data line early; compact JSON never has one.
+        msg = "an SSE data line must not contain a line break"
+        raise ValueError(msg)
     if sequence is None:
         return b"data: " + data + b"\n\n"
     return b"id: %d\ndata: %s\n\n" % (sequence, data)
