@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -63,6 +65,24 @@ async def test_concurrent_migrations_apply_once_and_the_others_see_it_applied(
     applied = [r.applied for r in reports if r.applied]
     assert applied == [tuple(m.version for m in POSTGRES_MIGRATIONS)]
     assert sum(1 for r in reports if not r.applied) == 7
+
+
+async def test_concurrent_pausemesh_migrate_processes_apply_once(schema: str) -> None:
+    command = [sys.executable, "-m", "pausemesh", "migrate", "--schema", schema]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAUSEMESH_")}
+    env["PAUSEMESH_DATABASE_URL"] = DATABASE_URL
+    processes = [
+        await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    outputs = [await p.communicate() for p in processes]
+    assert [p.returncode for p in processes] == [0] * 4, outputs
+    lines = [out.decode() for out, _ in outputs]
+    assert sum("applied migration(s) 1, 2, 3" in line for line in lines) == 1, lines
+    assert sum("already up to date" in line for line in lines) == 3, lines
+    assert all(DATABASE_URL not in out.decode() + err.decode() for out, err in outputs)
 
 
 async def test_migrate_again_is_a_no_op(schema: str) -> None:
