@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
+	@# The official @ag-ui/client for the Node conformance test (pinned by its lockfile).
+	@test -d tests/protocols/node/node_modules || ! command -v npm >/dev/null \
+		|| (cd tests/protocols/node && npm ci --no-audit --no-fund --silent)
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
 	$(BIN)/pausemesh demo

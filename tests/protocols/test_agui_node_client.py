@@ -1,0 +1,87 @@
+"""The official ``@ag-ui/client`` 1.0.0 ``HttpAgent`` (Node) against a real demo server.
+
+ask → interrupt; reload (a fresh agent restored through ``POST /agui/connect``) → the same
+messages and ``pendingInterrupts``; answer → success and one booking; no console warnings
+from the client (``[ag-ui]`` enforce/compat warnings would mean we sent something off-spec).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess
+
+NODE_DIR = Path(__file__).resolve().parent / "node"
+NODE = shutil.which("node")
+
+pytestmark = pytest.mark.skipif(
+    NODE is None or not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir(),
+    reason="needs node and `npm ci` in tests/protocols/node (make install does it)",
+)
+
+
+@pytest.fixture(name="server", scope="module")
+def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    database = tmp_path_factory.mktemp("agui-node") / "demo.db"
+    with ServerProcess(["demo", "--no-browser", "--database-path", str(database)]) as server:
+        yield server
+
+
+def _harness(server: ServerProcess, thread_id: str) -> dict[str, Any]:
+    assert NODE is not None
+    completed = subprocess.run(
+        [NODE, str(NODE_DIR / "harness.mjs"), server.base_url, thread_id],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.stdout, completed.stderr
+    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert completed.returncode == 0, report.get("error", completed.stderr)
+    return report
+
+
+def test_official_http_agent_asks_reloads_through_connect_and_answers(
+    server: ServerProcess,
+) -> None:
+    report = _harness(server, "node-thread-1")
+    assert report["ok"] is True
+    assert report["warnings"] == [], report["warnings"]
+    assert not any("[ag-ui]" in w for w in report["warnings"])
+
+    ask = report["ask"]
+    assert ask["errors"] == []
+    assert ask["types"][0] == "RUN_STARTED"
+    assert ask["types"][-1] == "RUN_FINISHED"
+    [interrupt] = ask["pendingInterrupts"]
+    assert interrupt["message"] == "Which flight should I book?"
+    assert interrupt["reason"] == "input_required"
+
+    reload = report["reload"]
+    assert reload["types"] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert reload["errors"] == []
+    assert reload["pendingInterrupts"] == ask["pendingInterrupts"]
+    assert reload["messages"] == ask["messages"]
+
+    answer = report["answer"]
+    assert answer["errors"] == []
+    assert answer["types"][-1] == "RUN_FINISHED"
+    assert answer["pendingInterrupts"] == []
+    assert answer["messages"][-1]["role"] == "assistant"
+    assert answer["flight"] in answer["messages"][-1]["content"]
+    assert [b["flight"] for b in answer["state"]["bookings"]] == [answer["flight"]]
+
+    snapshot = httpx.get(server.url("/agui/threads/node-thread-1"), timeout=30).json()
+    assert snapshot["pendingInterrupts"] == []
+    assert snapshot["state"] == answer["state"]
+    assert snapshot["messages"] == answer["messages"]
