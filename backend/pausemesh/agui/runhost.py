@@ -698,25 +698,31 @@ class _Run:
             raise _Stop("THREAD_CONFLICT", "The thread changed during the run") from None
 
     async def _create(self, pauses: list[PauseRequest], now: datetime) -> list[Continuation]:
+        # Every pause is checked before any continuation exists: all of the cohort or none.
+        payloads: list[dict[str, Any]] = []
         for pause in pauses:
-            if pause.response_schema is not None:
-                try:
+            payload = pause_payload(
+                pause.message,
+                response_schema=pause.response_schema,
+                tool_call_id=pause.tool_call_id,
+                reason=pause.reason,
+            )
+            try:
+                parse_pause_payload(payload)
+                if pause.response_schema is not None:
                     self.host.schemas.check_schema(pause.response_schema)
-                except PauseMeshError as error:
-                    raise _Stop("AGENT_PROTOCOL_ERROR", error.message) from None
+            except (ValueError, TypeError) as error:
+                message = error.message if isinstance(error, PauseMeshError) else str(error)
+                raise _Stop("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None
+            payloads.append(payload)
         created: list[Continuation] = []
-        for pause in pauses:
+        for pause, payload in zip(pauses, payloads, strict=True):
             expires_at = pause.expires_at
             if expires_at is None and pause.expires_in is not None:
                 expires_at = now + timedelta(seconds=pause.expires_in)
             try:
                 result = await self.host.service.create(
-                    payload=pause_payload(
-                        pause.message,
-                        response_schema=pause.response_schema,
-                        tool_call_id=pause.tool_call_id,
-                        reason=pause.reason,
-                    ),
+                    payload=payload,
                     correlation_id=self.thread_id,
                     expires_at=expires_at,
                     metadata={} if pause.metadata is None else {"agent": pause.metadata},

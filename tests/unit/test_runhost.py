@@ -1,0 +1,284 @@
+"""The AG-UI run host in-process (memory stores): cohorts of several pauses, agent mistakes,
+leases, transcripts. The same host runs behind the routes; tests/e2e drive it over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import msgspec
+import pytest
+
+from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
+from pausemesh.agui.events import (
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallStartEvent,
+)
+from pausemesh.agui.input import convert_run_input
+from pausemesh.agui.runhost import RunHost
+from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
+from pausemesh.stores import InMemoryEventStore
+from pausemesh.stores.memory_operations import InMemoryOperationLedger
+from pausemesh.stores.memory_threads import InMemoryThreadStore
+from tests.support.agui import RunResult, StreamChecker, read_frames
+
+Agent = Callable[[RunContext], AsyncIterator[AgentOutput]]
+
+
+def _host(agent: Agent, clock: ManualClock | None = None) -> RunHost:
+    clock = clock or ManualClock()
+    service = ContinuationService(
+        store=InMemoryEventStore(),
+        clock=clock,
+        keyed_issuer=KeyedTokenIssuer({"k1": b"k" * 32}, "k1"),
+    )
+    return RunHost(
+        agent=agent,
+        service=service,
+        threads=InMemoryThreadStore(),
+        operations=InMemoryOperationLedger(),
+        clock=clock,
+        keepalive_seconds=30,
+    )
+
+
+async def _run(host: RunHost, body: dict[str, Any], principal: str | None = None) -> RunResult:
+    chunks = [c async for c in host.run(convert_run_input(body), principal)]
+    lines = b"".join(chunks).decode().split("\n")
+    return RunResult(list(read_frames(iter(lines), StreamChecker())))
+
+
+def _body(run_id: str = "r1", **fields: Any) -> dict[str, Any]:
+    return {"threadId": "t1", "runId": run_id, "messages": [], **fields}
+
+
+USER = [{"id": "u1", "role": "user", "content": "go"}]
+
+
+async def two_questions(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    if ctx.decisions:
+        summary = ",".join(f"{d.metadata['n']}={d.status}" for d in ctx.decisions.values())
+        yield StateSnapshotEvent(snapshot={"answers": summary})
+        return
+    yield PauseRequest(message="First?", metadata={"n": 1})
+    yield PauseRequest(
+        message="Second?",
+        response_schema={"type": "object", "required": ["ok"]},
+        tool_call_id="call-2",
+        reason="tool_call",
+        metadata={"n": 2},
+    )
+
+
+async def test_one_run_with_two_pauses_issues_one_cohort_in_order() -> None:
+    host = _host(two_questions)
+    result = await _run(host, _body(messages=USER))
+    first, second = result.interrupts
+    assert (first["message"], second["message"]) == ("First?", "Second?")
+    assert second["toolCallId"] == "call-2"
+    assert second["reason"] == "tool_call"
+    record = await host.threads.get("t1")
+    assert record is not None
+    cohort = record.open_receipt
+    assert isinstance(cohort, dict)
+    assert [i["id"] for i in cohort["interrupts"]] == [first["id"], second["id"]]
+
+
+async def test_a_partial_batch_is_refused_and_the_whole_batch_is_accepted_in_any_order() -> None:
+    host = _host(two_questions)
+    first, second = (await _run(host, _body(messages=USER))).interrupts
+    partial = await _run(
+        host, _body("r2", resume=[{"interruptId": first["id"], "status": "cancelled"}])
+    )
+    assert partial.error_code == "PAUSEMESH_AGUI_RESUME_SET_MISMATCH"
+    whole = await _run(
+        host,
+        _body(
+            "r3",
+            resume=[
+                {"interruptId": second["id"], "status": "resolved", "payload": {"ok": True}},
+                {"interruptId": first["id"], "status": "cancelled"},
+            ],
+        ),
+    )
+    assert whole.last["type"] == "RUN_FINISHED"
+    state = next(e for e in whole.events if e["type"] == "STATE_SNAPSHOT")["snapshot"]
+    assert state == {"answers": "1=cancelled,2=resolved"}
+    statuses = [(await host.service.get(i["id"])).status for i in (first, second)]
+    assert statuses == ["cancelled", "resumed"]
+
+
+async def test_a_client_tool_message_for_the_interrupted_call_is_dropped() -> None:
+    host = _host(two_questions)
+    first, second = (await _run(host, _body(messages=USER))).interrupts
+    synthetic = {"id": "tool-x", "role": "tool", "toolCallId": "call-2", "content": "{}"}
+    resume = [
+        {"interruptId": first["id"], "status": "cancelled"},
+        {"interruptId": second["id"], "status": "resolved", "payload": {"ok": True}},
+    ]
+    await _run(host, _body("r1", messages=[*USER, synthetic], resume=resume))
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert all(m["id"] != "tool-x" for m in record.messages)
+
+
+async def test_unknown_resume_entries_on_a_thread_without_a_cohort_are_ignored() -> None:
+    async def echo(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield StateSnapshotEvent(snapshot={"decisions": len(ctx.decisions)})
+
+    result = await _run(
+        _host(echo), _body(resume=[{"interruptId": "ghost", "status": "cancelled"}])
+    )
+    assert result.types == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert result.events[1]["snapshot"] == {"decisions": 0}
+
+
+async def test_what_the_agent_leaves_open_is_closed_before_run_finished() -> None:
+    async def sloppy(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield StepStartedEvent(step_name="plan")
+        yield TextMessageStartEvent(message_id="m1")
+        yield TextMessageContentEvent(message_id="m1", delta="hi")
+        yield ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", parent_message_id="m1")
+        yield ToolCallArgsEvent(tool_call_id="c1", delta='{"q":1}')
+
+    host = _host(sloppy)
+    result = await _run(host, _body())
+    assert result.types[-4:] == [
+        "TOOL_CALL_END",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+        "RUN_FINISHED",
+    ]
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.messages == [
+        {
+            "id": "m1",
+            "role": "assistant",
+            "content": "hi",
+            "toolCalls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q":1}'},
+                }
+            ],
+        }
+    ]
+
+
+async def test_state_deltas_are_applied_to_the_thread_state() -> None:
+    async def counter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield StateDeltaEvent(
+            delta=[
+                {"op": "add", "path": "/n", "value": (ctx.state or {}).get("n", 0) + 1},
+                {"op": "add", "path": "/log/-", "value": ctx.run_id},
+            ]
+        )
+
+    host = _host(counter)
+    await _run(host, _body("r1", state={"n": 0, "log": []}))
+    await _run(host, _body("r2", state={"n": 100, "log": ["client-made"]}))
+    record = await host.threads.get("t1")
+    assert record is not None
+    # After the first run the server's state is authoritative, not the client's copy.
+    assert record.state == {"n": 2, "log": ["r1", "r2"]}
+
+
+@pytest.mark.parametrize(
+    ("outputs", "code"),
+    [
+        ([RunStartedEvent(thread_id="t1", run_id="x")], "AGENT_PROTOCOL_ERROR"),
+        ([TextMessageContentEvent(message_id="never-started", delta="x")], "AGENT_PROTOCOL_ERROR"),
+        ([PauseRequest(message="?", response_schema={"type": 12})], "AGENT_PROTOCOL_ERROR"),
+        ([PauseRequest(message="")], "AGENT_PROTOCOL_ERROR"),
+    ],
+)
+async def test_agent_mistakes_end_the_run_with_a_run_error(
+    outputs: list[AgentOutput], code: str
+) -> None:
+    async def agent(_: RunContext) -> AsyncIterator[AgentOutput]:
+        for output in outputs:
+            yield output
+
+    host = _host(agent)
+    result = await _run(host, _body())
+    assert result.types[0] == "RUN_STARTED"
+    assert result.error_code == code, result.events
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.open_receipt is None
+    assert record.lease is None
+
+
+async def test_an_agent_that_raises_is_a_run_error_after_what_it_sent() -> None:
+    async def crashing(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield TextMessageStartEvent(message_id="m1")
+        msg = "boom"
+        raise RuntimeError(msg)
+
+    result = await _run(_host(crashing), _body())
+    assert result.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "RUN_ERROR"]
+    assert result.error_code == "AGENT_FAILED"
+    assert "boom" not in result.last["message"]
+
+
+async def test_a_second_concurrent_run_on_a_thread_is_thread_busy() -> None:
+    gate = asyncio.Event()
+
+    async def slow(_: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield StateSnapshotEvent(snapshot={})
+
+    host = _host(slow)
+    first = asyncio.create_task(_run(host, _body("r1")))
+    for _ in range(1000):  # let the first run take the lease (no wall-clock involved)
+        record = await host.threads.get("t1")
+        if record is not None and record.lease is not None:
+            break
+        await asyncio.sleep(0)
+    contenders = await asyncio.gather(*(_run(host, _body(f"r{i}")) for i in range(2, 22)))
+    assert {c.error_code for c in contenders} == {"THREAD_BUSY"}
+    assert all(c.types == ["RUN_ERROR"] for c in contenders)
+    gate.set()
+    assert (await first).last["type"] == "RUN_FINISHED"
+    # The lease is released: the next run goes through.
+    gate.set()
+    assert (await _run(host, _body("r99"))).last["type"] == "RUN_FINISHED"
+
+
+async def test_another_principals_thread_is_not_found_inside_the_stream_too() -> None:
+    async def quiet(_: RunContext) -> AsyncIterator[AgentOutput]:
+        return
+        yield
+
+    host = _host(quiet)
+    await _run(host, _body(), principal="alice")
+    result = await _run(host, _body("r2"), principal="bob")
+    assert result.error_code == "THREAD_NOT_FOUND"
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.owner == "alice"
+
+
+async def test_connect_restores_messages_state_and_open_interrupts() -> None:
+    host = _host(two_questions)
+    asked = await _run(host, _body(messages=USER))
+    frames = [c async for c in host.connect(convert_run_input(_body("reload")), None)]
+    restored = RunResult(
+        list(read_frames(iter(b"".join(frames).decode().split("\n")), StreamChecker()))
+    )
+    assert restored.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert restored.interrupts == asked.interrupts
+    assert restored.events[1]["messages"] == msgspec.json.decode(
+        msgspec.json.encode(
+            next(e for e in asked.events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+        )
+    )
