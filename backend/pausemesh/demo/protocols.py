@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pausemesh.a2a.router import A2APlugin
+from pausemesh.demo.a2a_agent import TravelA2AExecutor, travel_agent_card
 from pausemesh.demo.mcp_tools import register_book_flight
 from pausemesh.mcp.router import McpPlugin
 
@@ -16,4 +18,4 @@ __all__ = ("demo_protocol_plugins",)
 
 def demo_protocol_plugins() -> list[Any]:
     """Plugins to add next to ``PauseMeshPlugin`` (``create_app(..., plugins=...)``)."""
-    return [McpPlugin(register_book_flight)]
+    return [McpPlugin(register_book_flight), A2APlugin(TravelA2AExecutor, travel_agent_card())]

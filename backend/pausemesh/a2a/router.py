@@ -1,0 +1,300 @@
+"""The ``/a2a`` endpoint: a2a-sdk 1.3.0 JSON-RPC and REST bindings plus the agent card.
+
+``A2APlugin`` sits next to ``PauseMeshPlugin`` and mounts, under ``/a2a``:
+
+* ``/.well-known/agent-card.json``: the agent card (interfaces for both bindings);
+* ``/jsonrpc``: the JSON-RPC binding (``SendMessage``, ``SendStreamingMessage``, ``GetTask``...);
+* ``/rest``: the HTTP+JSON binding (``/rest/message:send``, ``/rest/tasks/{id}``...).
+
+Tasks live in ``ThreadBackedTaskStore`` (our thread store), scoped to the principal resolved
+by the host's resolver. A follow-up ``SendMessage`` to an interrupted task is checked against
+its pause *before* the SDK runs the executor: a bad answer gets the A2A ``InvalidParamsError``
+and the task stays interrupted (the SDK would mark a raising executor's task FAILED).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import unquote
+
+from a2a.auth.user import User
+from a2a.server.agent_execution import AgentExecutor
+from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandlerV2
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.types import (
+    AgentCard,
+    AgentInterface,
+    Message,
+    SendMessageRequest,
+    Task,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import TaskNotFoundError
+from litestar import Litestar, Request, asgi
+from litestar.config.app import AppConfig
+from litestar.handlers import ASGIRouteHandler
+from litestar.plugins import InitPlugin
+from litestar.types import (
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    Receive,
+    Scope,
+    Send,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request as StarletteRequest
+
+from pausemesh.a2a.answers import answer_of, check_answer
+from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore, principal_of_call
+from pausemesh.agui.schema import SchemaValidatorCache
+from pausemesh.core.errors import ContinuationNotFoundError
+from pausemesh.core.service import ContinuationService
+from pausemesh.core.threads import ThreadStore
+from pausemesh.web.auth import UnauthenticatedError, resolve_principal
+from pausemesh.web.plugin import PauseMeshPlugin
+
+__all__ = ("A2APlugin", "continuation_id_of")
+
+_PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
+# Parked input-required tasks are released quickly so a follow-up re-reads the store
+# (another replica may have moved the task on: a2a-python#1188).
+_INTERRUPTED_TASK_TIMEOUT = 1.0
+
+ExecutorFactory = Callable[[PauseMeshPlugin], AgentExecutor]
+
+
+def continuation_id_of(task: Task | None) -> str | None:
+    """The continuation behind an interrupted task (``metadata.pausemesh.continuationId``)."""
+    if task is None or "pausemesh" not in task.metadata:
+        return None
+    value = task.metadata["pausemesh"]
+    # A protobuf Struct: no .get(), only `in` and indexing.
+    cid = value["continuationId"] if "continuationId" in value else None  # noqa: SIM401
+    return cid if isinstance(cid, str) else None
+
+
+class _Principal(User):
+    def __init__(self, principal: str | None) -> None:
+        self._principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self._principal is not None
+
+    @property
+    def user_name(self) -> str:
+        return self._principal or ""
+
+
+class _PrincipalContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context with our resolved principal as its user and in its state."""
+
+    def build_user(self, request: StarletteRequest) -> User:
+        principal = request.scope.get(_PRINCIPAL_SCOPE_KEY)
+        return _Principal(principal if isinstance(principal, str) else None)
+
+    def build(self, request: StarletteRequest) -> ServerCallContext:
+        context = super().build(request)
+        principal = request.scope.get(_PRINCIPAL_SCOPE_KEY)
+        context.state[PRINCIPAL_STATE_KEY] = principal if isinstance(principal, str) else None
+        return context
+
+
+class _PauseAwareRequestHandler(DefaultRequestHandlerV2):
+    """Refuses a follow-up that does not fit the pause before any executor runs."""
+
+    def __init__(
+        self,
+        *,
+        service: Callable[[], ContinuationService],
+        tasks: ThreadBackedTaskStore,
+        **options: Any,
+    ) -> None:
+        super().__init__(task_store=tasks, **options)
+        self._service = service
+        self._tasks = tasks
+        self._validators = SchemaValidatorCache()
+
+    async def _check_follow_up(self, message: Message, context: ServerCallContext) -> None:
+        if not message.task_id:
+            return
+        task = await self._tasks.get(message.task_id, context)
+        if task is None:
+            return  # the SDK reports an unknown task itself
+        if not message.context_id:
+            # A2A: the context is inferred from the task when only the task id is sent.
+            message.context_id = task.context_id
+        if task.status.state not in INTERRUPTED_TASK_STATES:
+            return  # and a terminal one
+        cid = continuation_id_of(task)
+        if cid is None:
+            return
+        try:
+            continuation = await self._service().get(cid, principal=principal_of_call(context))
+        except ContinuationNotFoundError:
+            raise TaskNotFoundError from None
+        if continuation.is_pending:
+            check_answer(continuation, answer_of(message), self._validators)
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        await self._check_follow_up(params.message, context)
+        result: Message | Task = await super().on_message_send(params, context)
+        return result
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        await self._check_follow_up(params.message, context)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ],
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
+    await send(end)
+
+
+class A2APlugin(InitPlugin):
+    """Adds ``/a2a`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
+
+    __slots__ = ("_app", "_card", "_executor", "_pausemesh", "path", "public_url")
+
+    def __init__(
+        self,
+        executor: ExecutorFactory,
+        card: AgentCard,
+        *,
+        path: str = "/a2a",
+        public_url: str | None = None,
+    ) -> None:
+        self.path = path
+        self.public_url = public_url
+        self._executor = executor
+        self._card = card
+        self._pausemesh: PauseMeshPlugin | None = None
+        self._app: Starlette | None = None
+
+    @property
+    def pausemesh(self) -> PauseMeshPlugin:
+        if self._pausemesh is None:
+            msg = "A2APlugin needs a PauseMeshPlugin in the same app"
+            raise RuntimeError(msg)
+        return self._pausemesh
+
+    def _threads(self) -> ThreadStore:
+        threads = self.pausemesh.runtime.storage.threads
+        if threads is None:
+            msg = "the A2A router needs the thread store"
+            raise RuntimeError(msg)
+        return threads
+
+    def agent_card(self) -> AgentCard:
+        settings = self.pausemesh.config.settings
+        base = (self.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+        card = AgentCard()
+        card.CopyFrom(self._card)
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(
+            [
+                AgentInterface(
+                    url=f"{base}{self.path}/jsonrpc",
+                    protocol_binding=TransportProtocol.JSONRPC,
+                    protocol_version="1.0",
+                ),
+                AgentInterface(
+                    url=f"{base}{self.path}/rest",
+                    protocol_binding=TransportProtocol.HTTP_JSON,
+                    protocol_version="1.0",
+                ),
+            ]
+        )
+        return card
+
+    def _build_app(self) -> tuple[Starlette, _PauseAwareRequestHandler]:
+        card = self.agent_card()
+        handler = _PauseAwareRequestHandler(
+            service=lambda: self.pausemesh.runtime.service,
+            agent_executor=self._executor(self.pausemesh),
+            tasks=ThreadBackedTaskStore(self._threads),
+            agent_card=card,
+            interrupted_task_timeout=_INTERRUPTED_TASK_TIMEOUT,
+        )
+        builder = _PrincipalContextBuilder()
+        routes = [
+            *create_agent_card_routes(card),
+            *create_jsonrpc_routes(handler, "/jsonrpc", context_builder=builder),
+            *create_rest_routes(handler, context_builder=builder, path_prefix="/rest"),
+        ]
+        return Starlette(routes=routes), handler
+
+    @asynccontextmanager
+    async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
+        # Fresh per lifespan: the handler owns in-memory active tasks it closes on the way out.
+        app, handler = self._build_app()
+        self._app = app
+        try:
+            yield
+        finally:
+            self._app = None
+            await handler.aclose()
+
+    def route_handler(self) -> ASGIRouteHandler:
+        plugin = self
+
+        @asgi(plugin.path, is_mount=True, copy_scope=True)
+        async def a2a_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+            app = plugin._app
+            if app is None:
+                await _send_json(send, 503, {"error": "the A2A endpoint has not started"})
+                return
+            request: Request[Any, Any, Any] = Request(scope, receive)
+            try:
+                principal = await resolve_principal(
+                    plugin.pausemesh.config.principal_resolver, request
+                )
+            except UnauthenticatedError:
+                await _send_json(send, 401, {"error": "Authentication is required"})
+                return
+            scope[_PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
+            # Litestar hands a mount the remaining path with a trailing slash added; give the
+            # SDK's Starlette routes the exact sub-path of the request instead.
+            full = unquote(scope["raw_path"].decode("latin-1"))
+            prefix = scope.get("root_path", "") + plugin.path
+            scope["path"] = full[len(prefix) :] if full.startswith(prefix) else scope["path"]
+            scope["root_path"] = prefix
+            await app(scope, receive, send)  # type: ignore[arg-type]
+
+        return a2a_endpoint
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        found = [p for p in app_config.plugins if isinstance(p, PauseMeshPlugin)]
+        if not found:
+            msg = "A2APlugin needs a PauseMeshPlugin in the same app"
+            raise RuntimeError(msg)
+        self._pausemesh = found[0]
+        app_config.route_handlers.append(self.route_handler())
+        app_config.lifespan.append(self.lifespan)
+        return app_config

@@ -1,0 +1,170 @@
+"""The demo's A2A agent: the travel assistant's flight question as an input-required task.
+
+* A new message (its text is the destination) opens a durable pause: a keyed continuation
+  whose correlation id is the A2A context, projected with ``to_a2a_interrupted_task`` into a
+  ``TASK_STATE_INPUT_REQUIRED`` task carrying the continuation id in its metadata.
+* A follow-up ``SendMessage`` with that task id (already checked against the pause's schema
+  by the router) resumes the continuation exactly once and books through the operation
+  ledger with the continuation id as business key, then completes the task with the booking
+  as an artifact. A duplicate, concurrent or cross-replica follow-up finds the continuation
+  already resumed and reconciles to the same booking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, Task
+from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
+
+from pausemesh.a2a.answers import answer_of
+from pausemesh.a2a.router import continuation_id_of
+from pausemesh.a2a.store import principal_of_call
+from pausemesh.a2a.task import A2ATaskBinding, to_a2a_interrupted_task
+from pausemesh.core.canonical import canonical_sha256
+from pausemesh.core.errors import (
+    ContinuationCancelledError,
+    ContinuationExpiredError,
+    IdempotencyConflictError,
+    TokenAlreadyUsedError,
+)
+from pausemesh.core.model import Continuation
+from pausemesh.demo.flights import flight_choice_schema, flight_question
+from pausemesh.demo.mcp_tools import book_once
+from pausemesh.web.plugin import PauseMeshPlugin
+
+__all__ = ("TravelA2AExecutor", "travel_agent_card")
+
+_DEFAULT_DESTINATION = "Lisbon"
+
+
+def travel_agent_card() -> AgentCard:
+    """The card without interfaces (the router adds its JSON-RPC and REST URLs)."""
+    return AgentCard(
+        name="PauseMesh travel assistant",
+        description="Books flights; asks which flight first and waits durably for the answer.",
+        version="0.1.0",
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[
+            AgentSkill(
+                id="book_flight",
+                name="Book a flight",
+                description="Send a destination; answer the flight question with"
+                ' {"flight": "PM101" | "PM202" | "PM303"}.',
+                tags=["travel", "human-in-the-loop"],
+                examples=["Lisbon"],
+            )
+        ],
+    )
+
+
+def _parts(*values: dict[str, Any]) -> list[Part]:
+    return [ParseDict(value, Part()) for value in values]
+
+
+class TravelA2AExecutor(AgentExecutor):
+    def __init__(self, pausemesh: PauseMeshPlugin) -> None:
+        self._pausemesh = pausemesh
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        cid = continuation_id_of(task)
+        if task is None or cid is None:
+            await self._ask(context, event_queue)
+        else:
+            await self._answer(context, event_queue, task, cid)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        cid = continuation_id_of(task)
+        if task is not None and cid is not None:
+            service = self._pausemesh.runtime.service
+            continuation = await service.get(cid, principal=principal_of_call(context.call_context))
+            if continuation.is_pending:
+                await service.cancel(
+                    continuation_id=cid,
+                    reason="a2a:cancelled",
+                    principal=principal_of_call(context.call_context),
+                )
+        await TaskUpdater(event_queue, str(context.task_id), str(context.context_id)).cancel()
+
+    async def _ask(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = str(context.task_id), str(context.context_id)
+        destination = context.get_user_input().strip() or _DEFAULT_DESTINATION
+        principal = principal_of_call(context.call_context)
+        created = await self._pausemesh.runtime.service.create(
+            payload={
+                "kind": "input",
+                "message": flight_question(destination),
+                "responseSchema": flight_choice_schema(),
+            },
+            correlation_id=context_id,
+            metadata={"a2a": {"taskId": task_id, "destination": destination}},
+            owner=principal,
+            keyed=True,
+        )
+        binding = A2ATaskBinding(task_id=task_id, context_id=context_id)
+        projected = to_a2a_interrupted_task(created.continuation, binding)["task"]
+        task: Task = ParseDict(projected, Task())
+        if context.message is not None:
+            task.history.append(context.message)
+        await event_queue.enqueue_event(task)
+
+    async def _answer(
+        self, context: RequestContext, event_queue: EventQueue, task: Task, cid: str
+    ) -> None:
+        service = self._pausemesh.runtime.service
+        principal = principal_of_call(context.call_context)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        answer = answer_of(context.message)
+        try:
+            settled = await service.resume_trusted(
+                continuation_id=cid,
+                idempotency_key="a2a:" + canonical_sha256(["a2a-answer-v1", cid, answer]),
+                payload=answer,
+                principal=principal,
+                resolved_by=principal,
+            )
+        except (TokenAlreadyUsedError, IdempotencyConflictError):
+            # Answered already (a duplicate or another replica won): the stored answer counts.
+            settled = await service.get(cid, principal=principal)
+        except ContinuationCancelledError:
+            await updater.cancel(updater.new_agent_message(_parts({"text": "Cancelled."})))
+            return
+        except ContinuationExpiredError:
+            await updater.failed(
+                updater.new_agent_message(_parts({"text": "The question expired."}))
+            )
+            return
+        await self._book(updater, settled)
+
+    async def _book(self, updater: TaskUpdater, settled: Continuation) -> None:
+        ledger = self._pausemesh.runtime.storage.operations
+        if ledger is None:
+            msg = "the demo needs the operation ledger"
+            raise RuntimeError(msg)
+        destination = settled.metadata.get("a2a", {}).get("destination", _DEFAULT_DESTINATION)
+        answer = settled.resume_payload
+        flight = answer.get("flight") if isinstance(answer, dict) else None
+        if not isinstance(flight, str):
+            await updater.failed(
+                updater.new_agent_message(_parts({"text": "The answer names no flight."}))
+            )
+            return
+        booking = await book_once(ledger, settled.continuation_id, destination, flight)
+        await updater.add_artifact(_parts({"data": booking}), name="booking")
+        await updater.complete(
+            updater.new_agent_message(
+                _parts(
+                    {
+                        "text": f"Booked flight {booking['flight']} to {booking['destination']},"
+                        f" confirmation {booking['confirmation']}."
+                    }
+                )
+            )
+        )
