@@ -57,8 +57,11 @@ class ResumeEntry(_Wire, frozen=True, kw_only=True):
     metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class RunAgentInput(_Wire, frozen=True, kw_only=True):
+class RunAgentInput(_Wire, frozen=True, kw_only=True, omit_defaults=False):
     """The body of ``POST /agui``. Absent ``state``/``tools``/``context`` mean ``{}``/``[]``.
+
+    Encoded (as the ``RUN_STARTED.input`` echo) with those three always present, as the
+    official TS client sends them and its schema fills them in; other optionals are omitted.
 
     ``resume`` stays UNSET when absent, which is not the same as an empty list: a run on a
     thread with open interrupts and no ``resume`` at all is a different refusal.
