@@ -8,7 +8,24 @@ The receipt is protected workflow state; it never goes to the client.
 ``validate_resume`` checks the next run's ``resume`` against that receipt and the current
 continuations, all-or-nothing, in the order of ``reference/pausemesh-ts.md`` §2.2, and either
 returns the commands to execute (in issued order) or an ``AguiRunError`` to send as
-``RUN_ERROR``. It never raises.
+``RUN_ERROR``. It never raises. The checks, in order, and their codes::
+
+    1  preflight (depth, node count, cycles, limits)       PAUSEMESH_AGUI_INVALID_INPUT
+    2  RunAgentInput shape                                 PAUSEMESH_AGUI_INVALID_INPUT
+    3  receipt shape, cohortId recompute, duplicates       PAUSEMESH_AGUI_INVALID_INPUT
+    4  current continuations = the issued cohort           PAUSEMESH_AGUI_RESUME_SET_MISMATCH
+       ... unchanged since issuance (thread, expiry,       PAUSEMESH_AGUI_REPLAY_CONFLICT
+           version, payload hash)
+    5  input threadId = receipt threadId                   PAUSEMESH_AGUI_THREAD_MISMATCH
+    6  ``resume`` present                                  PAUSEMESH_AGUI_RESUME_REQUIRED
+    7  no interrupt answered twice                         PAUSEMESH_AGUI_DUPLICATE_INTERRUPT
+    8  entries = the issued set (no partial/extra/empty)   PAUSEMESH_AGUI_RESUME_SET_MISMATCH
+    9  an aware clock                                      PAUSEMESH_AGUI_INVALID_INPUT
+    10 per member, in issued order: payload rules          PAUSEMESH_AGUI_INVALID_PAYLOAD /
+       (resolved needs one, cancelled must omit it),       PAUSEMESH_AGUI_INVALID_ENTRY
+       authorization refused, settled outcome matches      PAUSEMESH_AGUI_REPLAY_CONFLICT
+       (exact replay → the same command), expiry,          PAUSEMESH_AGUI_RESUME_EXPIRED
+       responseSchema (Draft 2020-12, formats checked)     PAUSEMESH_AGUI_INVALID_PAYLOAD
 
 A continuation's payload for AG-UI is ``{kind: "input"|"authorization", message,
 responseSchema?, toolCallId?, reason?, ...}`` (``response_schema``/``tool_call_id`` are
