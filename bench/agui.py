@@ -1,3 +1,4 @@
+# ruff: noqa: E402 - sys.path is fixed before the imports (see below)
 """AG-UI benchmark.
 
 Part 1 (``bench_validation``): whole-batch resume validation for cohorts of 1, 10 and 100
@@ -6,21 +7,45 @@ current-cohort checks, JSON Schema per answer). It should grow linearly: the per
 cost at 100 should be close to the per-interrupt cost at 10 (the 1-interrupt figure also
 carries the fixed per-request cost).
 
-Further parts (SSE events/s, time to first event) join ``main`` as they land.
+Part 2 (``bench_sse``): a real server process (uvicorn, SQLite file, ``synchronous=FULL``)
+running a bench agent that streams one long text message: events/s through one SSE stream
+(every event is appended to the durable thread log before it is sent) and time to first
+event (POST sent → ``RUN_STARTED`` frame read: thread record, run lease, first log append).
 
-Usage: .venv/bin/python bench/agui.py [--seconds 1.0]
+Usage: .venv/bin/python bench/agui.py [--seconds 1.0] [--events 20000] [--skip-sse]
+       (``--serve PORT DB`` is the server half, started by the bench itself)
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# Run as a script, this directory would come first on sys.path and bench/http.py would
+# shadow the stdlib's ``http``: put the repository root there instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
 import argparse
+import os
+import statistics
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import msgspec
 
+from pausemesh.agui.agent import AgentOutput, RunContext
 from pausemesh.agui.cohort import ResumePlan, issue_interrupts, pause_payload, validate_resume
+from pausemesh.agui.events import (
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
 from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.model import Continuation
 
@@ -107,11 +132,93 @@ def bench_validation(
     return results
 
 
+# --- part 2: SSE through a real server --------------------------------------------------------
+
+
+async def stream_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """Bench agent: one assistant message of ``forwardedProps.events`` deltas."""
+    props = ctx.forwarded_props if isinstance(ctx.forwarded_props, dict) else {}
+    count = int(props.get("events", 0))
+    yield TextMessageStartEvent(message_id=f"m-{ctx.run_id}")
+    for i in range(count):
+        yield TextMessageContentEvent(message_id=f"m-{ctx.run_id}", delta=f"token {i:08d} ")
+    yield TextMessageEndEvent(message_id=f"m-{ctx.run_id}")
+
+
+def _serve(port: int, database: str) -> None:
+    from pausemesh.cli import serve_app  # noqa: PLC0415 - only the server half needs it
+    from pausemesh.settings import load_settings  # noqa: PLC0415
+
+    settings = load_settings(
+        env_file=os.devnull,
+        overrides={"port": port, "database_path": database, "log_level": "warning"},
+    )
+    serve_app(settings, agent=stream_agent)
+
+
+def _first_and_count(client: httpx.Client, thread: str, events: int) -> tuple[float, float, int]:
+    """(seconds to the first frame, seconds from first to last frame, frames read)."""
+    body = {
+        "threadId": thread,
+        "runId": "run-1",
+        "messages": [],
+        "forwardedProps": {"events": events},
+    }
+    start = time.perf_counter()
+    first = 0.0
+    frames = 0
+    with client.stream("POST", "/agui", json=body) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                if frames == 0:
+                    first = time.perf_counter()
+                frames += 1
+    return first - start, time.perf_counter() - first, frames
+
+
+def bench_sse(events: int = 20_000, samples: int = 30) -> None:
+    from tests.support.server import ServerProcess  # noqa: PLC0415 - repo-only helper
+
+    class _BenchServer(ServerProcess):
+        def command(self) -> list[str]:
+            return [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--serve",
+                str(self.port),
+                self.args[0],
+            ]
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _BenchServer([str(Path(tmp) / "bench.db")]) as server,
+        httpx.Client(base_url=server.base_url, timeout=120) as client,
+    ):
+        _first_and_count(client, "warmup", 100)
+        firsts = sorted(_first_and_count(client, f"ttfe-{i}", 0)[0] for i in range(samples))
+        _, duration, frames = _first_and_count(client, "throughput", events)
+    print("SSE through a real server (SQLite, every event logged before it is sent)")
+    print(
+        f"  time to first event: p50 {statistics.median(firsts) * 1e3:.2f} ms,"
+        f" p90 {firsts[int(len(firsts) * 0.9)] * 1e3:.2f} ms ({samples} runs)"
+    )
+    print(f"  one stream: {frames} events in {duration:.2f} s = {frames / duration:,.0f} events/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    parser.add_argument("--events", type=int, default=20_000, help="events in the SSE stream")
+    parser.add_argument("--skip-sse", action="store_true", help="only the validation part")
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        _serve(int(args.serve[0]), args.serve[1])
+        return
     bench_validation(args.seconds)
+    if not args.skip_sse:
+        bench_sse(args.events)
 
 
 if __name__ == "__main__":
