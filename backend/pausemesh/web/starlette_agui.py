@@ -1,0 +1,226 @@
+"""AG-UI as native Starlette routes, streamed with ``sse-starlette`` (DESIGN §7).
+
+For a Starlette or FastAPI host that wants PauseMesh's AG-UI endpoints among its own routes
+instead of mounting the Litestar app::
+
+    pausemesh = StarletteAgui(settings, agent=my_agent)
+    app = Starlette(routes=[*pausemesh.routes(), ...], lifespan=pausemesh.lifespan)
+
+The same run host serves them, so the wire is byte-for-byte the Litestar one: LF-framed SSE
+with ``id:`` = thread sequence, input validated before the stream starts (4xx problem body),
+``RUN_ERROR`` after. ``sse-starlette`` adds what a long-lived stream needs in Starlette:
+disconnect detection, a send timeout for frozen clients and a clean end on shutdown.
+
+A host with its own lifespan enters ``pausemesh.running()`` in it. Requests that arrive when
+neither ran get a 500 ``NOT_STARTED`` problem naming the missing line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from pausemesh.agui.agent import Agent
+from pausemesh.agui.input import RunAgentInput, decode_run_input
+from pausemesh.agui.runhost import RunHost, thread_snapshot
+from pausemesh.bootstrap import open_runtime
+from pausemesh.core.errors import InvalidInputError, PauseMeshError
+from pausemesh.core.validation import check_id
+from pausemesh.settings import Settings
+from pausemesh.stores.storage import Storage
+from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, Problem, status_for
+
+__all__ = ("StarletteAgui", "StarlettePrincipalResolver")
+
+StarlettePrincipalResolver = Callable[[Request], Awaitable[str | None]]
+
+_NOT_STARTED = (
+    "PauseMesh has not started: its lifespan did not run. Pass `lifespan=pausemesh.lifespan`"
+    " to the app, or enter `pausemesh.running()` from the host's own lifespan."
+)
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_MAX_SEQUENCE = 2**63 - 1
+_encoder = msgspec.json.Encoder()
+
+
+class _ProblemError(Exception):
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+def _problem(status: int, code: str, detail: str) -> Response:
+    body = Problem(
+        type=f"urn:pausemesh:problem:{code.lower().replace('_', '-')}",
+        title="Error" if status >= 500 else "Request refused",
+        status=status,
+        detail=detail,
+        code=code,
+    )
+    return Response(_encoder.encode(body), status_code=status, media_type=PROBLEM_MEDIA_TYPE)
+
+
+class StarletteAgui:
+    """The AG-UI routes of one agent, for a Starlette (or FastAPI) app."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        agent: Agent,
+        storage: Storage | None = None,
+        principal_resolver: StarlettePrincipalResolver | None = None,
+        sweeper: bool = True,
+        send_timeout: float = 30.0,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.agent = agent
+        self.storage = storage
+        self.principal_resolver = principal_resolver
+        self.sweeper = sweeper
+        self.send_timeout = send_timeout
+        self._host: RunHost | None = None
+
+    @property
+    def host(self) -> RunHost:
+        if self._host is None:
+            raise _ProblemError(500, "NOT_STARTED", _NOT_STARTED)
+        return self._host
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[RunHost]:
+        """Open the stores and the service for as long as the block runs."""
+        async with open_runtime(
+            self.settings, storage=self.storage, sweeper=self.sweeper
+        ) as runtime:
+            threads = runtime.storage.threads
+            if threads is None:
+                msg = "the AG-UI routes need a thread store (Storage.threads)"
+                raise RuntimeError(msg)
+            self._host = RunHost(
+                agent=self.agent,
+                service=runtime.service,
+                threads=threads,
+                operations=runtime.storage.operations,
+            )
+            try:
+                yield self._host
+            finally:
+                self._host = None
+
+    @asynccontextmanager
+    async def lifespan(self, _app: object) -> AsyncIterator[None]:
+        """A Starlette ``lifespan=`` that runs PauseMesh."""
+        async with self.running():
+            yield
+
+    def routes(self, prefix: str = "/agui") -> list[BaseRoute]:
+        """``POST {prefix}``, ``POST {prefix}/connect``, ``GET {prefix}/threads/{id}[/events]``."""
+        prefix = prefix.rstrip("/")
+        return [
+            Route(prefix, self._guard(self._run), methods=["POST"]),
+            Route(f"{prefix}/connect", self._guard(self._connect), methods=["POST"]),
+            Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._thread), methods=["GET"]),
+            Route(
+                f"{prefix}/threads/{{thread_id}}/events",
+                self._guard(self._events),
+                methods=["GET"],
+            ),
+        ]
+
+    # -- endpoints ----------------------------------------------------------------------
+
+    async def _run(self, request: Request) -> Response:
+        host = self.host
+        run_input = await self._input(request)
+        principal = await self._principal(request)
+        await host.check_access(run_input.thread_id, principal)
+        return self._stream(host.run(run_input, principal))
+
+    async def _connect(self, request: Request) -> Response:
+        host = self.host
+        run_input = await self._input(request)
+        return self._stream(host.connect(run_input, await self._principal(request)))
+
+    async def _thread(self, request: Request) -> Response:
+        host = self.host
+        thread_id = check_id(request.path_params["thread_id"], "threadId")
+        record = await host.load(thread_id, await self._principal(request))
+        return JSONResponse(thread_snapshot(record))
+
+    async def _events(self, request: Request) -> Response:
+        host = self.host
+        thread_id = check_id(request.path_params["thread_id"], "threadId")
+        cursor = _cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
+        await host.load(thread_id, await self._principal(request))
+        return self._stream(host.tail(thread_id, after_sequence=cursor))
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _stream(self, frames: AsyncIterator[bytes]) -> EventSourceResponse:
+        # The run host yields finished LF-framed SSE bytes (ids and keep-alives included);
+        # sse-starlette passes bytes through untouched, and its pings use the same LF framing.
+        return EventSourceResponse(
+            frames, headers=_SSE_HEADERS, sep="\n", send_timeout=self.send_timeout
+        )
+
+    async def _input(self, request: Request) -> RunAgentInput:
+        limit = self.settings.max_payload_bytes
+        body = bytearray()
+        # Counted while it streams in, so an oversized body is refused before it is parsed.
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise _ProblemError(
+                    413, "PAYLOAD_TOO_LARGE", f"The request body exceeds {limit} bytes"
+                )
+        run_input = decode_run_input(bytes(body))
+        check_id(run_input.thread_id, "threadId")
+        check_id(run_input.run_id, "runId")
+        return run_input
+
+    async def _principal(self, request: Request) -> str | None:
+        if self.principal_resolver is None:
+            return None
+        try:
+            principal = await self.principal_resolver(request)
+        except Exception:  # noqa: BLE001 - a resolver that fails is an unauthenticated caller
+            principal = None
+        if principal is None:
+            raise _ProblemError(401, "UNAUTHENTICATED", "Authentication is required")
+        return principal
+
+    @staticmethod
+    def _guard(
+        endpoint: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def guarded(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except _ProblemError as error:
+                return _problem(error.status, error.code, error.detail)
+            except PauseMeshError as error:
+                return _problem(status_for(error), error.code, error.message)
+
+        return guarded
+
+
+def _cursor(last_event_id: str | None, after: str | None) -> int:
+    """``Last-Event-ID`` (what a reconnecting client sends) wins over ``?after=``."""
+    raw: Any = last_event_id if last_event_id is not None else after
+    text = "" if raw is None else str(raw).strip()
+    if text == "":
+        return 0
+    if not text.isdigit() or int(text) > _MAX_SEQUENCE:
+        msg = "Last-Event-ID / after must be a non-negative integer thread sequence"
+        raise InvalidInputError(msg, code="INVALID_CURSOR")
+    return int(text)

@@ -1,0 +1,1 @@
+"""Runnable examples of embedding PauseMesh in an existing ASGI app (see README.md)."""
