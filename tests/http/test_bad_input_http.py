@@ -24,7 +24,7 @@ _MAX = 65_536  # the server's default PAUSEMESH_MAX_PAYLOAD_BYTES
         (b"{}", "INVALID_REQUEST"),
         (b'{"payload": 1, "extra": true}', "INVALID_REQUEST"),
         (b'{"payload": 1, "continuationId": ""}', "INVALID_REQUEST"),
-        (b'{"payload": 1, "continuationId": " padded "}', "INVALID_ID"),
+        (b'{"payload": 1, "continuationId": " padded "}', "INVALID_REQUEST"),
         (b'{"payload": 1, "continuationId": 7}', "INVALID_REQUEST"),
         (b'{"payload": 1, "metadata": []}', "INVALID_REQUEST"),
         (b'{"payload": 1, "expiresAt": "2020-01-01T00:00:00Z"}', "INVALID_EXPIRY"),

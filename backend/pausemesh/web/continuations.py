@@ -20,6 +20,7 @@ from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
 from pausemesh.web.schemas import (
+    ID_PATTERN,
     A2AProjectionBody,
     AguiProjectionBody,
     CancelBody,
@@ -39,7 +40,10 @@ __all__ = ("ContinuationController",)
 _AUTH_RE = re.compile(r"^PauseMesh\s+(\S+)\s*$", re.IGNORECASE)
 
 ContinuationId = Annotated[
-    str, PathParameter(min_length=1, max_length=200, description="The continuation id")
+    str,
+    PathParameter(
+        min_length=1, max_length=200, pattern=ID_PATTERN, description="The continuation id"
+    ),
 ]
 IdempotencyKey = Annotated[
     str | None,

@@ -17,6 +17,7 @@ from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.model import Continuation, PublicEvent
 
 __all__ = (
+    "ID_PATTERN",
     "A2AProjectionBody",
     "AguiProjectionBody",
     "CancelBody",
@@ -36,7 +37,10 @@ __all__ = (
 
 T = TypeVar("T", bound="_Strict")
 
-Id = Annotated[str, Meta(min_length=1, max_length=200)]
+# REST ids are printable ASCII without edge spaces: a rule JSON Schema can state exactly, so
+# the OpenAPI document (and the clients generated from it) agree with the server.
+ID_PATTERN = r"^[!-~](?:[ -~]{0,198}[!-~])?$"
+Id = Annotated[str, Meta(min_length=1, max_length=200, pattern=ID_PATTERN)]
 
 
 class _Strict(
