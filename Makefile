@@ -26,11 +26,12 @@ serve: install
 	$(BIN)/pausemesh serve
 
 lint: install
-	$(BIN)/ruff check backend tests bench
-	$(BIN)/ruff format --check backend tests bench
+	$(BIN)/ruff check backend tests bench examples
+	$(BIN)/ruff format --check backend tests bench examples
 
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy examples
 
 browser:  ## Debian's Chromium for the browser tests (never a downloaded browser build)
 	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium; }
