@@ -152,12 +152,13 @@ async def test_send_pauses_as_input_required_then_the_follow_up_completes(
 
 async def test_streaming_follow_up_completes_too(server: ServerProcess, data_dir: Path) -> None:
     task = await ask(server)
-    states: list[int] = []
     async with a2a_client(server, "HTTP+JSON", streaming=True) as client:
         message = answer(task.id, {"flight": "PM101"})
-        async for response in client.send_message(SendMessageRequest(message=message)):
-            if response.HasField("status_update"):
-                states.append(response.status_update.status.state)
+        states = [
+            response.status_update.status.state
+            async for response in client.send_message(SendMessageRequest(message=message))
+            if response.HasField("status_update")
+        ]
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
     assert bookings(data_dir, continuation_id(task)) == 1
 
