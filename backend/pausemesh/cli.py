@@ -43,6 +43,10 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database-url", help="PostgreSQL URL; wins over --database-path (PAUSEMESH_DATABASE_URL)"
     )
+    parser.add_argument(
+        "--database-schema",
+        help="PostgreSQL schema (PAUSEMESH_DATABASE_SCHEMA, default pausemesh)",
+    )
     parser.add_argument("--log-level", help="critical|error|warning|info|debug")
     parser.add_argument(
         "--principal-resolver",
@@ -65,6 +69,7 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         "port": args.port,
         "database_path": args.database_path,
         "database_url": args.database_url,
+        "database_schema": args.database_schema,
         "log_level": args.log_level,
         "principal_resolver": args.principal_resolver,
         "insecure_no_auth": args.insecure_no_auth,
