@@ -41,6 +41,8 @@ def run_migrate(args: argparse.Namespace) -> None:
         msg = "migrate needs --database-url or PAUSEMESH_DATABASE_URL"
         raise SettingsError(msg)
     schema = args.schema or os.environ.get("PAUSEMESH_DATABASE_SCHEMA") or DEFAULT_SCHEMA
+    # Lower-cased like the app's settings do, so `migrate` and `serve` name the same schema.
+    schema = schema.lower()
     try:
         quote_schema(schema)
     except ValueError as error:
