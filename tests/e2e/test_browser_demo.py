@@ -207,6 +207,17 @@ def test_two_tabs_answer_differently_one_booking_and_the_other_shows_the_recorde
     shots.take(second, "second-tab-recorded-outcome")
     assert [b["flight"] for b in bookings(server, thread)] == ["PM101"]
 
+    # The live tail: what one tab does appears in the other without a reload.
+    first.get_by_role("textbox", name="Message").fill("And another one")
+    first.get_by_role("button", name="Send", exact=True).click()
+    expect(second.get_by_text("And another one")).to_be_visible()
+    expect(flight(second, "PM202")).to_be_enabled()
+    flight(second, "PM202").click()
+    expect(first.get_by_text(re.compile(r"Booked flight PM202 to Lisbon"))).to_be_visible()
+    expect(first.locator("#question")).to_be_hidden()
+    shots.take(first, "first-tab-sees-second-tab-answer")
+    assert [b["flight"] for b in bookings(server, thread)] == ["PM101", "PM202"]
+
 
 def test_an_answer_outside_the_schema_is_blocked_by_the_form_and_refused_by_the_server(
     server: ServerProcess, context: BrowserContext, shots: Shots
