@@ -282,3 +282,57 @@ async def test_connect_restores_messages_state_and_open_interrupts() -> None:
             next(e for e in asked.events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
         )
     )
+
+
+async def test_an_idle_agent_gets_keep_alive_comments_between_events() -> None:
+    gate = asyncio.Event()
+
+    async def thinking(_: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield StateSnapshotEvent(snapshot={"done": True})
+
+    host = _host(thinking)
+    host.keepalive_seconds = 0.01
+    stream = host.run(convert_run_input(_body()), None)
+    chunks = [await anext(stream)]  # RUN_STARTED
+    chunks.append(await anext(stream))
+    assert chunks[-1] == b": keep-alive\n\n"
+    gate.set()
+    chunks += [c async for c in stream]
+    result = RunResult(
+        list(read_frames(iter(b"".join(chunks).decode().split("\n")), StreamChecker()))
+    )
+    assert result.types == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]
+
+
+async def test_a_client_that_goes_away_ends_the_run_and_frees_the_thread() -> None:
+    cancelled = asyncio.Event()
+
+    async def endless(_: RunContext) -> AsyncIterator[AgentOutput]:
+        try:
+            yield TextMessageStartEvent(message_id="m1")
+            while True:
+                yield TextMessageContentEvent(message_id="m1", delta=".")
+                await asyncio.sleep(0)
+        finally:
+            cancelled.set()
+
+    host = _host(endless)
+    stream = host.run(convert_run_input(_body()), None)
+    for _ in range(5):
+        await anext(stream)
+    await stream.aclose()  # what the server does when the client disconnects
+    await asyncio.wait_for(cancelled.wait(), 10)
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.lease is None
+    assert record.open_receipt is None
+    # The events sent before the disconnect stay in the log; the next run may start.
+    assert (await host.threads.read_events("t1", after_sequence=0))[0].sequence == 1
+    host.agent = _quiet
+    assert (await _run(host, _body("r2"))).last["type"] == "RUN_FINISHED"
+
+
+async def _quiet(_: RunContext) -> AsyncIterator[AgentOutput]:
+    return
+    yield

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -198,7 +198,7 @@ class RunHost:
 
     async def connect(
         self, run_input: RunAgentInput, principal: str | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Restore a thread without running the agent: RUN_STARTED, snapshots, RUN_FINISHED.
 
         An unknown thread (or one of another principal, which looks the same) echoes the
@@ -232,7 +232,7 @@ class RunHost:
         ]
         yield b"".join(encode_frame(event) for event in events)
 
-    async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncIterator[bytes]:
+    async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
         """The thread log after ``after_sequence``, then live events as they are appended."""
         after = after_sequence
         while True:
@@ -251,7 +251,9 @@ class RunHost:
 
     # -- runs -----------------------------------------------------------------------------
 
-    async def run(self, run_input: RunAgentInput, principal: str | None) -> AsyncIterator[bytes]:
+    async def run(
+        self, run_input: RunAgentInput, principal: str | None
+    ) -> AsyncGenerator[bytes, None]:
         """SSE frames for one run of the agent on ``run_input.thread_id``."""
         thread_id = run_input.thread_id
         lease_id = uuid.uuid4().hex
@@ -272,8 +274,10 @@ class RunHost:
             return
         run = _Run(self, record, run_input, principal, lease_id)
         try:
-            async for chunk in run.frames():
-                yield chunk
+            # aclosing: a client that goes away closes the inner generators now, not at GC.
+            async with contextlib.aclosing(run.frames()) as frames:
+                async for chunk in frames:
+                    yield chunk
         finally:
             # Runs even when the client went away and the scope is cancelled.
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -336,10 +340,11 @@ class _Run:
                 return await self._emit([stop.event])
         return encode_frame(stop.event)
 
-    async def frames(self) -> AsyncIterator[bytes]:
+    async def frames(self) -> AsyncGenerator[bytes, None]:
         try:
-            async for chunk in self._frames():
-                yield chunk
+            async with contextlib.aclosing(self._frames()) as frames:
+                async for chunk in frames:
+                    yield chunk
         except _Stop as stop:
             yield await self._error_frame(stop)
         except PauseMeshError as error:
@@ -464,7 +469,7 @@ class _Run:
         ]
         return [*self.record.messages, *added]
 
-    async def _frames(self) -> AsyncIterator[bytes]:
+    async def _frames(self) -> AsyncGenerator[bytes, None]:
         closing: Any = None
         decisions: dict[str, Decision] = {}
         dropped: set[str] = set()
@@ -530,8 +535,9 @@ class _Run:
             else self.input.forwarded_props,
         )
         pauses: list[PauseRequest] = []
-        async for chunk in self._agent_frames(context, transcript, pauses):
-            yield chunk
+        async with contextlib.aclosing(self._agent_frames(context, transcript, pauses)) as agent:
+            async for chunk in agent:
+                yield chunk
         yield await self._emit(transcript.closing_events())
         yield await self._finish(transcript, pauses, closing)
 
@@ -562,7 +568,7 @@ class _Run:
 
     async def _agent_frames(
         self, context: RunContext, transcript: Transcript, pauses: list[PauseRequest]
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Run the agent in its own task; send what it yields in batches, keep-alives between."""
         queue: asyncio.Queue[Event | PauseRequest | _Done | _Failed] = asyncio.Queue(
             self.host.queue_size
