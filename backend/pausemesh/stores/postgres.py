@@ -189,7 +189,7 @@ async def open_postgres_storage(settings: Any) -> Any:
         raise
     return Storage(
         events=PostgresEventStore(database, owns_database=False),
-        threads=PostgresThreadStore(database),
-        operations=PostgresOperationLedger(database),
+        threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
+        operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
         on_close=[database.close],
     )

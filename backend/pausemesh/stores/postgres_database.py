@@ -154,7 +154,7 @@ class PostgresDatabase:
         """Run ``callback`` before the pool closes (e.g. to stop a listener)."""
         self._on_close.append(callback)
 
-    def _require_open(self) -> None:
+    def require_open(self) -> None:
         if self._closed:
             msg = "PostgreSQL store is closed"
             raise StoreError(msg, code="STORE_UNAVAILABLE")
@@ -166,7 +166,7 @@ class PostgresDatabase:
         fresh connection; a write is not, since it may have committed: the caller's retry
         (same idempotency key) finds out.
         """
-        self._require_open()
+        self.require_open()
         attempts = 2 if read else 1
         for attempt in range(attempts):
             try:

@@ -55,9 +55,18 @@ def _record(row: Any) -> OperationRecord:
 
 
 class PostgresOperationLedger:
-    def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        owns_database: bool = False,
+        readiness_checked_elsewhere: bool = False,
+    ) -> None:
         self.database = database
         self._owns_database = owns_database
+        # True when the event store on the same database already checks every table, so
+        # one /readyz probe runs the catalog queries once, not once per store.
+        self._readiness_elsewhere = readiness_checked_elsewhere
         q = database.q
         self._sql_insert = f"""
             INSERT INTO {q}.operations (operation_id, domain, business_key, tool,
@@ -146,6 +155,9 @@ class PostgresOperationLedger:
         return [_record(row) for row in await self.database.run(op, read=True)]
 
     async def check_readiness(self) -> None:
+        if self._readiness_elsewhere:
+            self.database.require_open()
+            return
         await self.database.check_readiness()
 
     async def close(self) -> None:

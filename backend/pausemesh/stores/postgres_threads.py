@@ -63,9 +63,18 @@ def _record(row: Any) -> ThreadRecord:
 
 
 class PostgresThreadStore:
-    def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        owns_database: bool = False,
+        readiness_checked_elsewhere: bool = False,
+    ) -> None:
         self.database = database
         self._owns_database = owns_database
+        # True when the event store on the same database already checks every table, so
+        # one /readyz probe runs the catalog queries once, not once per store.
+        self._readiness_elsewhere = readiness_checked_elsewhere
         self.listener = ThreadListener(database)
         database.on_close(self.listener.close)
         q = database.q
@@ -227,6 +236,9 @@ class PostgresThreadStore:
             await self.listener.notifier.wait(event, remaining)
 
     async def check_readiness(self) -> None:
+        if self._readiness_elsewhere:
+            self.database.require_open()
+            return
         await self.database.check_readiness()
 
     async def close(self) -> None:
