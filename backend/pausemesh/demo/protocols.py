@@ -10,6 +10,7 @@ from typing import Any
 
 from pausemesh.a2a.router import A2APlugin
 from pausemesh.demo.a2a_agent import TravelA2AExecutor, travel_agent_card
+from pausemesh.demo.airline import airline_url_policy, register_airline_connect
 from pausemesh.demo.mcp_tools import register_book_flight
 from pausemesh.mcp.router import McpPlugin
 
@@ -18,4 +19,7 @@ __all__ = ("demo_protocol_plugins",)
 
 def demo_protocol_plugins() -> list[Any]:
     """Plugins to add next to ``PauseMeshPlugin`` (``create_app(..., plugins=...)``)."""
-    return [McpPlugin(register_book_flight), A2APlugin(TravelA2AExecutor, travel_agent_card())]
+    return [
+        McpPlugin(register_book_flight, register_airline_connect, policy=airline_url_policy()),
+        A2APlugin(TravelA2AExecutor, travel_agent_card()),
+    ]

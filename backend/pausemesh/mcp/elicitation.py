@@ -48,6 +48,7 @@ __all__ = (
     "issue_mcp_elicitation",
     "parse_mcp_elicit_result",
     "require_form_capability",
+    "require_url_capability",
     "to_mcp_elicit_request",
     "to_mcp_elicitation_complete_notification",
 )
@@ -229,6 +230,11 @@ def _require_form(capabilities: Mapping[str, Any]) -> None:
 def require_form_capability(capabilities: Mapping[str, Any]) -> None:
     """Raise ``UNSUPPORTED_PROTOCOL_CAPABILITY`` unless the client can render a form."""
     _require_form(capabilities)
+
+
+def require_url_capability(capabilities: Mapping[str, Any]) -> None:
+    """Raise ``UNSUPPORTED_PROTOCOL_CAPABILITY`` unless the client can open a URL elicitation."""
+    _require_url(capabilities)
 
 
 def _require_url(capabilities: Mapping[str, Any]) -> None:

@@ -17,6 +17,7 @@ the operation ledger with the continuation id as business key, so it happens onc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -30,9 +31,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     INVALID_PARAMS,
+    INVALID_REQUEST,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
+    ElicitCompleteNotification,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ElicitResult,
     InputRequiredResult,
 )
@@ -50,11 +54,17 @@ from pausemesh.core.errors import (
 from pausemesh.core.model import Continuation
 from pausemesh.core.service import ContinuationService
 from pausemesh.mcp.elicitation import (
+    McpElicitationReceipt,
     McpFormResponse,
     McpProjectionContext,
+    McpProjectionPolicy,
+    McpUrlBinding,
+    McpUrlConsent,
     issue_mcp_elicitation,
     parse_mcp_elicit_result,
     require_form_capability,
+    require_url_capability,
+    to_mcp_elicitation_complete_notification,
 )
 from pausemesh.mcp.state import (
     decode_pause_state,
@@ -126,11 +136,27 @@ def _action_of_cancel(reason: object) -> McpAction:
     return "decline" if reason == "mcp:decline" else "cancel"
 
 
+@dataclass(frozen=True, slots=True)
+class _LiveUrl:
+    session: Any
+    related_request_id: Any
+    request: dict[str, Any]
+    receipt: McpElicitationReceipt
+
+
 class McpPauses:
     """Creates and settles the continuations behind MCP elicitations."""
 
-    def __init__(self, service: Callable[[], ContinuationService]) -> None:
+    def __init__(
+        self,
+        service: Callable[[], ContinuationService],
+        policy: Callable[[], McpProjectionPolicy | None] = lambda: None,
+    ) -> None:
         self._service = service
+        self._policy = policy
+        # Live 2025-11-25 URL elicitations of this process, so the trusted callback can send
+        # notifications/elicitation/complete to the client that initiated each one.
+        self._live_urls: dict[str, _LiveUrl] = {}
 
     async def ask(
         self,
@@ -162,13 +188,18 @@ class McpPauses:
         tool: str,
         arguments: dict[str, Any],
         message: str,
-        schema: dict[str, Any],
+        schema: dict[str, Any] | None,
         expires_in: timedelta | None,
     ) -> Continuation:
         service = self._service()
         expires_at = service.clock.now() + expires_in if expires_in is not None else None
+        payload: dict[str, Any] = (
+            {"kind": "authorization", "message": message}
+            if schema is None
+            else {"kind": "input", "message": message, "responseSchema": schema}
+        )
         created = await service.create(
-            payload={"kind": "input", "message": message, "responseSchema": schema},
+            payload=payload,
             correlation_id=f"mcp:{uuid.uuid4()}",
             expires_at=expires_at,
             metadata={"mcp": {"tool": tool, "arguments": arguments}},
@@ -369,3 +400,239 @@ class McpPauses:
             )
         except Exception:  # noqa: BLE001 - best effort; expiry settles it otherwise
             _log.warning("could not cancel an abandoned MCP pause", exc_info=True)
+
+    # -- authorization: URL mode only ---------------------------------------------------------
+
+    async def authorize(
+        self,
+        ctx: Context[Any, Any],
+        *,
+        tool: str,
+        arguments: Mapping[str, Any],
+        message: str,
+        url_for: Callable[[Continuation], str],
+        key: str = "authorization",
+        expires_in: timedelta | None = None,
+    ) -> McpAnswer | InputRequiredResult:
+        """Send the user to ``url_for(continuation)`` (URL mode) and wait for the trusted callback.
+
+        The link must pass the static URL checks and the host's ``McpProjectionPolicy``; without
+        one, URL mode fails closed. ``accept`` only means the user agreed to open the link: the
+        pause completes when the host's callback calls ``complete_authorization``. Credentials
+        never pass through the MCP client; ``content`` is whatever non-secret summary the
+        callback recorded (e.g. ``{"connected": true}``).
+        """
+        principal = principal_of(ctx)
+        capabilities = _capabilities(ctx)
+        if _is_modern(ctx) and ctx.request_state is not None:
+            return await self._authorization_retry(ctx, tool, dict(arguments), key, url_for)
+        try:
+            require_url_capability(capabilities)
+        except ProtocolAdapterError:
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message="This tool needs the user to open a link: the client must support"
+                " URL-mode elicitation",
+                data={"requiredCapabilities": {"elicitation": {"url": {}}}},
+            ) from None
+        continuation = await self._create(
+            principal=principal, tool=tool, arguments=dict(arguments), message=message,
+            schema=None, expires_in=expires_in,
+        )  # fmt: skip
+        try:
+            request, receipt = self._project_url(continuation, capabilities, url_for)
+        except MCPError:
+            await self._abandon(continuation, principal)
+            raise
+        if _is_modern(ctx):
+            return self._url_input_required(
+                continuation, request, principal, tool, dict(arguments), key
+            )
+        return await self._authorize_live(ctx, continuation, request, receipt, principal)
+
+    def _project_url(
+        self,
+        continuation: Continuation,
+        capabilities: dict[str, Any],
+        url_for: Callable[[Continuation], str],
+    ) -> tuple[dict[str, Any], McpElicitationReceipt]:
+        context = McpProjectionContext(
+            client_capabilities=capabilities,
+            request_id=continuation.continuation_id,
+            url_binding=McpUrlBinding(
+                elicitation_id=continuation.continuation_id, url=url_for(continuation)
+            ),
+        )
+        try:
+            return issue_mcp_elicitation(continuation, context, self._policy())
+        except ProtocolAdapterError as error:
+            # A link the host policy does not vouch for is a server-side refusal.
+            _log.warning("MCP URL elicitation refused: %s", error.message)
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message="This server cannot send the authorization link (URL policy)",
+                data={"code": error.code},
+            ) from None
+
+    def _url_input_required(  # noqa: PLR0917 - private helper
+        self,
+        continuation: Continuation,
+        request: dict[str, Any],
+        principal: str | None,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str,
+    ) -> InputRequiredResult:
+        state = new_pause_state(
+            continuation.continuation_id,
+            principal=principal,
+            tool=tool,
+            arguments=arguments,
+            expires_at=continuation.expires_at.timestamp(),
+        )
+        params = ElicitRequestURLParams.model_validate(request["params"])
+        return InputRequiredResult(
+            input_requests={key: ElicitRequest(params=params)},
+            request_state=encode_pause_state(state),
+        )
+
+    async def _authorization_retry(
+        self,
+        ctx: Context[Any, Any],
+        tool: str,
+        arguments: dict[str, Any],
+        key: str,
+        url_for: Callable[[Continuation], str],
+    ) -> McpAnswer | InputRequiredResult:
+        principal = principal_of(ctx)
+        service = self._service()
+        assert ctx.request_state is not None  # noqa: S101 - checked by the caller
+        state = decode_pause_state(
+            ctx.request_state,
+            principal=principal,
+            tool=tool,
+            arguments=arguments,
+            now=service.clock.now().timestamp(),
+        )
+        try:
+            continuation = await service.get(state.continuation_id, principal=principal)
+        except ContinuationNotFoundError:
+            raise invalid_request_state() from None
+        if continuation.status == "expired":
+            raise invalid_request_state()
+        if continuation.status == "cancelled":
+            return McpAnswer(
+                continuation=continuation, action=_action_of_cancel(continuation.reason)
+            )
+        if continuation.status == "resumed":
+            return _authorized(continuation)
+        response = (ctx.input_responses or {}).get(key)
+        capabilities = _capabilities(ctx)
+        request, receipt = self._project_url(continuation, capabilities, url_for)
+        if isinstance(response, ElicitResult):
+            result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
+            try:
+                consent = parse_mcp_elicit_result(continuation, request, receipt, result)
+            except ProtocolAdapterError as error:
+                raise _bad_answer(error) from None
+            if consent.action != "accept":
+                return await self._settle(
+                    continuation, McpFormResponse(action=consent.action), principal
+                )
+        # Consent without completion (or no answer yet): ask again; the link is unchanged.
+        return self._url_input_required(continuation, request, principal, tool, arguments, key)
+
+    async def _authorize_live(
+        self,
+        ctx: Context[Any, Any],
+        continuation: Continuation,
+        request: dict[str, Any],
+        receipt: McpElicitationReceipt,
+        principal: str | None,
+    ) -> McpAnswer:
+        cid = continuation.continuation_id
+        related = ctx.request_context.request_id
+        self._live_urls[cid] = _LiveUrl(ctx.session, related, request, receipt)
+        try:
+            response = await ctx.session.send_request(
+                ElicitRequest(params=ElicitRequestURLParams.model_validate(request["params"])),
+                ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=related),
+            )
+            result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
+            try:
+                consent = parse_mcp_elicit_result(continuation, request, receipt, result)
+            except ProtocolAdapterError as error:
+                await self._abandon(continuation, principal)
+                raise _bad_answer(error) from None
+            assert isinstance(consent, McpUrlConsent)  # noqa: S101 - URL requests only
+            if consent.action != "accept":
+                return await self._settle(
+                    continuation, McpFormResponse(action=consent.action), principal
+                )
+            return await self._wait_for_callback(continuation, principal)
+        finally:
+            self._live_urls.pop(cid, None)
+
+    async def _wait_for_callback(
+        self, continuation: Continuation, principal: str | None
+    ) -> McpAnswer:
+        """Hold the live call until the trusted callback settles the pause (or it expires)."""
+        service = self._service()
+        while True:
+            current = await service.get(continuation.continuation_id, principal=principal)
+            if current.status == "resumed":
+                return _authorized(current)
+            if current.status == "cancelled":
+                return McpAnswer(continuation=current, action=_action_of_cancel(current.reason))
+            if current.status == "expired":
+                return McpAnswer(continuation=current, action="cancel")
+            await asyncio.sleep(_CALLBACK_POLL_SECONDS)
+
+    async def complete_authorization(
+        self, continuation_id: str, *, result: dict[str, Any], principal: str | None
+    ) -> Continuation:
+        """For the host's trusted out-of-band callback: resume the pause exactly once.
+
+        ``principal`` must be the user who opened the link (the callback verifies its own
+        session); another principal is told the pause does not exist. ``result`` is a
+        non-secret summary, never a credential. A live 2025-11-25 client is then sent
+        ``notifications/elicitation/complete``.
+        """
+        service = self._service()
+        current = await service.get(continuation_id, principal=principal)
+        payload = current.payload if isinstance(current.payload, dict) else {}
+        if payload.get("kind") != "authorization":
+            raise MCPError(code=INVALID_PARAMS, message="Not an authorization pause")
+        resumed = await service.resume_trusted(
+            continuation_id=continuation_id,
+            idempotency_key="mcp-authorization:" + continuation_id,
+            payload=result,
+            principal=principal,
+            resolved_by=principal,
+        )
+        live = self._live_urls.get(continuation_id)
+        if live is not None:
+            notification = to_mcp_elicitation_complete_notification(
+                resumed, live.request, live.receipt
+            )
+            try:
+                await live.session.send_notification(
+                    ElicitCompleteNotification.model_validate(notification),
+                    live.related_request_id,
+                )
+            except Exception:  # noqa: BLE001 - delivery is best effort (MCP: not guaranteed)
+                _log.info("could not deliver notifications/elicitation/complete", exc_info=True)
+        return resumed
+
+
+_CALLBACK_POLL_SECONDS = 0.2
+
+
+def _authorized(continuation: Continuation) -> McpAnswer:
+    summary = continuation.resume_payload
+    return McpAnswer(
+        continuation=continuation,
+        action="accept",
+        content=summary if isinstance(summary, dict) else {},
+    )

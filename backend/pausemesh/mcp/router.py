@@ -18,7 +18,7 @@ The principal comes from the host's resolver, like every PauseMesh route; tools 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,6 +33,7 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 
 from pausemesh.core.tokens import KeyedTokenIssuer
+from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import PRINCIPAL_SCOPE_KEY, McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.settings import is_loopback_host
@@ -46,8 +47,9 @@ __all__ = ("McpPlugin", "McpToolRegistrar")
 _ENVELOPE_TTL_SECONDS = 366 * 24 * 3600.0
 _SERVER_NAME = "pausemesh"
 
-McpToolRegistrar = Callable[[MCPServer, McpPauses, PauseMeshPlugin], None]
-"""Registers the host's tools on the server (``server.tool()(...)``) using ``pauses``."""
+McpToolRegistrar = Callable[[MCPServer, McpPauses, PauseMeshPlugin], Sequence[Any] | None]
+"""Registers the host's tools on the server (``server.tool()(...)``) using ``pauses``; may
+return Litestar route handlers to add (e.g. the trusted callback of a URL-mode pause)."""
 
 
 def _principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -78,10 +80,18 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
 class McpPlugin(InitPlugin):
     """Adds ``/mcp`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
-    __slots__ = ("_pausemesh", "_registrars", "_running", "path", "pauses", "server")
+    __slots__ = ("_pausemesh", "_policy", "_registrars", "_running", "path", "pauses", "server")
 
-    def __init__(self, *tools: McpToolRegistrar, path: str = "/mcp") -> None:
+    def __init__(
+        self,
+        *tools: McpToolRegistrar,
+        path: str = "/mcp",
+        policy: McpProjectionPolicy | None = None,
+    ) -> None:
+        """``policy`` is the trusted URL-mode policy; without it (here or in the PauseMesh
+        config) URL-mode authorization fails closed."""
         self.path = path
+        self._policy = policy
         self._registrars = tools
         self._pausemesh: PauseMeshPlugin | None = None
         self._running = False
@@ -95,7 +105,7 @@ class McpPlugin(InitPlugin):
                 audience=_SERVER_NAME,
             ),
         )
-        self.pauses = McpPauses(lambda: self.pausemesh.runtime.service)
+        self.pauses = McpPauses(lambda: self.pausemesh.runtime.service, self._projection_policy)
 
     @property
     def pausemesh(self) -> PauseMeshPlugin:
@@ -103,6 +113,12 @@ class McpPlugin(InitPlugin):
             msg = "McpPlugin needs a PauseMeshPlugin in the same app"
             raise RuntimeError(msg)
         return self._pausemesh
+
+    def _projection_policy(self) -> McpProjectionPolicy | None:
+        if self._policy is not None:
+            return self._policy
+        configured = self.pausemesh.config.mcp_projection_policy
+        return configured if isinstance(configured, McpProjectionPolicy) else None
 
     def _issuer(self) -> KeyedTokenIssuer:
         issuer = self.pausemesh.runtime.service.keyed_issuer
@@ -163,7 +179,7 @@ class McpPlugin(InitPlugin):
             raise RuntimeError(msg)
         self._pausemesh = found[0]
         for register in self._registrars:
-            register(self.server, self.pauses, found[0])
+            app_config.route_handlers.extend(register(self.server, self.pauses, found[0]) or ())
         app_config.route_handlers.append(self.route_handler())
         # After PauseMeshPlugin's lifespan (registered first), so the runtime is up.
         app_config.lifespan.append(self.lifespan)
