@@ -101,6 +101,8 @@ class ThreadListener:
             return
         with contextlib.suppress(Exception):
             if self._held_from_pool:
+                # A host pool may skip its reset query: leave the connection as we found it.
+                await conn.remove_listener(self.channel, self._on_notification)
                 await self.database.pool.release(conn)
             else:
                 await asyncio.wait_for(conn.close(), timeout=2)
