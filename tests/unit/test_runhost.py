@@ -336,3 +336,25 @@ async def test_a_client_that_goes_away_ends_the_run_and_frees_the_thread() -> No
 async def _quiet(_: RunContext) -> AsyncIterator[AgentOutput]:
     return
     yield
+
+
+async def test_replaying_an_earlier_answer_after_the_agent_asked_again_is_idempotent() -> None:
+    async def ask_forever(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield StateSnapshotEvent(snapshot={"answers": len(ctx.decisions)})
+        yield PauseRequest(message="Again?")
+
+    host = _host(ask_forever)
+    [first] = (await _run(host, _body(messages=USER))).interrupts
+    answer = [{"interruptId": first["id"], "status": "resolved", "payload": "yes"}]
+    [second] = (await _run(host, _body("r2", resume=answer))).interrupts
+    replay = await _run(host, _body("r2", resume=answer))
+    assert replay.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert replay.interrupts == [second]  # the question that is open now still stands
+    conflicting = [{"interruptId": first["id"], "status": "resolved", "payload": "no"}]
+    assert (await _run(host, _body("r3", resume=conflicting))).error_code == (
+        "PAUSEMESH_AGUI_REPLAY_CONFLICT"
+    )
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert isinstance(record.open_receipt, dict)
+    assert [i["id"] for i in record.open_receipt["interrupts"]] == [second["id"]]

@@ -124,6 +124,12 @@ def _cohort_interrupts(cohort: Any) -> list[Interrupt]:
     return _INTERRUPTS.decode(msgspec.json.encode(cohort["interrupts"]))
 
 
+def _cohort_ids(cohort: Any) -> set[str]:
+    if not isinstance(cohort, dict):
+        return set()
+    return {i["continuationId"] for i in cohort["receipt"]["interrupts"]}
+
+
 def pending_interrupts(record: ThreadRecord) -> list[dict[str, Any]]:
     if record.open_receipt is None:
         return []
@@ -475,26 +481,20 @@ class _Run:
         dropped: set[str] = set()
         resume = self.input.resume
         record = self.record
-        if record.open_receipt is not None:
-            plan, continuations = await self._validated(record.open_receipt)
-            await self._execute(plan)
-            closing = record.open_receipt
-            decisions = self._decisions(plan, continuations)
-        elif (
-            resume
-            and record.closed_receipt is not None
-            and any(
-                e.interrupt_id
-                in {i["continuationId"] for i in record.closed_receipt["receipt"]["interrupts"]}
-                for e in resume
-            )
-        ):
+        answered = {e.interrupt_id for e in resume} if resume else set()
+        closed_ids = _cohort_ids(record.closed_receipt)
+        if answered and answered & closed_ids and not answered & _cohort_ids(record.open_receipt):
             # A resume of the cohort that is already closed: identical → answered from the
             # record (the agent already acted on it); different → refused by validation.
             plan, _ = await self._validated(record.closed_receipt)
             await self._execute(plan)
             yield await self._replayed()
             return
+        if record.open_receipt is not None:
+            plan, continuations = await self._validated(record.open_receipt)
+            await self._execute(plan)
+            closing = record.open_receipt
+            decisions = self._decisions(plan, continuations)
         elif resume:
             _log.warning(
                 "ignoring %d resume entries for unknown interrupts on thread %s",
