@@ -14,9 +14,8 @@ from litestar.di import NamedDependency
 from litestar.params import HeaderParameter, JSONBody, PathParameter
 
 from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
-from pausemesh.core.service import ContinuationService
 from pausemesh.core.validation import check_idempotency_key
-from pausemesh.web.config import PauseMeshConfig
+from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
 from pausemesh.web.schemas import (
@@ -53,9 +52,7 @@ IdempotencyKey = Annotated[
         description="1-200 printable characters; an exact retry returns the stored outcome",
     ),
 ]
-Service = NamedDependency[ContinuationService]
-Principal = NamedDependency[str | None]
-Config = NamedDependency[PauseMeshConfig]
+Caller = NamedDependency[PauseMeshCaller]
 # Bodies arrive as parsed JSON (``StrictBody``) and are converted strictly by ``strict_body``.
 
 
@@ -78,17 +75,15 @@ class ContinuationController(Controller):
         description="Returns the envelope and the raw resume token; the token is shown only here.",
         responses=problem_responses(400, 401, 409, 413, 503),
     )
-    async def create(
-        self, data: JSONBody[StrictBody[CreateBody]], service: Service, principal: Principal
-    ) -> CreatedBody:
+    async def create(self, data: JSONBody[StrictBody[CreateBody]], caller: Caller) -> CreatedBody:
         body = strict_body(data, CreateBody)
-        created = await service.create(
+        created = await caller.service.create(
             payload=body.payload,
             continuation_id=body.continuation_id,
             correlation_id=body.correlation_id,
             expires_at=body.expires_at,
             metadata=body.metadata,
-            owner=principal,
+            owner=caller.principal,
         )
         return CreatedBody(continuation=created.continuation, resume_token=created.resume_token)
 
@@ -97,11 +92,9 @@ class ContinuationController(Controller):
         summary="Inspect a continuation (materializes expiry)",
         responses=problem_responses(400, 401, 404, 503),
     )
-    async def inspect(
-        self, continuation_id: ContinuationId, service: Service, principal: Principal
-    ) -> ContinuationBody:
+    async def inspect(self, continuation_id: ContinuationId, caller: Caller) -> ContinuationBody:
         return ContinuationBody(
-            continuation=await service.get(continuation_id, principal=principal)
+            continuation=await caller.service.get(continuation_id, principal=caller.principal)
         )
 
     @get(
@@ -109,10 +102,10 @@ class ContinuationController(Controller):
         summary="The continuation's event stream (without the token hash)",
         responses=problem_responses(400, 401, 404, 503),
     )
-    async def events(
-        self, continuation_id: ContinuationId, service: Service, principal: Principal
-    ) -> EventsBody:
-        return EventsBody(events=await service.history(continuation_id, principal=principal))
+    async def events(self, continuation_id: ContinuationId, caller: Caller) -> EventsBody:
+        return EventsBody(
+            events=await caller.service.history(continuation_id, principal=caller.principal)
+        )
 
     @post(
         "/{continuation_id:str}/resume",
@@ -125,7 +118,7 @@ class ContinuationController(Controller):
         security=[{"pausemeshResumeToken": []}],
         responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
     )
-    async def resume(  # noqa: PLR0917 - Litestar passes parameters by name
+    async def resume(
         self,
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[ResumeBody]],
@@ -134,19 +127,18 @@ class ContinuationController(Controller):
             str | None,
             HeaderParameter(name="authorization", required=False, include_in_schema=False),
         ],
-        service: Service,
-        principal: Principal,
+        caller: Caller,
     ) -> ContinuationBody:
         body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
         token = _resume_token(authorization, continuation_id)
-        continuation = await service.resume(
+        continuation = await caller.service.resume(
             continuation_id=continuation_id,
             resume_token=token,
             idempotency_key=key,
             payload=body.payload,
-            principal=principal,
-            resolved_by=principal,
+            principal=caller.principal,
+            resolved_by=caller.principal,
         )
         return ContinuationBody(continuation=continuation)
 
@@ -161,15 +153,14 @@ class ContinuationController(Controller):
         self,
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[CancelBody]],
-        service: Service,
-        principal: Principal,
+        caller: Caller,
     ) -> ContinuationBody:
         body = strict_body(data, CancelBody)
-        continuation = await service.cancel(
+        continuation = await caller.service.cancel(
             continuation_id=continuation_id,
             reason=body.reason,
             expected_version=body.expected_version,
-            principal=principal,
+            principal=caller.principal,
         )
         return ContinuationBody(continuation=continuation)
 
@@ -183,11 +174,10 @@ class ContinuationController(Controller):
         self,
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[AguiProjectionBody]],
-        service: Service,
-        principal: Principal,
+        caller: Caller,
     ) -> ProjectionBody:
         body = strict_body(data, AguiProjectionBody)
-        continuation = await service.get(continuation_id, principal=principal)
+        continuation = await caller.service.get(continuation_id, principal=caller.principal)
         return project_agui(continuation, body)
 
     @post(
@@ -200,13 +190,11 @@ class ContinuationController(Controller):
         self,
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[McpProjectionBody]],
-        service: Service,
-        principal: Principal,
-        pausemesh_config: Config,
+        caller: Caller,
     ) -> ProjectionBody:
         body = strict_body(data, McpProjectionBody)
-        continuation = await service.get(continuation_id, principal=principal)
-        return project_mcp(continuation, body, pausemesh_config.mcp_projection_policy)
+        continuation = await caller.service.get(continuation_id, principal=caller.principal)
+        return project_mcp(continuation, body, caller.config.mcp_projection_policy)
 
     @post(
         "/{continuation_id:str}/projections/a2a",
@@ -218,11 +206,10 @@ class ContinuationController(Controller):
         self,
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[A2AProjectionBody]],
-        service: Service,
-        principal: Principal,
+        caller: Caller,
     ) -> ProjectionBody:
         body = strict_body(data, A2AProjectionBody)
-        continuation = await service.get(continuation_id, principal=principal)
+        continuation = await caller.service.get(continuation_id, principal=caller.principal)
         return project_a2a(continuation, body)
 
     @post(
@@ -235,10 +222,9 @@ class ContinuationController(Controller):
         self,
         continuation_id: ContinuationId,
         protocol: Annotated[str, PathParameter()],
-        service: Service,
-        principal: Principal,
+        caller: Caller,
     ) -> ProjectionBody:
-        await service.get(continuation_id, principal=principal)
+        await caller.service.get(continuation_id, principal=caller.principal)
         raise ProtocolAdapterError(
             f"Protocol must be one of: {', '.join(PROTOCOLS)}",
             code="UNSUPPORTED_PROTOCOL",

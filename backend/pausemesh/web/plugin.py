@@ -30,6 +30,7 @@ from pausemesh.core.service import ContinuationService
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import resolve_principal
 from pausemesh.web.config import PauseMeshConfig
+from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
 from pausemesh.web.health import healthz, readyz
 from pausemesh.web.problems import (
@@ -111,6 +112,11 @@ class PauseMeshPlugin(InitPlugin):
         async def principal(request: Request[Any, Any, Any]) -> str | None:
             return await resolve_principal(config.principal_resolver, request)
 
+        async def caller(request: Request[Any, Any, Any]) -> PauseMeshCaller:
+            service = plugin.runtime.service
+            resolved = await resolve_principal(config.principal_resolver, request)
+            return PauseMeshCaller(service=service, principal=resolved, config=config)
+
         extra: dict[str, Provide] = {}
         if config.agent is not None:
             handlers.append(AguiController)
@@ -120,6 +126,7 @@ class PauseMeshPlugin(InitPlugin):
             path=self.config.path,
             route_handlers=handlers,
             dependencies={
+                "caller": Provide(caller),
                 "service": Provide(service, sync_to_thread=False),
                 "principal": Provide(principal),
                 "pausemesh_config": Provide(pausemesh_config, sync_to_thread=False),
@@ -141,7 +148,10 @@ class PauseMeshPlugin(InitPlugin):
         app_config.route_handlers.append(self.router())
         app_config.lifespan.append(self.lifespan)
         app_config.signature_namespace.update(
-            ContinuationService=ContinuationService, Runtime=Runtime, Storage=Storage
+            ContinuationService=ContinuationService,
+            PauseMeshCaller=PauseMeshCaller,
+            Runtime=Runtime,
+            Storage=Storage,
         )
         if self.config.problem_details_for_app:
             # Router-level handlers never see unmatched routes (404/405); the app's do.
