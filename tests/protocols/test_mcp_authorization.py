@@ -81,7 +81,7 @@ async def legacy_call(
         server.url("/mcp"),
         mode="legacy",
         elicitation_callback=on_elicit,  # type: ignore[arg-type]
-        message_handler=on_message,  # type: ignore[arg-type]
+        message_handler=on_message,
     ) as client:
         result = await client.call_tool(TOOL, {})
     for task in visits:
