@@ -23,6 +23,7 @@ from pausemesh.agui.input import RunAgentInput, decode_run_input
 from pausemesh.agui.runhost import RunHost, thread_snapshot
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.validation import check_id
+from pausemesh.web.problems import problem_responses
 
 __all__ = ("AguiController", "agui_dependencies")
 
@@ -62,6 +63,7 @@ class AguiController(Controller):
         summary="Run the agent on a thread (AG-UI RunAgentInput in, SSE out)",
         status_code=200,
         media_type="text/event-stream",
+        responses=problem_responses(400, 401, 404, 413),
     )
     async def run(
         self, request: Request[Any, Any, Any], agui_host: RunHost, principal: str | None
@@ -75,6 +77,7 @@ class AguiController(Controller):
         summary="Restore a thread without running the agent (snapshots and open interrupts)",
         status_code=200,
         media_type="text/event-stream",
+        responses=problem_responses(400, 401, 413),
     )
     async def connect(
         self, request: Request[Any, Any, Any], agui_host: RunHost, principal: str | None
@@ -82,7 +85,11 @@ class AguiController(Controller):
         run_input = await _run_input(request)
         return _sse(agui_host.connect(run_input, principal))
 
-    @get("/threads/{thread_id:str}", summary="Thread snapshot: messages, state, open interrupts")
+    @get(
+        "/threads/{thread_id:str}",
+        summary="Thread snapshot: messages, state, open interrupts",
+        responses=problem_responses(400, 401, 404),
+    )
     async def thread(
         self, thread_id: str, agui_host: RunHost, principal: str | None
     ) -> dict[str, Any]:
@@ -93,6 +100,7 @@ class AguiController(Controller):
         "/threads/{thread_id:str}/events",
         summary="Replay the thread's events after a sequence, then tail live ones (SSE)",
         media_type="text/event-stream",
+        responses=problem_responses(400, 401, 404),
     )
     async def events(
         self,
