@@ -45,7 +45,7 @@ def _host(agent: Agent, clock: ManualClock | None = None) -> RunHost:
         threads=InMemoryThreadStore(),
         operations=InMemoryOperationLedger(),
         clock=clock,
-        keepalive_seconds=30,
+        keepalive_seconds=10,
     )
 
 

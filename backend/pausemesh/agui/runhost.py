@@ -183,6 +183,10 @@ class RunHost:
         self.operations = operations
         self.schemas = schemas or SchemaValidatorCache()
         self.clock: Clock = clock or service.clock
+        if not 0 < keepalive_seconds <= lease_seconds / 2:
+            # A silent run renews its lease on each keep-alive; it must come well before expiry.
+            msg = "keepalive_seconds must be positive and at most half of lease_seconds"
+            raise ValueError(msg)
         self.lease = timedelta(seconds=lease_seconds)
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size

@@ -27,8 +27,9 @@ __all__ = (
     "ThreadStore",
 )
 
-DEFAULT_LEASE_SECONDS = 120
-"""How long a run may go silent before another run may take the thread over (crash recovery)."""
+DEFAULT_LEASE_SECONDS = 30
+"""How long a run's lease lasts without renewal. A live run renews it at least every keep-alive
+interval, so this only bounds how long a crashed run blocks its thread (``THREAD_BUSY``)."""
 
 
 class RunLease(msgspec.Struct, frozen=True, kw_only=True):
