@@ -252,3 +252,46 @@ async def test_an_unknown_task_is_not_found(server: ServerProcess) -> None:
     async with a2a_client(server) as client:
         with pytest.raises(A2AError):
             await send(client, answer("no-such-task", {"flight": "PM101"}))
+
+
+# -- authorization pauses: TASK_STATE_AUTH_REQUIRED, credentials out of band ----------------
+
+
+async def connect_request(server: ServerProcess) -> tuple[Task, str]:
+    async with a2a_client(server) as client:
+        task = await send(client, user_text("connect my airline account"))
+    text = task.status.message.parts[0].text
+    link = text[text.index("http") :]
+    return task, link
+
+
+async def test_an_authorization_pause_is_auth_required_and_continues_after_the_sign_in(
+    server: ServerProcess,
+) -> None:
+    task, link = await connect_request(server)
+    assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    assert link.startswith(server.url("/demo/airline/connect?state="))
+    cid = continuation_id(task)
+
+    async with a2a_client(server) as client:
+        # Credentials never travel in A2A messages: anything but the narrow control is refused.
+        with pytest.raises(InvalidParamsError):
+            await send(client, answer(task.id, {"token": "secret"}))
+        early = await send(client, answer(task.id, {"action": "retry"}))
+        assert early.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+        assert continuation_status(server, cid) == "pending"
+
+        async with httpx.AsyncClient(timeout=10) as browser:  # the out-of-band sign-in
+            assert (await browser.get(link)).status_code == 200
+        done = await send(client, answer(task.id, {"action": "retry"}))
+
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert continuation_status(server, cid) == "resumed"
+
+
+async def test_rejecting_an_authorization_pause_cancels_it(server: ServerProcess) -> None:
+    task, _ = await connect_request(server)
+    async with a2a_client(server) as client:
+        done = await send(client, answer(task.id, {"action": "reject"}))
+    assert done.status.state == TaskState.TASK_STATE_REJECTED
+    assert continuation_status(server, continuation_id(task)) == "cancelled"

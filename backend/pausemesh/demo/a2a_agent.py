@@ -8,16 +8,21 @@
   ledger with the continuation id as business key, then completes the task with the booking
   as an artifact. A duplicate, concurrent or cross-replica follow-up finds the continuation
   already resumed and reconciles to the same booking.
+* "connect ..." opens an authorization pause instead: ``TASK_STATE_AUTH_REQUIRED`` whose
+  status message carries only the sign-in link. The sign-in happens out of band (the demo's
+  ``/demo/airline/connect`` callback resumes the continuation); the client then sends the
+  narrow control ``{"action": "retry"}`` (or ``"reject"``). Credentials never travel in A2A.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, Task
+from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, Task, TaskState
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
 from pausemesh.a2a.answers import answer_of
@@ -32,6 +37,7 @@ from pausemesh.core.errors import (
     TokenAlreadyUsedError,
 )
 from pausemesh.core.model import Continuation
+from pausemesh.demo.airline import CONNECT_PATH
 from pausemesh.demo.flights import flight_choice_schema, flight_question
 from pausemesh.demo.mcp_tools import book_once
 from pausemesh.web.plugin import PauseMeshPlugin
@@ -39,6 +45,7 @@ from pausemesh.web.plugin import PauseMeshPlugin
 __all__ = ("TravelA2AExecutor", "travel_agent_card")
 
 _DEFAULT_DESTINATION = "Lisbon"
+_CONNECT_INTENT = "connect"
 
 
 def travel_agent_card() -> AgentCard:
@@ -52,15 +59,29 @@ def travel_agent_card() -> AgentCard:
         default_output_modes=["text/plain", "application/json"],
         skills=[
             AgentSkill(
+                id="connect_airline_account",
+                name="Link an airline account",
+                description="Send 'connect'; sign in on the linked page (out of band), then"
+                ' send {"action": "retry"} (or {"action": "reject"}).',
+                tags=["travel", "authorization"],
+                examples=["connect my airline account"],
+            ),
+            AgentSkill(
                 id="book_flight",
                 name="Book a flight",
                 description="Send a destination; answer the flight question with"
                 ' {"flight": "PM101" | "PM202" | "PM303"}.',
                 tags=["travel", "human-in-the-loop"],
                 examples=["Lisbon"],
-            )
+            ),
         ],
     )
+
+
+def _origin(context: RequestContext) -> str:
+    headers = context.call_context.state.get("headers") or {}
+    host = headers.get("host") if isinstance(headers, dict) else None
+    return f"http://{host}" if isinstance(host, str) and host else ""
 
 
 def _parts(*values: dict[str, Any]) -> list[Part]:
@@ -95,16 +116,31 @@ class TravelA2AExecutor(AgentExecutor):
 
     async def _ask(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
-        destination = context.get_user_input().strip() or _DEFAULT_DESTINATION
+        text = context.get_user_input().strip()
         principal = principal_of_call(context.call_context)
-        created = await self._pausemesh.runtime.service.create(
-            payload={
+        cid = str(uuid.uuid4())
+        if text.lower().startswith(_CONNECT_INTENT):
+            # An authorization pause: the link is the only thing that travels; the sign-in
+            # and its credentials stay between the user, the airline and this server.
+            payload: dict[str, Any] = {
+                "kind": "authorization",
+                "message": "Sign in to PauseMesh Air to link your account:"
+                f" {_origin(context)}{CONNECT_PATH}?state={cid}",
+            }
+            metadata: dict[str, Any] = {"a2a": {"taskId": task_id, "intent": "connect"}}
+        else:
+            destination = text or _DEFAULT_DESTINATION
+            payload = {
                 "kind": "input",
                 "message": flight_question(destination),
                 "responseSchema": flight_choice_schema(),
-            },
+            }
+            metadata = {"a2a": {"taskId": task_id, "destination": destination}}
+        created = await self._pausemesh.runtime.service.create(
+            payload=payload,
+            continuation_id=cid,
             correlation_id=context_id,
-            metadata={"a2a": {"taskId": task_id, "destination": destination}},
+            metadata=metadata,
             owner=principal,
             keyed=True,
         )
@@ -122,6 +158,9 @@ class TravelA2AExecutor(AgentExecutor):
         principal = principal_of_call(context.call_context)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         answer = answer_of(context.message)
+        if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
+            await self._authorization_control(updater, task, cid, answer, principal)
+            return
         try:
             settled = await service.resume_trusted(
                 continuation_id=cid,
@@ -142,6 +181,30 @@ class TravelA2AExecutor(AgentExecutor):
             )
             return
         await self._book(updater, settled)
+
+    async def _authorization_control(
+        self, updater: TaskUpdater, task: Task, cid: str, answer: Any, principal: str | None
+    ) -> None:
+        """``reject`` cancels the pause; ``retry`` continues once the callback resumed it."""
+        service = self._pausemesh.runtime.service
+        continuation = await service.get(cid, principal=principal)
+        action = answer.get("action") if isinstance(answer, dict) else None
+        if continuation.status == "resumed":
+            await updater.complete(
+                updater.new_agent_message(_parts({"text": "Your airline account is linked."}))
+            )
+        elif continuation.status == "pending" and action == "reject":
+            await service.cancel(continuation_id=cid, reason="a2a:reject", principal=principal)
+            await updater.reject(
+                updater.new_agent_message(_parts({"text": "The account was not linked."}))
+            )
+        elif continuation.status == "pending":
+            # Not signed in yet: still waiting, with the same explanation and link.
+            await updater.requires_auth(task.status.message)
+        else:
+            await updater.failed(
+                updater.new_agent_message(_parts({"text": "The sign-in request ended."}))
+            )
 
     async def _book(self, updater: TaskUpdater, settled: Continuation) -> None:
         ledger = self._pausemesh.runtime.storage.operations
