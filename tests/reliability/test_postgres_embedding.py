@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from pausemesh.core import ContinuationService
-from pausemesh.stores.postgres import PostgresEventStore
+from pausemesh.stores.postgres import postgres_storage
 from pausemesh.stores.postgres_database import PostgresDatabase
 from pausemesh.stores.postgres_migrate import migrate
 from pausemesh.stores.postgres_threads import PostgresThreadStore
@@ -31,12 +31,14 @@ async def test_a_host_pool_serves_the_stores_and_the_tail_and_is_never_closed_by
     other = await PostgresDatabase.connect(DATABASE_URL, schema=schema, min_size=1, max_size=2)
     try:
         # No DSN: the LISTEN connection is borrowed from the host's pool.
-        database = PostgresDatabase(host_pool, schema=schema)
-        service = ContinuationService(store=PostgresEventStore(database, owns_database=False))
+        storage = await postgres_storage(PostgresDatabase(host_pool, schema=schema))
+        service = ContinuationService(store=storage.events)
         created = await service.create(payload={"kind": "input", "message": "hi"})
         assert (await service.get(created.continuation.continuation_id)).status == "pending"
+        await storage.readiness()
 
-        threads = PostgresThreadStore(database)
+        threads = storage.threads
+        assert isinstance(threads, PostgresThreadStore)
         writer = PostgresThreadStore(other)
         await writer.create_or_load("t1", owner=None, now=NOW)
         await writer.acquire_lease(
@@ -50,9 +52,10 @@ async def test_a_host_pool_serves_the_stores_and_the_tail_and_is_never_closed_by
         async with asyncio.timeout(30):
             assert await waiter
 
-        await threads.close()
-        await database.close()
+        await storage.close()
         assert not host_pool._closed
+        # The borrowed LISTEN connection went back to the host.
+        assert host_pool.get_idle_size() == host_pool.get_size()
         assert await host_pool.fetchval("SELECT 1") == 1
     finally:
         await other.close()

@@ -20,9 +20,18 @@ from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
 from pausemesh.stores.batch import MAX_EVENTS_PER_STREAM, check_batch, decode_stream
 from pausemesh.stores.postgres_database import Conn, PostgresDatabase
+from pausemesh.stores.postgres_operations import PostgresOperationLedger
 from pausemesh.stores.postgres_schema import DEFAULT_SCHEMA
+from pausemesh.stores.postgres_threads import PostgresThreadStore
+from pausemesh.stores.storage import Storage
 
-__all__ = ("PostgresDatabase", "PostgresEventStore", "open_postgres_store")
+__all__ = (
+    "PostgresDatabase",
+    "PostgresEventStore",
+    "open_postgres_storage",
+    "open_postgres_store",
+    "postgres_storage",
+)
 
 
 class PostgresEventStore:
@@ -168,28 +177,34 @@ async def open_postgres_store(
     return PostgresEventStore(database)
 
 
-async def open_postgres_storage(settings: Any) -> Any:
-    """The app's stores on one owned pool (``settings.database_url``/``database_schema``).
+async def postgres_storage(database: PostgresDatabase, *, close_database: bool = False) -> Storage:
+    """Every PostgreSQL store of an app on ``database``, after checking its migration.
 
-    Refuses to start against a schema that is not migrated exactly (run ``pausemesh
-    migrate`` first): a ``StoreError`` with a MIGRATION_* code. Returns a ``Storage``.
+    For hosts that own their asyncpg pool: ``PostgresDatabase(pool, schema=...)`` and this;
+    closing the ``Storage`` then leaves the pool open unless ``close_database``. Refuses a
+    schema that is not migrated exactly (``StoreError`` with a MIGRATION_* code).
     """
-    # Imported here: those modules import this package's database module, not the reverse.
-    from pausemesh.stores.postgres_operations import PostgresOperationLedger  # noqa: PLC0415
-    from pausemesh.stores.postgres_threads import PostgresThreadStore  # noqa: PLC0415
-    from pausemesh.stores.storage import Storage  # noqa: PLC0415
-
-    database = await PostgresDatabase.connect(
-        settings.database_url, schema=getattr(settings, "database_schema", DEFAULT_SCHEMA)
-    )
-    try:
-        await database.check_migrations()
-    except BaseException:
-        await database.close()
-        raise
+    await database.check_migrations()
     return Storage(
         events=PostgresEventStore(database, owns_database=False),
         threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
         operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
-        on_close=[database.close],
+        # Closing the thread store returns the listener's connection either way.
+        on_close=[database.close] if close_database else [],
     )
+
+
+async def open_postgres_storage(settings: Any) -> Storage:
+    """The app's stores on a pool the app owns (``settings.database_url``/``database_schema``).
+
+    The app lifespan closes it. Refuses to start against a schema that is not migrated
+    exactly: run ``pausemesh migrate`` first.
+    """
+    database = await PostgresDatabase.connect(
+        settings.database_url, schema=getattr(settings, "database_schema", DEFAULT_SCHEMA)
+    )
+    try:
+        return await postgres_storage(database, close_database=True)
+    except BaseException:
+        await database.close()
+        raise
