@@ -11,6 +11,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.plugins import PluginProtocol
 
 from pausemesh import __version__
+from pausemesh.mcp.url_policy import McpProjectionPolicy
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import PrincipalResolver
@@ -26,7 +27,7 @@ def create_app(
     agent: Any | None = None,
     principal_resolver: PrincipalResolver | None = None,
     storage: Storage | None = None,
-    mcp_projection_policy: Any | None = None,
+    mcp_projection_policy: McpProjectionPolicy | None = None,
     plugins: Sequence[PluginProtocol] = (),
     debug: bool = False,
 ) -> Litestar:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pausemesh.mcp.url_policy import McpProjectionPolicy
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import PrincipalResolver
@@ -24,7 +25,7 @@ class PauseMeshConfig:
     """Prefix for every PauseMesh route (``/v1/continuations``, ``/healthz`` ...)."""
     agent: Any | None = None
     """The host's AG-UI agent; when set, the AG-UI routes are mounted (pausemesh.agui)."""
-    mcp_projection_policy: Any | None = None
+    mcp_projection_policy: McpProjectionPolicy | None = None
     """Trusted MCP URL-mode policy; without one, URL elicitation fails closed."""
     health_routes: bool = True
     """Serve ``/healthz`` and ``/readyz`` (a host with its own probes may turn them off)."""
