@@ -91,9 +91,13 @@ class ThreadListener:
             # A host-owned pool without a DSN: hold one of its connections for the listener.
             conn = await self.database.pool.acquire()
             self._held_from_pool = True
-        conn.add_termination_listener(self._on_termination)
-        await conn.add_listener(self.channel, self._on_notification)
         self._conn = conn
+        conn.add_termination_listener(self._on_termination)
+        try:
+            await conn.add_listener(self.channel, self._on_notification)
+        except BaseException:
+            await self._disconnect()  # never leak the half-set-up connection
+            raise
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
