@@ -42,11 +42,11 @@ class PostgresEventStore:
         database: PostgresDatabase,
         *,
         owns_database: bool = True,
-        max_events_per_stream: int = MAX_EVENTS_PER_STREAM,
     ) -> None:
         self.database = database
         self._owns_database = owns_database
-        self._limit = max_events_per_stream
+        # The same cap as every store (check_batch enforces it on append).
+        self._limit = MAX_EVENTS_PER_STREAM
         q = database.q
         self._sql_load = f"""
             SELECT s.version, e.version, e.event_json
