@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +17,7 @@ from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
-from pausemesh.settings import SecretKey, Settings, SettingsError, resolve_secret_key
+from pausemesh.settings import SecretKey, Settings, resolve_secret_key
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
 from pausemesh.stores.sqlite_operations import SqliteOperationLedger
 from pausemesh.stores.sqlite_threads import SqliteThreadStore
@@ -55,25 +54,11 @@ async def open_sqlite_storage(path: str) -> Storage:
 
 
 async def open_postgres_storage(settings: Settings) -> Storage:
-    try:
-        postgres = importlib.import_module("pausemesh.stores.postgres")
-    except ModuleNotFoundError as error:
-        if error.name != "pausemesh.stores.postgres":
-            raise
-        raise SettingsError(
-            "PAUSEMESH_DATABASE_URL is set, but this build has no PostgreSQL store yet"
-        ) from None
-    opener = getattr(postgres, "open_postgres_storage", None)
-    if opener is None:
-        raise SettingsError(
-            "PAUSEMESH_DATABASE_URL is set, but pausemesh.stores.postgres has no"
-            " open_postgres_storage(settings) yet"
-        )
-    storage = await opener(settings)
-    if not isinstance(storage, Storage):
-        msg = "open_postgres_storage must return a pausemesh.stores.storage.Storage"
-        raise TypeError(msg)
-    return storage
+    """The PostgreSQL stores on one pool (``pausemesh migrate`` must have run first)."""
+    # Imported here so a SQLite-only process never loads asyncpg.
+    from pausemesh.stores.postgres import open_postgres_storage as open_postgres  # noqa: PLC0415
+
+    return await open_postgres(settings)
 
 
 async def open_storage(settings: Settings) -> Storage:
