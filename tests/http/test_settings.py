@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,17 @@ def test_loopback_detection() -> None:
 def test_the_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAUSEMESH_PORT", "4444")
     assert load_settings(env_file=os.devnull).port == 4444
+
+
+def test_the_documented_settings_table_matches_the_code() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "http-api.md").read_text()
+    table = doc[doc.index("## Settings") :]
+    rows = [line for line in table.splitlines() if line.startswith("| `PAUSEMESH_")]
+    documented = {row.split("`")[1] for row in rows}
+    assert documented == {"PAUSEMESH_" + f.name.upper() for f in fields(Settings)}
+    defaults = Settings()
+    for row in rows:
+        name = row.split("`")[1]
+        value = getattr(defaults, name.removeprefix("PAUSEMESH_").lower())
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            assert f"`{value}`" in row, row
