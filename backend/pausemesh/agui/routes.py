@@ -11,11 +11,11 @@ Threads belong to the principal that created them: another principal gets 404.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
-from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import Stream
 
 from pausemesh.agui.agent import Agent
@@ -26,6 +26,10 @@ from pausemesh.core.validation import check_id
 from pausemesh.web.problems import problem_responses
 
 __all__ = ("AguiController", "agui_dependencies")
+
+# Dependencies provided by the plugin (``agui_dependencies`` and its ``principal``).
+Host = NamedDependency[RunHost]
+Principal = NamedDependency[str | None]
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _MAX_SEQUENCE = 2**63 - 1
@@ -66,7 +70,7 @@ class AguiController(Controller):
         responses=problem_responses(400, 401, 404, 413),
     )
     async def run(
-        self, request: Request[Any, Any, Any], agui_host: RunHost, principal: str | None
+        self, request: Request[Any, Any, Any], agui_host: Host, principal: Principal
     ) -> Stream:
         run_input = await _run_input(request)
         await agui_host.check_access(run_input.thread_id, principal)
@@ -80,7 +84,7 @@ class AguiController(Controller):
         responses=problem_responses(400, 401, 413),
     )
     async def connect(
-        self, request: Request[Any, Any, Any], agui_host: RunHost, principal: str | None
+        self, request: Request[Any, Any, Any], agui_host: Host, principal: Principal
     ) -> Stream:
         run_input = await _run_input(request)
         return _sse(agui_host.connect(run_input, principal))
@@ -91,7 +95,7 @@ class AguiController(Controller):
         responses=problem_responses(400, 401, 404),
     )
     async def thread(
-        self, thread_id: str, agui_host: RunHost, principal: str | None
+        self, thread_id: FromPath[str], agui_host: Host, principal: Principal
     ) -> dict[str, Any]:
         check_id(thread_id, "threadId")
         return thread_snapshot(await agui_host.load(thread_id, principal))
@@ -104,11 +108,11 @@ class AguiController(Controller):
     )
     async def events(
         self,
-        thread_id: str,
-        agui_host: RunHost,
-        principal: str | None,
-        last_event_id: str | None = Parameter(header="Last-Event-ID", default=None),
-        after: str | None = Parameter(query="after", default=None),
+        thread_id: FromPath[str],
+        agui_host: Host,
+        principal: Principal,
+        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
+        after: Annotated[str | None, QueryParameter(name="after")] = None,
     ) -> Stream:
         check_id(thread_id, "threadId")
         cursor = _after(last_event_id, after)
