@@ -30,6 +30,12 @@ _MAX = 65_536  # the server's default PAUSEMESH_MAX_PAYLOAD_BYTES
         (b'{"payload": 1, "expiresAt": "2020-01-01T00:00:00Z"}', "INVALID_EXPIRY"),
         (b'{"payload": 1, "expiresAt": "2999-01-01T00:00:00"}', "INVALID_REQUEST"),
         (b'{"payload": 1, "expiresAt": "tomorrow"}', "INVALID_REQUEST"),
+        (b'{"payload": "\xff\xfe"}', "MALFORMED_JSON"),
+        (b'{"payload": "\\ud800"}', "MALFORMED_JSON"),
+        (b'{"payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "PAYLOAD_TOO_LARGE"),
+        (b'{"payload": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "MALFORMED_JSON"),
+        (b'{"payload": ' + b"[" * 300 + b"]" * 300 + b"}", "INVALID_PAYLOAD"),
+        (b'{"payload": 1e400}', "INVALID_REQUEST"),
     ],
     ids=[
         "malformed",
@@ -45,6 +51,12 @@ _MAX = 65_536  # the server's default PAUSEMESH_MAX_PAYLOAD_BYTES
         "past-expiry",
         "naive-expiry",
         "word-expiry",
+        "invalid-utf8",
+        "lone-surrogate",
+        "deep-and-large",
+        "deep-nesting",
+        "nested-too-deep-for-the-core",
+        "number-out-of-range",
     ],
 )
 async def test_bad_create_bodies_are_400_problems(
@@ -53,7 +65,7 @@ async def test_bad_create_bodies_are_400_problems(
     response = await client.post(
         "/v1/continuations", content=body, headers={"content-type": "application/json"}
     )
-    assert_problem(response, 400, code)
+    assert_problem(response, 413 if code == "PAYLOAD_TOO_LARGE" else 400, code)
 
 
 async def test_bad_resume_and_cancel_bodies_are_400_problems(client: httpx.AsyncClient) -> None:

@@ -38,6 +38,7 @@ from pausemesh.web.problems import (
     http_exception_to_problem,
     internal_error_to_problem,
     pausemesh_error_to_problem,
+    undecodable_body_to_problem,
 )
 
 __all__ = ("PauseMeshConfig", "PauseMeshPlugin")
@@ -137,6 +138,9 @@ class PauseMeshPlugin(InitPlugin):
             exception_handlers={
                 PauseMeshError: pausemesh_error_to_problem,
                 HTTPException: http_exception_to_problem,
+                # Raised by the JSON decoder while Litestar extracts the body, not by our code.
+                UnicodeDecodeError: undecodable_body_to_problem,
+                RecursionError: undecodable_body_to_problem,
                 Exception: internal_error_to_problem,
             },
             # Litestar counts bytes while it streams the body in, before any parsing,

@@ -37,6 +37,7 @@ __all__ = (
     "problem_response",
     "problem_responses",
     "status_for",
+    "undecodable_body_to_problem",
 )
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -188,6 +189,13 @@ def http_exception_to_problem(  # noqa: PLR0911 - one answer per kind of HTTP er
     if status == 405:
         return problem_response(405, code, "This path does not accept that method")
     return problem_response(status, code, str(error.detail) or _TITLES.get(status, "Error"))
+
+
+def undecodable_body_to_problem(_: Request[Any, Any, Any], error: Exception) -> Response[bytes]:
+    """Bodies the JSON decoder itself chokes on: invalid UTF-8, or nesting beyond its stack."""
+    if isinstance(error, RecursionError):
+        return problem_response(400, "MALFORMED_JSON", "The request body is nested too deeply")
+    return problem_response(400, "MALFORMED_JSON", "The request body is not valid UTF-8 JSON")
 
 
 def internal_error_to_problem(_: Request[Any, Any, Any], error: Exception) -> Response[bytes]:
