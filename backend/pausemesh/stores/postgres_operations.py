@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.errors import InvalidInputError, StoreError
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
@@ -39,16 +39,23 @@ _COLUMNS = (
 
 
 def _record(row: Any) -> OperationRecord:
+    try:
+        arguments = msgspec.json.decode(row[4])
+        result = None if row[8] is None else msgspec.json.decode(row[8])
+    except msgspec.DecodeError:
+        # ``decide`` would fail closed on mismatched digests too; this is earlier and clearer.
+        msg = "stored operation does not decode"
+        raise StoreError(msg, code="CORRUPT_STREAM") from None
     return OperationRecord(
         operation_id=row[0],
         domain=row[1],
         business_key=row[2],
         tool=row[3],
-        arguments=msgspec.json.decode(row[4]),
+        arguments=arguments,
         terms_hash=row[5],
         attempt_id=row[6],
         attempted_at=row[7],
-        result=None if row[8] is None else msgspec.json.decode(row[8]),
+        result=result,
         result_hash=row[9],
         completed_at=row[10],
     )

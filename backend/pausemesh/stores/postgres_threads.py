@@ -49,7 +49,15 @@ def _record(row: Any) -> ThreadRecord:
     lease = None
     if row[7] is not None:
         lease = RunLease(lease_id=row[7], run_id=row[8], expires_at=row[9])
-    body = msgspec.json.decode(row[2])
+    try:
+        body = msgspec.json.decode(row[2])
+    except msgspec.DecodeError:
+        msg = "stored thread record does not decode"
+        raise StoreError(msg, code="CORRUPT_STREAM") from None
+    if not isinstance(body, dict):
+        msg = "stored thread record does not decode"
+        raise StoreError(msg, code="CORRUPT_STREAM")
+    fields: dict[str, Any] = {name: body.get(name) for name in _BODY_FIELDS}
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],
@@ -58,7 +66,7 @@ def _record(row: Any) -> ThreadRecord:
         created_at=row[5],
         updated_at=row[6],
         lease=lease,
-        **{name: body.get(name) for name in _BODY_FIELDS},
+        **fields,
     )
 
 
