@@ -18,6 +18,7 @@ The principal comes from the host's resolver, like every PauseMesh route; tools 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -58,6 +59,20 @@ def _principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return principal if isinstance(principal, str) else None
 
 
+def _quietly_build_server(name: str, **options: Any) -> MCPServer:
+    """``MCPServer`` calls ``logging.basicConfig``; logging belongs to the process, not to a
+    plugin, so whatever it added to the root logger is taken back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return MCPServer(name, **options)
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+
+
 async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
     payload = json.dumps(body).encode()
     start: HTTPResponseStartEvent = {
@@ -95,7 +110,7 @@ class McpPlugin(InitPlugin):
         self._registrars = tools
         self._pausemesh: PauseMeshPlugin | None = None
         self._running = False
-        self.server = MCPServer(
+        self.server = _quietly_build_server(
             _SERVER_NAME,
             instructions="Tools that may pause to ask the user; every pause is durable.",
             request_state_security=RequestStateSecurity(
