@@ -48,6 +48,7 @@ unit: install
 bench: install
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/http.py
+	$(BIN)/python bench/agui.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
