@@ -57,7 +57,8 @@ def _record(row: Any) -> ThreadRecord:
     if not isinstance(body, dict):
         msg = "stored thread record does not decode"
         raise StoreError(msg, code="CORRUPT_STREAM")
-    fields: dict[str, Any] = {name: body.get(name) for name in _BODY_FIELDS}
+    # Fields added to the record later take their defaults in rows written before them.
+    fields: dict[str, Any] = {name: body[name] for name in _BODY_FIELDS if name in body}
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],
