@@ -110,11 +110,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--dir", type=Path, default=None, help="where the SQLite file goes")
+    parser.add_argument(
+        "--log-level", default="info", help="the server's log level (info logs each transition)"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         database = Path(tmp) / "bench.db"
-        server_args = ["serve", "--database-path", str(database), "--log-level", "warning"]
+        server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
         with ServerProcess(server_args) as server:
             uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
             count, latencies, wall, cpu = uvloop.run(
@@ -131,10 +134,15 @@ def main() -> None:
         ("lifecycle p99 (ms)", f"{1000 * percentile(latencies, 0.99):.2f}"),
         ("server CPU (% of one core)", f"{100 * cpu / wall:.0f}"),
         ("server CPU per lifecycle (ms)", f"{1000 * cpu / count:.2f}"),
+        # What one fully available core would sustain at that cost (derived, not measured).
+        ("lifecycles/s per server core", f"{count / cpu:,.0f}" if cpu else "n/a"),
         ("SQLite", "WAL, synchronous=FULL"),
+        ("server log level", args.log_level),
     ]
     width = max(len(name) for name, _ in rows)
+    load = os.getloadavg()[0]
     print(f"bench/http.py: pausemesh serve over HTTP, {args.seconds:.0f}s measured")
+    print(f"  ({os.cpu_count()} cores, load average {load:.1f} at the end)")
     for name, value in rows:
         print(f"  {name:<{width}}  {value:>12}")
 
