@@ -131,6 +131,9 @@ class SqliteDatabase:
         self._wakeup = asyncio.Event()
         self._flush_scheduled = False
         self._group_in_flight = False
+        # Committed write transactions of this process (observability; group commit shows
+        # as fewer commits than writes).
+        self.commits = 0
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -275,6 +278,7 @@ class SqliteDatabase:
                         results.append((True, value))
                     conn.execute("RELEASE op")
                 conn.execute("COMMIT")
+                self.commits += 1
             except sqlite3.Error as error:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")

@@ -1,0 +1,62 @@
+"""SQLite group commit: concurrent appends share commits, yet each keeps its own CAS."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from pausemesh.core.errors import VersionConflictError
+from pausemesh.stores import SqliteEventStore, open_sqlite_store
+from tests.support.events import created, resumed
+
+
+async def test_concurrent_appends_share_fewer_commits_than_writes(tmp_path: Path) -> None:
+    store = await open_sqlite_store(tmp_path / "group.db")
+    assert isinstance(store, SqliteEventStore)
+    before = store.database.commits
+    ids = [f"c{i}" for i in range(100)]
+    await asyncio.gather(*(store.append(i, 0, [created(i)]) for i in ids))
+    commits = store.database.commits - before
+    assert 1 <= commits < 100
+    assert [len(await store.load(i)) for i in ids] == [1] * 100
+    await store.close()
+
+
+async def test_a_cas_failure_in_a_group_leaves_the_other_writes_of_that_group(
+    tmp_path: Path,
+) -> None:
+    store = await open_sqlite_store(tmp_path / "group.db")
+    await store.append("taken", 0, [created("taken")])
+    results = await asyncio.gather(
+        store.append("a", 0, [created("a")]),
+        store.append("taken", 0, [created("taken")]),  # loses its CAS
+        store.append("b", 0, [created("b")]),
+        store.append("taken", 1, [resumed("taken")]),
+        return_exceptions=True,
+    )
+    assert results[0] is None
+    assert isinstance(results[1], VersionConflictError)
+    assert results[2] is None
+    assert results[3] is None
+    assert [len(await store.load(i)) for i in ("a", "b", "taken")] == [1, 1, 2]
+    await store.close()
+
+
+async def test_a_write_after_close_is_a_store_error(tmp_path: Path) -> None:
+    from pausemesh.core.errors import StoreError  # noqa: PLC0415 - local to this test
+
+    store = await open_sqlite_store(tmp_path / "group.db")
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.append("a", 0, [created("a")])
+
+
+async def test_the_file_is_in_wal_mode_with_full_synchronous(tmp_path: Path) -> None:
+    store = await open_sqlite_store(tmp_path / "pragmas.db")
+    assert isinstance(store, SqliteEventStore)
+    rows = await store.database.read("PRAGMA journal_mode")
+    assert rows[0][0] == "wal"
+    assert (await store.database.read("PRAGMA synchronous"))[0][0] == 2  # FULL
+    await store.close()
