@@ -34,11 +34,12 @@ _IDENTITY = frozenset(
     {"thread_id", "owner", "version", "last_sequence", "created_at", "updated_at", "lease"}
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
+_REQUIRED = frozenset(f.name for f in msgspec.structs.fields(ThreadRecord) if f.required)
 _COLUMNS = (
     "thread_id, owner, body_json, version, last_sequence, created_at, updated_at,"
     " lease_id, lease_run_id, lease_expires_at"
 )
-_EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}}).decode()
+_EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}, "open_receipt": None}).decode()
 
 
 def _body(record: ThreadRecord) -> str:
@@ -58,7 +59,9 @@ def _record(row: Any) -> ThreadRecord:
         msg = "stored thread record does not decode"
         raise StoreError(msg, code="CORRUPT_STREAM")
     # Fields added to the record later take their defaults in rows written before them.
-    fields: dict[str, Any] = {name: body[name] for name in _BODY_FIELDS if name in body}
+    fields: dict[str, Any] = {
+        name: body.get(name) for name in _BODY_FIELDS if name in body or name in _REQUIRED
+    }
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],
