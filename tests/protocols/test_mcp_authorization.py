@@ -8,8 +8,6 @@ a real ``pausemesh demo`` process, both eras.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -26,6 +24,7 @@ from mcp_types import (
     InputRequiredResult,
 )
 
+from tests.support.mcp_state import continuation_of
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -169,8 +168,7 @@ async def test_the_callback_refuses_a_pause_that_is_not_an_authorization(
         )
     assert isinstance(question, InputRequiredResult)
     assert question.request_state is not None
-    envelope = json.loads(base64.urlsafe_b64decode(question.request_state.split(".")[2] + "=="))
-    flight_pause = json.loads(envelope["s"])["continuation_id"]
+    flight_pause = continuation_of(question.request_state)
 
     for pause in (flight_pause, "no-such-pause"):
         refused = await open_link(server.url(f"/demo/airline/connect?state={pause}"))

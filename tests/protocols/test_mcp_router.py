@@ -27,6 +27,7 @@ from mcp_types import (
 )
 
 from pausemesh.demo.flights import BOOKING_DOMAIN, flight_choice_schema
+from tests.support.mcp_state import continuation_of
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -60,13 +61,6 @@ def bookings(data_dir: Path) -> list[tuple[str, str]]:
             "SELECT business_key, result_json FROM operations WHERE domain = ?", (BOOKING_DOMAIN,)
         ).fetchall()
     return [(str(key), str(result)) for key, result in rows]
-
-
-def continuation_of(state: str) -> str:
-    """Test-only: read the continuation id inside the (signed, not encrypted) state."""
-    envelope = json.loads(base64.urlsafe_b64decode(state.split(".")[2] + "=="))
-    inner: str = json.loads(envelope["s"])["continuation_id"]
-    return inner
 
 
 def continuation_status(server: ServerProcess, continuation_id: str) -> str:
