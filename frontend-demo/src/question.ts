@@ -94,7 +94,7 @@ export class QuestionForm {
       else firstInvalid ??= result.focus;
     }
     if (firstInvalid !== undefined) {
-      this.showError("Please fix the answer marked below; it was not sent.");
+      this.showError("Please fix the answer marked above; it was not sent.");
       firstInvalid.focus();
       return;
     }
