@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from pausemesh.core import ContinuationService, ManualClock
+from pausemesh.core.errors import StoreError
 from pausemesh.core.operations import EXECUTE, RECONCILIATION_ONLY
 from pausemesh.stores.postgres import PostgresEventStore
 from pausemesh.stores.postgres_database import PostgresDatabase
@@ -150,3 +151,29 @@ async def test_append_only_triggers_reject_update_delete_truncate_even_for_the_o
     finally:
         await admin.close()
         await drop_schema(schema)
+
+
+async def test_a_role_without_the_runtime_grants_gets_a_clear_code(
+    runtime: tuple[str, str],
+) -> None:
+    schema, _ = runtime
+    role = f"pm_bare_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(DATABASE_URL)
+    try:
+        await admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        database = await PostgresDatabase.connect(
+            _url_for(role), schema=schema, min_size=1, max_size=2
+        )
+        try:
+            with pytest.raises(StoreError) as caught:
+                await database.check_readiness()
+            assert caught.value.code == "STORE_PERMISSION_DENIED"
+            service = ContinuationService(store=PostgresEventStore(database, owns_database=False))
+            with pytest.raises(StoreError) as caught:
+                await service.create(payload={"kind": "input", "message": "hi"})
+            assert caught.value.code == "STORE_PERMISSION_DENIED"
+        finally:
+            await database.close()
+    finally:
+        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        await admin.close()

@@ -187,10 +187,8 @@ class PostgresDatabase:
 
     async def check_migrations(self) -> None:
         async def op(conn: Conn) -> None:
-            exists = await conn.fetchval("SELECT to_regclass($1)", f"{self.q}.{LEDGER_TABLE}")
-            if exists is None:
-                msg = "PauseMesh schema is not migrated; run `pausemesh migrate`"
-                raise StoreError(msg, code="MIGRATION_REQUIRED")
+            # A missing schema or ledger is MIGRATION_REQUIRED, a missing grant
+            # STORE_PERMISSION_DENIED (map_store_error tells them apart).
             rows = await conn.fetch(f"SELECT version, name, checksum FROM {self.q}.{LEDGER_TABLE}")
             missing = check_ledger({r[0]: (r[1], r[2]) for r in rows}, self.migrations)
             if missing:
