@@ -1,0 +1,171 @@
+"""MCP and A2A pauses across two ``pausemesh demo`` replicas on one PostgreSQL database.
+
+The question is asked on one replica and answered on the other (and replayed back on the
+first, and raced over both); the booking happens once. Replicas share the server key, as
+PostgreSQL deployments must.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.types import GetTaskRequest, Message, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+
+from pausemesh.demo.flights import BOOKING_DOMAIN
+from pausemesh.stores.postgres_migrate import migrate
+from tests.support.mcp_state import continuation_of
+from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
+from tests.support.server import ServerProcess
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+class Replicas:
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        env = {
+            "PAUSEMESH_DATABASE_SCHEMA": schema,
+            "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
+            "PAUSEMESH_LOG_LEVEL": "warning",
+        }
+        args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
+        self.servers = [ServerProcess(args, env=env) for _ in range(2)]
+
+    async def bookings(self, business_key: str) -> int:
+        conn = await asyncpg.connect(DATABASE_URL)
+        try:
+            count: int = await conn.fetchval(
+                f'SELECT count(*) FROM "{self.schema}".operations'  # noqa: S608 - test schema name
+                " WHERE domain = $1 AND business_key = $2",
+                BOOKING_DOMAIN,
+                business_key,
+            )
+        finally:
+            await conn.close()
+        return count
+
+
+@pytest.fixture(name="replicas", scope="module")
+async def replicas_fixture() -> AsyncIterator[Replicas]:
+    await require_postgres()
+    schema = fresh_schema("pm_protocols")
+    await migrate(DATABASE_URL, schema=schema)
+    replicas = Replicas(schema)
+    try:
+        await asyncio.gather(*(asyncio.to_thread(s.start) for s in replicas.servers))
+        yield replicas
+    finally:
+        await asyncio.gather(*(asyncio.to_thread(s.close) for s in replicas.servers))
+        await drop_schema(schema)
+
+
+async def _never(_context: Any, _params: Any) -> ElicitResult:
+    raise AssertionError
+
+
+async def mcp_round(
+    server: ServerProcess, state: str | None = None, flight: str | None = None
+) -> CallToolResult | InputRequiredResult:
+    responses = (
+        None
+        if flight is None
+        else {"flight": ElicitResult(action="accept", content={"flight": flight})}
+    )
+    error: MCPError | None = None
+    async with Client(server.url("/mcp"), mode="2026-07-28", elicitation_callback=_never) as client:  # type: ignore[arg-type]
+        try:
+            return await client.session.call_tool(
+                "book_flight",
+                {"destination": "Vienna"},
+                allow_input_required=True,
+                input_responses=responses,  # type: ignore[arg-type]
+                request_state=state,
+            )
+        except MCPError as refused:
+            error = refused
+    raise error
+
+
+async def test_an_mcp_pause_asked_on_one_replica_is_answered_on_the_other(
+    replicas: Replicas,
+) -> None:
+    first_server, second_server = replicas.servers
+    first = await mcp_round(first_server)
+    assert isinstance(first, InputRequiredResult)
+    assert first.request_state is not None
+
+    done = await mcp_round(second_server, first.request_state, "PM303")
+    replay = await mcp_round(first_server, first.request_state, "PM303")
+
+    assert isinstance(done, CallToolResult)
+    assert isinstance(replay, CallToolResult)
+    assert done.structured_content is not None
+    assert done.structured_content["booked"] is True
+    assert replay.structured_content == done.structured_content
+    assert await replicas.bookings(continuation_of(first.request_state)) == 1
+
+
+def _message(*, text: str = "", data: Any = None, task_id: str = "") -> Message:
+    body: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
+    body["parts"] = [{"data": data}] if data is not None else [{"text": text}]
+    if task_id:
+        body["taskId"] = task_id
+    message: Message = ParseDict(body, Message())
+    return message
+
+
+async def a2a_send(server: ServerProcess, message: Message) -> Task | A2AError:
+    async with httpx.AsyncClient(timeout=60) as http:
+        client = await create_client(
+            server.url("/a2a"), client_config=ClientConfig(httpx_client=http, streaming=False)
+        )
+        try:
+            async for response in client.send_message(SendMessageRequest(message=message)):
+                if response.HasField("task"):
+                    return response.task
+        except A2AError as refused:
+            return refused
+        finally:
+            await client.close()
+    raise AssertionError
+
+
+async def test_a2a_follow_ups_racing_over_both_replicas_book_once(replicas: Replicas) -> None:
+    first_server, second_server = replicas.servers
+    task = await a2a_send(first_server, _message(text="Vienna"))
+    assert isinstance(task, Task)
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    cid = task.metadata["pausemesh"]["continuationId"]
+
+    outcomes = await asyncio.gather(
+        *(
+            a2a_send(server, _message(data={"flight": "PM202"}, task_id=task.id))
+            for server in [first_server, second_server] * 5
+        )
+    )
+
+    completed = [o for o in outcomes if isinstance(o, Task)]
+    assert completed
+    assert all(o.status.state == TaskState.TASK_STATE_COMPLETED for o in completed)
+    assert await replicas.bookings(cid) == 1
+    async with httpx.AsyncClient(timeout=60) as http:
+        client = await create_client(
+            second_server.url("/a2a"),
+            client_config=ClientConfig(httpx_client=http, streaming=False),
+        )
+        final = await client.get_task(GetTaskRequest(id=task.id))
+        await client.close()
+    assert final.status.state == TaskState.TASK_STATE_COMPLETED
