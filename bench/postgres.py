@@ -6,6 +6,8 @@ resume statement (head UPDATE fenced on the version + event INSERT, one commit).
 
 The raw baseline runs exactly those three statements with asyncpg on a pool of the same size
 and the same number in flight, with precomputed JSON: no validation, no reducer, no tokens.
+A second raw figure writes the same rows the classic way (BEGIN; head; events; COMMIT), to show
+what the one-statement append saves.
 Each "replica" is a separate OS process with its own pool (a real replica minus HTTP); all of
 a measurement's processes start together and run for the same time.
 
@@ -130,7 +132,16 @@ async def _raw_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
     stop = False
     done = 0
 
-    async def lifecycle() -> None:
+    head_insert = f"""
+        INSERT INTO {q}.continuation_streams VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
+    """
+    head_update = f"""
+        UPDATE {q}.continuation_streams SET version = $2, pending_expires_at = $3
+        WHERE continuation_id = $1 AND version = $4
+    """
+    event_insert = f"INSERT INTO {q}.continuation_events VALUES ($1, $2, $3)"
+
+    async def statement_lifecycle() -> None:
         cid = str(uuid.uuid4())
         async with pool.acquire() as conn:
             await conn.fetchval(create_sql, cid, 1, expires, [1], [created_json])
@@ -138,6 +149,20 @@ async def _raw_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
             await conn.fetch(load_sql, cid, 33)
         async with pool.acquire() as conn:
             await conn.fetchval(advance_sql, cid, 2, None, [2], [resumed_json], 1)
+
+    async def transaction_lifecycle() -> None:
+        """The same writes as BEGIN; head; events; COMMIT (the classic shape, more round trips)."""
+        cid = str(uuid.uuid4())
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(head_insert, cid, 1, expires)
+            await conn.execute(event_insert, cid, 1, created_json)
+        async with pool.acquire() as conn:
+            await conn.fetch(load_sql, cid, 33)
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(head_update, cid, 2, None, 1)
+            await conn.execute(event_insert, cid, 2, resumed_json)
+
+    lifecycle = transaction_lifecycle if args.worker == "raw-tx" else statement_lifecycle
 
     async def loop() -> None:
         nonlocal done
@@ -226,7 +251,7 @@ def main() -> None:
     )
     parser.add_argument("--pool", type=int, default=16, help="connections per replica")
     parser.add_argument("--database-url", default=DEFAULT_URL)
-    parser.add_argument("--worker", choices=["service", "raw"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["service", "raw", "raw-tx"], help=argparse.SUPPRESS)
     parser.add_argument("--schema", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -235,13 +260,20 @@ def main() -> None:
     args.schema = f"pm_bench_{secrets.token_hex(4)}"
     asyncio.run(migrate(args.database_url, schema=args.schema))
     try:
-        figures: dict[str, list[float]] = {"raw1": [], "svc1": [], "raw3": [], "svc3": []}
+        figures: dict[str, list[float]] = {
+            "raw1": [],
+            "svc1": [],
+            "raw3": [],
+            "svc3": [],
+            "tx1": [],
+        }
         # Interleaved, so drift in machine load hits every figure alike.
         for _ in range(args.rounds):
             figures["raw1"].append(_measure(args, "raw", 1))
             figures["svc1"].append(_measure(args, "service", 1))
             figures["raw3"].append(_measure(args, "raw", 3))
             figures["svc3"].append(_measure(args, "service", 3))
+            figures["tx1"].append(_measure(args, "raw-tx", 1))
     finally:
         asyncio.run(_admin(args.database_url, f'DROP SCHEMA "{args.schema}" CASCADE'))
     med = {k: statistics.median(v) for k, v in figures.items()}
@@ -251,6 +283,7 @@ def main() -> None:
         f" {os.cpu_count()} CPUs shared with the server)"
     )
     print(f"  raw asyncpg, same statements, 1 process : {med['raw1']:9.0f}")
+    print(f"  raw asyncpg, BEGIN..COMMIT shape, 1 proc: {med['tx1']:9.0f}")
     print(f"  PauseMesh service, 1 replica           : {med['svc1']:9.0f}")
     print(f"  raw asyncpg, same statements, 3 procs  : {med['raw3']:9.0f}")
     print(f"  PauseMesh service, 3 replicas          : {med['svc3']:9.0f}")
