@@ -330,6 +330,12 @@ async def test_a_postgres_restart_under_running_replicas_recovers_without_app_re
         unavailable = await first.post("/v1/continuations", json={"payload": PAYLOAD})
         assert unavailable.status_code == 503, unavailable.text
         assert unavailable.json()["code"] == "STORE_UNAVAILABLE"
+        # A tail (re)connecting during the outage is told to come back, not given a 500.
+        async with second.stream(
+            "GET", f"/agui/threads/{thread_id}/events", headers={"Last-Event-ID": str(last)}
+        ) as refused:
+            assert refused.status_code == 503
+            assert json.loads(await refused.aread())["code"] == "STORE_UNAVAILABLE"
     finally:
         await asyncio.to_thread(_cluster_ctl, "start")
     await _until_ready_codes(cluster, 200)
