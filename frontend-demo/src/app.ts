@@ -150,6 +150,8 @@ export class ChatApp {
   private answer(answers: ReadonlyMap<string, Json>): void {
     this.enqueue(async () => {
       const pending = this.agent.pendingInterrupts;
+      // The question went away while this click waited in the queue (another tab answered).
+      if (pending.length === 0 || pending.some((i) => !answers.has(i.id))) return;
       const responses = Object.fromEntries(
         pending.map((i) => [i.id, { status: "resolved" as const, payload: answers.get(i.id) }]),
       );
@@ -160,7 +162,10 @@ export class ChatApp {
   private cancel(): void {
     this.enqueue(async () => {
       const pending = this.agent.pendingInterrupts;
-      const responses = Object.fromEntries(pending.map((i) => [i.id, { status: "cancelled" as const }]));
+      if (pending.length === 0) return;
+      const responses = Object.fromEntries(
+        pending.map((i) => [i.id, { status: "cancelled" as const }]),
+      );
       await this.resume(buildResumeArray(pending, responses));
     });
   }
@@ -211,9 +216,11 @@ export class ChatApp {
     } else if (this.tailMaxDuringRun > this.seen) {
       await this.restore();
     }
-    this.startTail();
+    const reached = failure?.kind !== "offline";
+    // The thread exists once a run reached the server; only then is there a log to follow.
+    if (reached) this.startTail();
     this.renderQuestion(true);
-    return failure?.kind !== "offline";
+    return reached;
   }
 
   /** Reloads messages, state and pending interrupts through POST /agui/connect. */
