@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
@@ -24,6 +24,9 @@ from pausemesh.stores.postgres_operations import PostgresOperationLedger
 from pausemesh.stores.postgres_schema import DEFAULT_SCHEMA
 from pausemesh.stores.postgres_threads import PostgresThreadStore
 from pausemesh.stores.storage import Storage
+
+if TYPE_CHECKING:
+    from pausemesh.settings import Settings
 
 __all__ = (
     "PostgresDatabase",
@@ -194,14 +197,17 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
     )
 
 
-async def open_postgres_storage(settings: Any) -> Storage:
+async def open_postgres_storage(settings: Settings) -> Storage:
     """The app's stores on a pool the app owns (``settings.database_url``/``database_schema``).
 
     The app lifespan closes it. Refuses to start against a schema that is not migrated
     exactly: run ``pausemesh migrate`` first.
     """
+    if settings.database_url is None:
+        msg = "open_postgres_storage needs settings.database_url"
+        raise ValueError(msg)
     database = await PostgresDatabase.connect(
-        settings.database_url, schema=getattr(settings, "database_schema", DEFAULT_SCHEMA)
+        settings.database_url, schema=settings.database_schema
     )
     try:
         return await postgres_storage(database, close_database=True)
