@@ -225,3 +225,43 @@ async def test_native_routes_without_their_lifespan_fail_loudly(tmp_path: Path) 
     assert reply.status_code == 500
     assert reply.json()["code"] == "NOT_STARTED"
     assert "lifespan" in reply.json()["detail"]
+
+
+async def test_native_routes_scope_threads_to_the_resolved_principal(tmp_path: Path) -> None:
+    from examples import starlette_native  # noqa: PLC0415
+    from starlette.applications import Starlette  # noqa: PLC0415
+    from starlette.requests import Request  # noqa: PLC0415
+
+    from pausemesh.web.starlette_agui import StarletteAgui  # noqa: PLC0415
+
+    async def resolver(request: Request) -> str | None:
+        return request.headers.get("x-user")
+
+    pausemesh = StarletteAgui(
+        Settings(database_path=str(tmp_path / "p.db")),
+        agent=starlette_native.meeting_agent,
+        principal_resolver=resolver,
+    )
+    host = Starlette(routes=pausemesh.routes(), lifespan=pausemesh.lifespan)
+    body = {
+        "threadId": "shared-name",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+    }
+    async with (
+        LifespanManager(host),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+    ):
+        alice = await client.post("/agui", json=body, headers={"x-user": "alice"})
+        assert alice.status_code == 200
+        assert '"type":"RUN_FINISHED"' in alice.text
+        mine = await client.get("/agui/threads/shared-name", headers={"x-user": "alice"})
+        assert mine.status_code == 200
+        assert len(mine.json()["pendingInterrupts"]) == 1
+        theirs = await client.get("/agui/threads/shared-name", headers={"x-user": "bob"})
+        assert theirs.status_code == 404
+        intruder = await client.post("/agui", json=body, headers={"x-user": "bob"})
+        assert intruder.status_code == 404
+        anonymous = await client.get("/agui/threads/shared-name")
+        assert anonymous.status_code == 401
+        assert anonymous.json()["code"] == "UNAUTHENTICATED"
