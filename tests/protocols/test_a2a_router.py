@@ -18,7 +18,16 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
 from a2a.utils.errors import A2AError, InvalidParamsError
 from a2a.utils.proto_utils import validate_proto_required_fields
 from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
@@ -294,4 +303,12 @@ async def test_rejecting_an_authorization_pause_cancels_it(server: ServerProcess
     async with a2a_client(server) as client:
         done = await send(client, answer(task.id, {"action": "reject"}))
     assert done.status.state == TaskState.TASK_STATE_REJECTED
+    assert continuation_status(server, continuation_id(task)) == "cancelled"
+
+
+async def test_cancelling_an_input_required_task_cancels_its_pause(server: ServerProcess) -> None:
+    task = await ask(server)
+    async with a2a_client(server) as client:
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
     assert continuation_status(server, continuation_id(task)) == "cancelled"
