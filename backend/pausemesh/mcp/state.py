@@ -36,6 +36,7 @@ __all__ = (
     "decode_pause_state",
     "encode_pause_state",
     "invalid_request_state",
+    "new_pause_state",
 )
 
 _PREFIX = "pm1"
