@@ -6,7 +6,10 @@ rounds, and a pause settled elsewhere (cancelled over REST) before the retry.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,13 +17,16 @@ from typing import Any
 import pytest
 from litestar.config.app import AppConfig
 from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+from mcp_types import CallToolResult, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.clock import ManualClock
 from pausemesh.core.service import ContinuationService
 from pausemesh.demo.mcp_tools import register_book_flight
+from pausemesh.mcp.elicitation import McpProjectionPolicy
+from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.router import McpPlugin
 from pausemesh.settings import Settings
 from pausemesh.web.config import PauseMeshConfig
@@ -120,3 +126,74 @@ async def test_in_process_round_trip_books_once(harness: Harness) -> None:
     ledger = harness.plugin.pausemesh.runtime.storage.operations
     assert ledger is not None
     assert len(await ledger.list("demo.flight-bookings")) == 1
+
+
+def _register_sign_in(server: MCPServer, pauses: McpPauses, _pausemesh: PauseMeshPlugin) -> None:
+    @server.tool(name="sign_in")
+    async def sign_in(ctx: Context[Any, Any]) -> CallToolResult | InputRequiredResult:
+        answer = await pauses.authorize(
+            ctx,
+            tool="sign_in",
+            arguments={},
+            message="Sign in to the airline",
+            url_for=lambda c: f"https://auth.example.com/connect?state={c.continuation_id}",
+        )
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return CallToolResult(content=[], structured_content={"action": answer.action})
+
+
+@asynccontextmanager
+async def sign_in_plugin(
+    tmp_path: Path, policy: McpProjectionPolicy | None
+) -> AsyncIterator[tuple[McpPlugin, ContinuationService]]:
+    settings = Settings(database_path=str(tmp_path / "auth.db"), data_dir=str(tmp_path))
+    pausemesh = PauseMeshPlugin(PauseMeshConfig(settings=settings))
+    mcp = McpPlugin(_register_sign_in, policy=policy)
+    mcp.on_app_init(AppConfig(plugins=[pausemesh]))
+    async with open_runtime(settings, sweeper=False) as runtime:
+        pausemesh._runtime = runtime
+        yield mcp, runtime.service
+
+
+async def _sign_in(mcp: McpPlugin) -> CallToolResult | InputRequiredResult:
+    error: MCPError | None = None
+    async with Client(mcp.server, mode="2026-07-28", elicitation_callback=_never) as client:  # type: ignore[arg-type]
+        try:
+            return await client.session.call_tool("sign_in", {}, allow_input_required=True)
+        except MCPError as refused:
+            error = refused
+    raise error
+
+
+async def test_url_mode_fails_closed_without_a_host_policy(tmp_path: Path) -> None:
+    async with sign_in_plugin(tmp_path, None) as (mcp, _):
+        with pytest.raises(MCPError) as refused:
+            await _sign_in(mcp)
+        assert refused.value.error.code == -32600
+    # The pause that could not be sent is not left dangling: it was cancelled.
+    with sqlite3.connect(tmp_path / "auth.db") as db:
+        streams = db.execute("SELECT pending_expires_at_us, version FROM continuation_streams")
+        assert streams.fetchall() == [(None, 2)]
+        (event,) = db.execute("SELECT event_json FROM continuation_events WHERE version = 2")
+    assert json.loads(event[0])["reason"] == "mcp:elicitation_failed"
+
+
+async def test_url_mode_is_sent_when_the_host_policy_vouches_for_the_link(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def vouch(url: str) -> bool:
+        seen.append(url)
+        return url.startswith("https://auth.example.com/connect?")
+
+    async with sign_in_plugin(tmp_path, McpProjectionPolicy(validate_authorization_url=vouch)) as (
+        mcp,
+        _,
+    ):
+        first = await _sign_in(mcp)
+
+    assert isinstance(first, InputRequiredResult)
+    assert first.input_requests is not None
+    params = first.input_requests["authorization"].params
+    assert isinstance(params, ElicitRequestURLParams)
+    assert seen == [params.url]
