@@ -126,3 +126,25 @@ async def test_host_owned_storage_is_used_and_left_open(tmp_path: Path) -> None:
         assert len(await storage.events.load(continuation_id)) == 1
     finally:
         await storage.close()
+
+
+async def test_an_unavailable_store_is_503_without_internals(tmp_path: Path) -> None:
+    storage = await open_sqlite_storage(str(tmp_path / "gone.db"))
+    await storage.close()  # the store cannot serve any more
+    config = PauseMeshConfig(settings=Settings(data_dir=str(tmp_path)), storage=storage)
+    app = Litestar(plugins=[PauseMeshPlugin(config)])
+    async with (
+        LifespanManager(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://h") as client,
+    ):
+        assert (await client.get("/healthz")).status_code == 200
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json() == {
+            "status": "not_ready",
+            "checks": [{"component": "store", "status": "unavailable"}],
+        }
+        created = await client.post("/v1/continuations", json={"payload": 1})
+        body = assert_problem(created, 503, "STORE_UNAVAILABLE")
+        assert "gone.db" not in created.text
+        assert "SQLite" not in body["detail"]

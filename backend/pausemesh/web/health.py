@@ -6,6 +6,7 @@ import logging
 
 from litestar import Response, get
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 
 from pausemesh.stores.storage import Storage
 from pausemesh.web.schemas import HealthBody, ReadinessBody, ReadinessCheck
@@ -25,6 +26,11 @@ async def healthz() -> HealthBody:
     summary="Readiness: the store can serve",
     tags=["health"],
     description="503 with `status: not_ready` when the store cannot serve; no internals leak.",
+    responses={
+        503: ResponseSpec(
+            data_container=ReadinessBody, description="Not ready", generate_examples=False
+        )
+    },
 )
 async def readyz(pausemesh_storage: NamedDependency[Storage]) -> Response[ReadinessBody]:
     try:
