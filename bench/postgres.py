@@ -30,6 +30,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -234,6 +235,72 @@ def _measure(args: argparse.Namespace, kind: str, replicas: int) -> float:
     return total / args.seconds
 
 
+async def _http_lifecycles(bases: list[str], seconds: float, concurrency: int) -> int:
+    """Create + resume over HTTP, workers spread round-robin over the replicas."""
+    import aiohttp  # noqa: PLC0415 - only the --http measurement needs it
+
+    done = 0
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        deadline = time.perf_counter() + seconds
+
+        async def worker(base: str) -> None:
+            nonlocal done
+            while time.perf_counter() < deadline:
+                async with session.post(
+                    f"{base}/v1/continuations", json={"payload": PAYLOAD}
+                ) as response:
+                    created = await response.json()
+                    if response.status != 201:
+                        raise RuntimeError(created)
+                continuation_id = created["continuation"]["continuationId"]
+                headers = {
+                    "authorization": f"PauseMesh {created['resumeToken']}",
+                    "idempotency-key": "k",
+                }
+                async with session.post(
+                    f"{base}/v1/continuations/{continuation_id}/resume",
+                    json={"payload": {"flight": "PM101"}},
+                    headers=headers,
+                ) as response:
+                    await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(response.status)
+                done += 1
+
+        await asyncio.gather(*(worker(bases[i % len(bases)]) for i in range(concurrency)))
+    return done
+
+
+def _measure_http(args: argparse.Namespace, replicas: int) -> float:
+    """``replicas`` real ``pausemesh serve`` processes on the schema; lifecycles/s over HTTP."""
+    # Run as a script, this directory is on sys.path and its http.py would shadow the stdlib's
+    # ``http`` (httpx and aiohttp need it): swap it for the repository root first.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    sys.path.insert(0, str(here.parent))
+    from tests.support.server import ServerProcess  # noqa: PLC0415 - repository helper
+
+    env = {
+        "PAUSEMESH_SECRET_KEY": "bench-" + "k" * 40,
+        "PAUSEMESH_DATABASE_SCHEMA": args.schema,
+        "PAUSEMESH_LOG_LEVEL": "warning",
+    }
+    servers = [
+        ServerProcess(["serve", "--database-url", args.database_url], env=env)
+        for _ in range(replicas)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        bases = [server.base_url for server in servers]
+        uvloop.run(_http_lifecycles(bases, 1.0, args.concurrency))  # warm-up
+        return uvloop.run(_http_lifecycles(bases, args.seconds, args.concurrency)) / args.seconds
+    finally:
+        for server in servers:
+            server.close()
+
+
 async def _admin(url: str, sql: str) -> None:
     conn = await asyncpg.connect(url)
     try:
@@ -251,6 +318,11 @@ def main() -> None:
     )
     parser.add_argument("--pool", type=int, default=16, help="connections per replica")
     parser.add_argument("--database-url", default=DEFAULT_URL)
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="also measure real `pausemesh serve` replicas over HTTP (the client shares the CPUs)",
+    )
     parser.add_argument("--worker", choices=["service", "raw", "raw-tx"], help=argparse.SUPPRESS)
     parser.add_argument("--schema", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -266,6 +338,8 @@ def main() -> None:
             "raw3": [],
             "svc3": [],
             "tx1": [],
+            "http1": [],
+            "http3": [],
         }
         # Interleaved, so drift in machine load hits every figure alike.
         for _ in range(args.rounds):
@@ -274,9 +348,12 @@ def main() -> None:
             figures["raw3"].append(_measure(args, "raw", 3))
             figures["svc3"].append(_measure(args, "service", 3))
             figures["tx1"].append(_measure(args, "raw-tx", 1))
+            if args.http:
+                figures["http1"].append(_measure_http(args, 1))
+                figures["http3"].append(_measure_http(args, 3))
     finally:
         asyncio.run(_admin(args.database_url, f'DROP SCHEMA "{args.schema}" CASCADE'))
-    med = {k: statistics.median(v) for k, v in figures.items()}
+    med = {k: statistics.median(v) for k, v in figures.items() if v}
     print(
         f"PostgreSQL lifecycles/s (create + resume; {args.concurrency} in flight and a pool of"
         f" {args.pool} per replica; {args.seconds:g}s x {args.rounds} rounds, median;"
@@ -290,6 +367,10 @@ def main() -> None:
     print(f"  ratio 1 replica / raw (goal >= 0.5)    : {med['svc1'] / med['raw1']:9.2f}")
     print(f"  ratio 3 replicas / raw 3 procs         : {med['svc3'] / med['raw3']:9.2f}")
     print(f"  scaling 3 replicas / 1 replica         : {med['svc3'] / med['svc1']:9.2f}")
+    if args.http:
+        print(f"  over HTTP, 1 `pausemesh serve` replica  : {med['http1']:9.0f}")
+        print(f"  over HTTP, 3 `pausemesh serve` replicas : {med['http3']:9.0f}")
+        print(f"  HTTP scaling 3 replicas / 1 replica    : {med['http3'] / med['http1']:9.2f}")
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     print(f"  measured {started}")
 
