@@ -11,8 +11,11 @@ what the one-statement append saves.
 Each "replica" is a separate OS process with its own pool (a real replica minus HTTP); all of
 a measurement's processes start together and run for the same time.
 
+With ``--http`` it also starts 1 and then 3 real ``pausemesh serve`` processes on the schema
+and drives create + resume over HTTP (aiohttp, the load spread round-robin over replicas).
+
 Usage: .venv/bin/python bench/postgres.py [--seconds 3] [--rounds 2] [--concurrency 64]
-           [--pool 16] [--database-url URL]
+           [--pool 16] [--database-url URL] [--http]
 """
 
 # ruff: noqa: S608 - SQL text only interpolates the benchmark's own throwaway schema name
