@@ -13,6 +13,9 @@ disconnect detection, a send timeout for frozen clients and a clean end on shutd
 
 A host with its own lifespan enters ``pausemesh.running()`` in it. Requests that arrive when
 neither ran get a 500 ``NOT_STARTED`` problem naming the missing line.
+
+Note: importing ``sse_starlette`` patches uvicorn's exit handler (so open streams end on
+shutdown). Only this module imports it; the Litestar app and the CLI never do.
 """
 
 from __future__ import annotations
