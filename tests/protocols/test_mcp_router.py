@@ -7,6 +7,7 @@ clients answer a live ``elicitation/create`` through the client's elicitation ca
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import sqlite3
@@ -168,6 +169,21 @@ async def test_the_same_retry_twice_books_once(server: ServerProcess, data_dir: 
     assert isinstance(one, CallToolResult)
     assert isinstance(two, CallToolResult)
     assert one.structured_content == two.structured_content
+    assert first.request_state is not None
+    cid = continuation_of(first.request_state)
+    assert [key for key, _ in bookings(data_dir)].count(cid) == 1
+
+
+async def test_twenty_concurrent_retries_book_once(server: ServerProcess, data_dir: Path) -> None:
+    first = await first_round(server)
+
+    results = await asyncio.gather(
+        *(retry(server, first.request_state, accept("PM202")) for _ in range(20))
+    )
+
+    contents = [r.structured_content for r in results if isinstance(r, CallToolResult)]
+    assert len(contents) == 20
+    assert all(content == contents[0] for content in contents)
     assert first.request_state is not None
     cid = continuation_of(first.request_state)
     assert [key for key, _ in bookings(data_dir)].count(cid) == 1
