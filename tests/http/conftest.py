@@ -35,7 +35,7 @@ async def host_app_fixture(tmp_path_factory: pytest.TempPathFactory) -> AsyncIte
         problem_details_for_app=True,
     )
     app = Litestar(route_handlers=[host_hello], plugins=[PauseMeshPlugin(config)])
-    async with LifespanManager(app):
+    async with LifespanManager(app, startup_timeout=60, shutdown_timeout=60):
         yield app
 
 

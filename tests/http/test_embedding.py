@@ -40,7 +40,7 @@ async def scoped_fixture(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     )
     app = Litestar(route_handlers=[host_hello], plugins=[PauseMeshPlugin(config)])
     async with (
-        LifespanManager(app),
+        LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
         httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://host") as client,
     ):
         yield client
@@ -116,7 +116,7 @@ async def test_host_owned_storage_is_used_and_left_open(tmp_path: Path) -> None:
         config = PauseMeshConfig(settings=Settings(data_dir=str(tmp_path)), storage=storage)
         app = Litestar(plugins=[PauseMeshPlugin(config)])
         async with (
-            LifespanManager(app),
+            LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
             httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://h") as client,
         ):
             created = await client.post("/v1/continuations", json={"payload": 1})
@@ -134,7 +134,7 @@ async def test_an_unavailable_store_is_503_without_internals(tmp_path: Path) -> 
     config = PauseMeshConfig(settings=Settings(data_dir=str(tmp_path)), storage=storage)
     app = Litestar(plugins=[PauseMeshPlugin(config)])
     async with (
-        LifespanManager(app),
+        LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
         httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://h") as client,
     ):
         assert (await client.get("/healthz")).status_code == 200
