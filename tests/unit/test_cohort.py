@@ -467,16 +467,27 @@ def test_answer_outside_the_response_schema_is_refused(payload: Any) -> None:
     assert result.message == "AG-UI resume payload does not match its response schema"
 
 
-def test_response_schema_formats_are_checked() -> None:
-    schema = {"type": "object", "properties": {"day": {"type": "string", "format": "date"}}}
-    members = [pending("c1", pause_payload("When?", response_schema=schema))]
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"),
+    [
+        ("date", "2026-03-02", "tomorrow"),
+        ("date-time", "2026-03-02T09:30:00Z", "2026-03-02 morning"),
+        ("time", "09:30:00Z", "half past nine"),
+        ("email", "ada@example.org", "ada"),
+        ("uri", "https://example.org/a", "not a uri"),
+        ("uuid", "6f1c2b5e-0d4a-4c1e-9a57-3b2d8f0e1a2b", "6f1c"),
+    ],
+)
+def test_response_schema_formats_are_checked(fmt: str, good: str, bad: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "format": fmt}}}
+    members = [pending("c1", pause_payload("Which?", response_schema=schema))]
     _, receipt = issue_interrupts(members, thread_id=THREAD, run_id="r1")
     refused(
-        validate(run_input([answer("c1", {"day": "tomorrow"})]), receipt, members),
+        validate(run_input([answer("c1", {"v": bad})]), receipt, members),
         "PAUSEMESH_AGUI_INVALID_PAYLOAD",
     )
     assert isinstance(
-        validate(run_input([answer("c1", {"day": "2026-03-02"})]), receipt, members), ResumePlan
+        validate(run_input([answer("c1", {"v": good})]), receipt, members), ResumePlan
     )
 
 
