@@ -197,3 +197,33 @@ async def test_url_mode_is_sent_when_the_host_policy_vouches_for_the_link(tmp_pa
     params = first.input_requests["authorization"].params
     assert isinstance(params, ElicitRequestURLParams)
     assert seen == [params.url]
+
+
+async def test_declining_after_accepting_is_refused_and_the_booking_stands(
+    harness: Harness,
+) -> None:
+    first = await call(harness)
+    assert isinstance(first, InputRequiredResult)
+    assert first.request_state is not None
+    await call(harness, first.request_state, "PM303")
+
+    error: MCPError | None = None
+    async with Client(
+        harness.plugin.server,
+        mode="2026-07-28",
+        elicitation_callback=_never,  # type: ignore[arg-type]
+    ) as client:
+        try:
+            await client.session.call_tool(
+                "book_flight",
+                {"destination": "Rome"},
+                allow_input_required=True,
+                input_responses={"flight": ElicitResult(action="decline")},
+                request_state=first.request_state,
+            )
+        except MCPError as refused:
+            error = refused
+    assert error is not None
+    assert error.error.code == -32602
+    settled = await harness.service.get(continuation_of(first.request_state))
+    assert settled.status == "resumed"

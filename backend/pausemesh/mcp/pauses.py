@@ -48,6 +48,7 @@ from pausemesh.core.errors import (
     ContinuationExpiredError,
     ContinuationNotFoundError,
     IdempotencyConflictError,
+    InvalidTransitionError,
     ProtocolAdapterError,
     TokenAlreadyUsedError,
 )
@@ -232,6 +233,13 @@ class McpPauses:
                 )
             except ContinuationExpiredError:
                 raise invalid_request_state() from None
+            except InvalidTransitionError:
+                # Settled already: a resumed pause cannot be declined after the fact; a
+                # cancelled one stays cancelled with its first reason.
+                current = await service.get(cid, principal=principal)
+                if current.status != "cancelled":
+                    raise MCPError(code=INVALID_PARAMS, message=_ANSWERED_DIFFERENTLY) from None
+                settled = current
             return McpAnswer(continuation=settled, action=_action_of_cancel(settled.reason))
         content = outcome.content if isinstance(outcome.content, dict) else {}
         try:
