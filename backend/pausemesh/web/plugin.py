@@ -91,8 +91,7 @@ class PauseMeshPlugin(InitPlugin):
         handlers: list[Any] = [ContinuationController]
         if self.config.health_routes:
             handlers += [healthz, readyz]
-        # B2 adds the AG-UI controller here when `self.config.agent` is set; D mounts
-        # /mcp and /a2a the same way. They share these dependencies.
+        # With an agent, the AG-UI controller joins below and shares these dependencies.
         # Plain closures, not bound methods: Litestar deep-copies layers when it registers
         # them, and a copied bound method would carry a copy of this plugin (never started).
         plugin = self
