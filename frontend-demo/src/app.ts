@@ -13,6 +13,7 @@ import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread
 interface Elements {
   readonly connection: HTMLElement;
   readonly notice: HTMLElement;
+  readonly announcer: HTMLElement;
   readonly transcript: HTMLOListElement;
   readonly typing: HTMLElement;
   readonly question: HTMLElement;
@@ -82,6 +83,7 @@ export class ChatApp {
       {
         connection: byId("connection"),
         notice: byId("notice"),
+        announcer: byId("announcer"),
         transcript: byId("transcript"),
         typing: byId("typing"),
         question: byId("question"),
@@ -396,7 +398,13 @@ export class ChatApp {
         onCancel: () => this.cancel(),
       });
       const active = this.document.activeElement;
-      if (own || active === null || active === this.document.body) this.question.focus();
+      if (own || active === null || active === this.document.body) {
+        this.question.focus();
+      } else {
+        // Focus stays where the person is; a screen reader still hears that a question came.
+        const asked = pending.map((i) => i.message ?? "a question").join(" ");
+        this.ui.announcer.textContent = `The assistant asks: ${asked}`;
+      }
     } else {
       this.question.setBusy(this.running);
     }
