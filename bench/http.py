@@ -75,8 +75,8 @@ async def lifecycle(session: aiohttp.ClientSession, base: str, n: int) -> None:
 
 async def drive(
     base: str, seconds: float, concurrency: int, pid: int | None
-) -> tuple[int, list[float], float, float]:
-    """Run lifecycles for ``seconds``; return (count, latencies, wall seconds, server CPU s)."""
+) -> tuple[int, list[float], float, float, float]:
+    """Run lifecycles for ``seconds``: (count, latencies, wall s, server CPU s, client CPU s)."""
     connector = aiohttp.TCPConnector(limit=concurrency)
     latencies: list[float] = []
     counter = 0
@@ -92,11 +92,13 @@ async def drive(
                 latencies.append(time.perf_counter() - start)
 
         cpu_before = cpu_seconds(pid) if pid else 0.0
+        client_before = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - started
         cpu = (cpu_seconds(pid) - cpu_before) if pid else 0.0
-    return len(latencies), latencies, wall, cpu
+        client_cpu = time.process_time() - client_before
+    return len(latencies), latencies, wall, cpu, client_cpu
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,7 +122,7 @@ def main() -> None:
         server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
         with ServerProcess(server_args) as server:
             uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
-            count, latencies, wall, cpu = uvloop.run(
+            count, latencies, wall, cpu, client_cpu = uvloop.run(
                 drive(server.base_url, args.seconds, args.concurrency, server.pid)
             )
 
@@ -136,6 +138,7 @@ def main() -> None:
         ("server CPU per lifecycle (ms)", f"{1000 * cpu / count:.2f}"),
         # What one fully available core would sustain at that cost (derived, not measured).
         ("lifecycles/s per server core", f"{count / cpu:,.0f}" if cpu else "n/a"),
+        ("client CPU (% of one core)", f"{100 * client_cpu / wall:.0f}"),
         ("SQLite", "WAL, synchronous=FULL"),
         ("server log level", args.log_level),
     ]
