@@ -3,7 +3,8 @@
 Each test starts its own server process on a fresh SQLite file, drives the page the way a
 person would (roles and accessible names, keyboard where it matters) and checks the server's
 record of the thread (``GET /agui/threads/{id}``): exactly one booking, no open question.
-Screenshots of every step go to ``test-artifacts/browser/<test>/`` for a person to look at.
+Screenshots of every step go to ``test-artifacts/browser/<test>/`` for a person to look at,
+and the page is audited with axe-core (WCAG 2 A/AA rules) at each of them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.support.server import REPO_ROOT, ServerProcess
@@ -66,8 +68,17 @@ def context_fixture(browser: Browser) -> Iterator[BrowserContext]:
     context.close()
 
 
+AXE = Axe()
+
+
+def assert_accessible(page: Page) -> None:
+    """No axe-core violation (any impact) on the page as it is now."""
+    results = AXE.run(page)
+    assert results.violations_count == 0, results.generate_report()
+
+
 class Shots:
-    """Numbered screenshots of one test's steps."""
+    """Numbered screenshots of one test's steps, each audited for accessibility."""
 
     def __init__(self, name: str) -> None:
         self.dir = ARTIFACTS / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
@@ -79,6 +90,7 @@ class Shots:
     def take(self, page: Page, step: str) -> None:
         self.count += 1
         page.screenshot(path=self.dir / f"{self.count:02d}-{step}.png", full_page=True)
+        assert_accessible(page)
 
 
 @pytest.fixture(name="shots")
@@ -335,3 +347,19 @@ def test_an_expired_question_cannot_be_answered_and_can_be_cancelled(
     expect(page.locator("#question")).to_be_hidden()
     shots.take(page, "cancelled")
     assert bookings(server, thread) == []
+
+
+def test_the_dark_color_scheme_passes_the_same_audit(
+    server: ServerProcess, browser: Browser, shots: Shots
+) -> None:
+    context = browser.new_context(color_scheme="dark")
+    context.set_default_timeout(15_000)
+    try:
+        page = open_demo(context, server.url("/"))
+        ask(page)
+        shots.take(page, "dark-question")
+        flight(page, "PM101").click()
+        expect(page.get_by_text(re.compile(r"Booked flight PM101"))).to_be_visible()
+        shots.take(page, "dark-booked")
+    finally:
+        context.close()
