@@ -17,7 +17,7 @@ from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
-from pausemesh.settings import SecretKey, Settings, resolve_secret_key
+from pausemesh.settings import SecretKey, Settings, resolve_key_ring, resolve_secret_key
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
 from pausemesh.stores.sqlite_operations import SqliteOperationLedger
 from pausemesh.stores.sqlite_threads import SqliteThreadStore
@@ -76,12 +76,15 @@ def build_service(
     clock: Clock | None = None,
     observer: Observer | None = None,
 ) -> ContinuationService:
-    key = key or resolve_secret_key(settings)
+    active, previous = resolve_key_ring(settings)
+    key = key or active
+    ring = {old.key_id: old.key for old in previous}
+    ring[key.key_id] = key.key
     return ContinuationService(
         store=storage.events,
         clock=clock or SystemClock(),
         token_issuer=RandomTokenIssuer(),
-        keyed_issuer=KeyedTokenIssuer({key.key_id: key.key}, key.key_id),
+        keyed_issuer=KeyedTokenIssuer(ring, key.key_id),
         observer=observer or LoggingObserver(),
         token_ttl_seconds=settings.token_ttl_seconds,
     )

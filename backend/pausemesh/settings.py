@@ -32,6 +32,7 @@ __all__ = (
     "SettingsError",
     "is_loopback_host",
     "load_settings",
+    "resolve_key_ring",
     "resolve_secret_key",
     "with_overrides",
 )
@@ -58,6 +59,8 @@ class Settings:
     database_schema: str = "pausemesh"
     secret_key: str | None = None
     secret_key_file: str | None = None
+    # Retired keys, comma-separated: tokens issued under them can still be re-derived.
+    previous_secret_keys: str | None = None
     token_ttl_seconds: int = 900
     max_payload_bytes: int = 65_536
     log_level: str = "info"
@@ -84,7 +87,8 @@ class Settings:
         # Settings end up in logs and tracebacks; the key and the DSN's password must not.
         shown = {
             f.name: "[REDACTED]"
-            if f.name in {"secret_key", "database_url"} and getattr(self, f.name)
+            if f.name in {"secret_key", "previous_secret_keys", "database_url"}
+            and getattr(self, f.name)
             else getattr(self, f.name)
             for f in fields(self)
         }
@@ -138,6 +142,17 @@ def _as_text(name: str, raw: object, *, optional: bool) -> str | None:
     return text
 
 
+def _as_keys(name: str, raw: object, *, many: bool) -> str | None:
+    """One key (or comma-separated keys when ``many``), each ``MIN_SECRET_KEY_BYTES`` or more."""
+    keys = _as_text(name, raw, optional=True)
+    if keys is not None and any(
+        len(k.strip().encode()) < MIN_SECRET_KEY_BYTES
+        for k in (keys.split(",") if many else [keys])
+    ):
+        raise SettingsError(f"{name} must be at least {MIN_SECRET_KEY_BYTES} bytes per key")
+    return keys
+
+
 _INT_BOUNDS = {
     "port": (1, 65_535),
     "token_ttl_seconds": (30, 604_800),
@@ -147,6 +162,7 @@ _OPTIONAL_TEXT = {
     "database_url",
     "secret_key",
     "secret_key_file",
+    "previous_secret_keys",
     "data_dir",
     "principal_resolver",
 }
@@ -176,11 +192,8 @@ def _coerce(field_name: str, raw: object) -> Any:  # noqa: PLR0911 - one branch 
         if not schema.isidentifier() or not schema.isascii():
             raise SettingsError(f"{name} must be a plain SQL identifier")
         return schema.lower()
-    if field_name == "secret_key":
-        key = _as_text(name, raw, optional=True)
-        if key is not None and len(key.encode()) < MIN_SECRET_KEY_BYTES:
-            raise SettingsError(f"{name} must be at least {MIN_SECRET_KEY_BYTES} bytes")
-        return key
+    if field_name in {"secret_key", "previous_secret_keys"}:
+        return _as_keys(name, raw, many=field_name == "previous_secret_keys")
     return _as_text(name, raw, optional=field_name in _OPTIONAL_TEXT)
 
 
@@ -277,6 +290,21 @@ def resolve_secret_key(settings: Settings) -> SecretKey:
         finally:
             temp.unlink(missing_ok=True)
     return _key_from_bytes(path.read_bytes(), str(path))
+
+
+def resolve_key_ring(settings: Settings) -> tuple[SecretKey, list[SecretKey]]:
+    """The active key and the retired ones still accepted (``PAUSEMESH_PREVIOUS_SECRET_KEYS``).
+
+    New tokens use the active key; a continuation keeps the key id it was created under, so
+    rotating keeps every pending pause resumable while its old key stays in the ring.
+    """
+    active = resolve_secret_key(settings)
+    previous = [
+        _key_from_bytes(key.encode(), "PAUSEMESH_PREVIOUS_SECRET_KEYS")
+        for key in (settings.previous_secret_keys or "").split(",")
+        if key.strip()
+    ]
+    return active, [key for key in previous if key.key_id != active.key_id]
 
 
 def is_loopback_host(host: str) -> bool:

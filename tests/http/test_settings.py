@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from pausemesh.bootstrap import build_service, open_sqlite_storage
+from pausemesh.core.errors import InvalidInputError
 from pausemesh.settings import (
     Settings,
     SettingsError,
     is_loopback_host,
     load_settings,
+    resolve_key_ring,
     resolve_secret_key,
 )
 
@@ -117,3 +120,46 @@ def test_the_documented_settings_table_matches_the_code() -> None:
         value = getattr(defaults, name.removeprefix("PAUSEMESH_").lower())
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             assert f"`{value}`" in row, row
+
+
+async def test_a_rotated_key_still_resumes_pauses_issued_under_the_old_one(tmp_path: Path) -> None:
+    old, new = "o" * 40, "n" * 40
+    database = str(tmp_path / "rotate.db")
+    storage = await open_sqlite_storage(database)
+    try:
+        before = build_service(Settings(database_path=database, secret_key=old), storage)
+        created = await before.create(payload={"kind": "input", "message": "?"}, keyed=True)
+        continuation_id = created.continuation.continuation_id
+
+        rotated = Settings(database_path=database, secret_key=new, previous_secret_keys=old)
+        after = build_service(rotated, storage)
+        fresh = await after.create(payload=1, keyed=True)
+        resumed = await after.resume_trusted(
+            continuation_id=continuation_id, idempotency_key="k", payload={"a": 1}
+        )
+        assert resumed.status == "resumed"
+        # New pauses use the new key; without the old key in the ring, old pauses cannot be
+        # re-derived any more.
+        assert (await after.created_event(fresh.continuation.continuation_id)).token_key_id == (
+            resolve_secret_key(Settings(secret_key=new)).key_id
+        )
+        third = await before.create(payload=1, keyed=True)
+        forgetful = build_service(Settings(database_path=database, secret_key=new), storage)
+        with pytest.raises(InvalidInputError, match="key ring"):
+            await forgetful.resume_trusted(
+                continuation_id=third.continuation.continuation_id, idempotency_key="k", payload=1
+            )
+    finally:
+        await storage.close()
+
+
+def test_previous_keys_are_validated_and_redacted() -> None:
+    with pytest.raises(SettingsError, match="PAUSEMESH_PREVIOUS_SECRET_KEYS must be at least"):
+        load_settings(
+            environ={"PAUSEMESH_PREVIOUS_SECRET_KEYS": "x" * 40 + ",short"}, env_file=None
+        )
+    settings = Settings(secret_key="a" * 40, previous_secret_keys="b" * 40 + "," + "c" * 40)
+    active, previous = resolve_key_ring(settings)
+    assert len(previous) == 2
+    assert active.key_id not in {key.key_id for key in previous}
+    assert "b" * 40 not in repr(settings)
