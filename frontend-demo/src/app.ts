@@ -114,6 +114,16 @@ export class ChatApp {
         this.send();
       }
     });
+    const view = this.document.defaultView;
+    view?.addEventListener("offline", () => {
+      this.ui.connection.dataset["state"] = "reconnecting";
+      this.setStatus("You are offline. The page catches up when the network is back.");
+    });
+    view?.addEventListener("online", () => {
+      this.ui.connection.dataset["state"] = "live";
+      this.setStatus("Back online. The conversation is up to date.");
+      if (this.tail !== undefined) this.scheduleResync();
+    });
     this.setStatus("Loading the conversation…");
     this.enqueue(async () => {
       // A thread id minted just now has nothing on the server to restore.

@@ -363,3 +363,28 @@ def test_the_dark_color_scheme_passes_the_same_audit(
         shots.take(page, "dark-booked")
     finally:
         context.close()
+
+
+def test_an_answer_sent_while_offline_is_kept_and_goes_through_once_back_online(
+    server: ServerProcess, context: BrowserContext, shots: Shots
+) -> None:
+    page = open_demo(context, server.url("/"))
+    ask(page)
+    thread = thread_of(page)
+
+    context.set_offline(True)
+    expect(page.get_by_role("status")).to_have_text(re.compile("You are offline"))
+    flight(page, "PM202").click()
+    notice = page.locator("#notice")
+    expect(notice).to_have_text(re.compile("Could not reach the server"))
+    expect(flight(page, "PM202")).to_be_enabled()
+    shots.take(page, "offline-answer-kept")
+    assert bookings(server, thread) == []
+
+    context.set_offline(False)
+    expect(page.get_by_role("status")).to_have_text(re.compile("Back online"))
+    flight(page, "PM202").click()
+    expect(page.get_by_text(re.compile(r"Booked flight PM202 to Lisbon"))).to_be_visible()
+    expect(notice).to_be_hidden()
+    shots.take(page, "booked-once-online")
+    assert [b["flight"] for b in bookings(server, thread)] == ["PM202"]
