@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -60,12 +61,31 @@ def server_fixture(tmp_path: Path) -> Iterator[ServerProcess]:
         yield server
 
 
+@contextmanager
+def browser_context(browser: Browser, **options: Any) -> Iterator[BrowserContext]:
+    """A fresh context; on exit, no page may have logged an AG-UI client warning.
+
+    The official client warns (``[ag-ui]...``) when a stream carries anything it had to
+    strip, coerce or drop, i.e. when the server or the connect override broke the protocol.
+    """
+    context = browser.new_context(**options)
+    context.set_default_timeout(15_000)
+    warnings: list[str] = []
+    context.on(
+        "console",
+        lambda message: warnings.append(message.text) if "[ag-ui]" in message.text else None,
+    )
+    try:
+        yield context
+    finally:
+        context.close()
+    assert warnings == [], warnings
+
+
 @pytest.fixture(name="context")
 def context_fixture(browser: Browser) -> Iterator[BrowserContext]:
-    context = browser.new_context()
-    context.set_default_timeout(15_000)
-    yield context
-    context.close()
+    with browser_context(browser) as context:
+        yield context
 
 
 AXE = Axe()
@@ -300,9 +320,7 @@ def test_an_answer_outside_the_schema_is_blocked_by_the_form_and_refused_by_the_
 def test_keyboard_only_on_a_phone_sized_screen(
     server: ServerProcess, browser: Browser, shots: Shots
 ) -> None:
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-    context.set_default_timeout(15_000)
-    try:
+    with browser_context(browser, viewport=PHONE, is_mobile=True, has_touch=True) as context:
         page = open_demo(context, server.url("/"))
         shots.take(page, "phone-empty")
         page.keyboard.press("Tab")
@@ -328,8 +346,6 @@ def test_keyboard_only_on_a_phone_sized_screen(
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], "the layout must not scroll sideways on a phone"
         assert [b["flight"] for b in bookings(server, thread_of(page))] == ["PM202"]
-    finally:
-        context.close()
 
 
 def test_an_expired_question_cannot_be_answered_and_can_be_cancelled(
@@ -352,17 +368,13 @@ def test_an_expired_question_cannot_be_answered_and_can_be_cancelled(
 def test_the_dark_color_scheme_passes_the_same_audit(
     server: ServerProcess, browser: Browser, shots: Shots
 ) -> None:
-    context = browser.new_context(color_scheme="dark")
-    context.set_default_timeout(15_000)
-    try:
+    with browser_context(browser, color_scheme="dark") as context:
         page = open_demo(context, server.url("/"))
         ask(page)
         shots.take(page, "dark-question")
         flight(page, "PM101").click()
         expect(page.get_by_text(re.compile(r"Booked flight PM101"))).to_be_visible()
         shots.take(page, "dark-booked")
-    finally:
-        context.close()
 
 
 def test_an_answer_sent_while_offline_is_kept_and_goes_through_once_back_online(
