@@ -12,43 +12,33 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
-from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, expect
 
-from tests.support.server import REPO_ROOT, ServerProcess
+from tests.support.browser import (
+    ASK,
+    PHONE,
+    Shots,
+    ask,
+    bookings,
+    browser_context,
+    chromium,
+    flight,
+    open_demo,
+    snapshot,
+    thread_of,
+)
+from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "browser"
-ASK = "Book me a flight to Lisbon, please"
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(name="browser", scope="module")
 def browser_fixture() -> Iterator[Browser]:
-    assert CHROMIUM.exists(), "install Debian's chromium (make browser)"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(name="server")
@@ -61,100 +51,15 @@ def server_fixture(tmp_path: Path) -> Iterator[ServerProcess]:
         yield server
 
 
-@contextmanager
-def browser_context(browser: Browser, **options: Any) -> Iterator[BrowserContext]:
-    """A fresh context; on exit, no page may have logged an AG-UI client warning.
-
-    The official client warns (``[ag-ui]...``) when a stream carries anything it had to
-    strip, coerce or drop, i.e. when the server or the connect override broke the protocol.
-    """
-    context = browser.new_context(**options)
-    context.set_default_timeout(15_000)
-    warnings: list[str] = []
-    context.on(
-        "console",
-        lambda message: warnings.append(message.text) if "[ag-ui]" in message.text else None,
-    )
-    try:
-        yield context
-    finally:
-        context.close()
-    assert warnings == [], warnings
-
-
 @pytest.fixture(name="context")
 def context_fixture(browser: Browser) -> Iterator[BrowserContext]:
     with browser_context(browser) as context:
         yield context
 
 
-AXE = Axe()
-
-
-def assert_accessible(page: Page) -> None:
-    """No axe-core violation (any impact) on the page as it is now."""
-    results = AXE.run(page)
-    assert results.violations_count == 0, results.generate_report()
-
-
-class Shots:
-    """Numbered screenshots of one test's steps, each audited for accessibility."""
-
-    def __init__(self, name: str) -> None:
-        self.dir = ARTIFACTS / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for old in self.dir.glob("*.png"):
-            old.unlink()
-        self.count = 0
-
-    def take(self, page: Page, step: str) -> None:
-        self.count += 1
-        page.screenshot(path=self.dir / f"{self.count:02d}-{step}.png", full_page=True)
-        assert_accessible(page)
-
-
 @pytest.fixture(name="shots")
 def shots_fixture(request: pytest.FixtureRequest) -> Shots:
     return Shots(request.node.name)
-
-
-def open_demo(context: BrowserContext, url: str) -> Page:
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url)
-    expect(page.locator("body")).to_have_attribute("data-ready", "true")
-    assert errors == [], errors
-    return page
-
-
-def thread_of(page: Page) -> str:
-    (thread,) = parse_qs(urlsplit(page.url).query)["thread"]
-    return thread
-
-
-def snapshot(server: ServerProcess, thread: str) -> dict[str, Any]:
-    response = httpx.get(server.url(f"/agui/threads/{thread}"), timeout=10)
-    response.raise_for_status()
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def bookings(server: ServerProcess, thread: str) -> list[dict[str, Any]]:
-    state = snapshot(server, thread)["state"]
-    found: list[dict[str, Any]] = state.get("bookings", []) if isinstance(state, dict) else []
-    return found
-
-
-def flight(page: Page, number: str) -> Any:
-    return page.get_by_role("button", name=number, exact=True)
-
-
-def ask(page: Page) -> None:
-    page.get_by_role("textbox", name="Message").fill(ASK)
-    page.get_by_role("button", name="Send", exact=True).click()
-    expect(page.get_by_text("Which flight should I book?")).to_be_visible()
-    expect(flight(page, "PM202")).to_be_enabled()
 
 
 def test_question_survives_a_reload_and_one_click_books_exactly_once(
