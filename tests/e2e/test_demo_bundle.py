@@ -20,7 +20,8 @@ from pausemesh.demo.site import STATIC_DIR
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "frontend-demo"
 
-pytestmark = pytest.mark.slow
+# A cold npm cache downloads the lockfile's packages first: allow more than the default.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _digests(root: Path) -> dict[str, str]:
