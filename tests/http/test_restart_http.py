@@ -47,6 +47,11 @@ def test_a_pending_continuation_survives_sigkill_and_resumes_with_its_token(
         replay = httpx.post(f"{url}/resume", json={"payload": {"flight": "PM101"}}, headers=headers)
         assert replay.status_code == 200
         assert replay.content == resumed.content
+        # The server logged every transition (level info), and never a token.
+        log = server.output()
+        assert "continuation.transitioned" in log
+        assert token not in log
+        assert other["resumeToken"] not in log
     finally:
         server.close()
 
