@@ -117,12 +117,15 @@ def _capabilities(ctx: Context[Any, Any]) -> dict[str, Any]:
     return dumped
 
 
-def _missing_capability() -> MCPError:
-    return MCPError(
-        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-        message="This tool asks the user a question: the client must support form elicitation",
-        data={"requiredCapabilities": {"elicitation": {"form": {}}}},
-    )
+def _require_form(capabilities: dict[str, Any]) -> None:
+    try:
+        require_form_capability(capabilities)
+    except ProtocolAdapterError:
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message="This tool asks the user a question: the client must support form elicitation",
+            data={"requiredCapabilities": {"elicitation": {"form": {}}}},
+        ) from None
 
 
 def _bad_answer(error: ProtocolAdapterError) -> MCPError:
@@ -135,6 +138,31 @@ def _bad_answer(error: ProtocolAdapterError) -> MCPError:
 
 def _action_of_cancel(reason: object) -> McpAction:
     return "decline" if reason == "mcp:decline" else "cancel"
+
+
+def _parse_result(
+    continuation: Continuation,
+    request: dict[str, Any],
+    receipt: McpElicitationReceipt,
+    response: ElicitResult,
+) -> McpFormResponse | McpUrlConsent:
+    result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
+    try:
+        return parse_mcp_elicit_result(continuation, request, receipt, result)
+    except ProtocolAdapterError as error:
+        raise _bad_answer(error) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Question:
+    """One pause of a tool call: what the state binds (tool, arguments) and what is asked."""
+
+    tool: str
+    arguments: dict[str, Any]
+    message: str
+    schema: dict[str, Any] | None  # None: an authorization (URL mode)
+    key: str
+    expires_in: timedelta | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,40 +198,27 @@ class McpPauses:
         key: str = "answer",
         expires_in: timedelta | None = None,
     ) -> McpAnswer | InputRequiredResult:
+        question = _Question(tool, dict(arguments), message, schema, key, expires_in)
         if _is_modern(ctx):
-            return await self._ask_round_trip(
-                ctx, tool=tool, arguments=dict(arguments), message=message, schema=schema,
-                key=key, expires_in=expires_in,
-            )  # fmt: skip
-        return await self._ask_live(
-            ctx, tool=tool, arguments=dict(arguments), message=message, schema=schema,
-            expires_in=expires_in,
-        )  # fmt: skip
+            return await self._ask_round_trip(ctx, question)
+        return await self._ask_live(ctx, question)
 
     # -- shared -------------------------------------------------------------------------
 
-    async def _create(
-        self,
-        *,
-        principal: str | None,
-        tool: str,
-        arguments: dict[str, Any],
-        message: str,
-        schema: dict[str, Any] | None,
-        expires_in: timedelta | None,
-    ) -> Continuation:
+    async def _create(self, question: _Question, principal: str | None) -> Continuation:
         service = self._service()
+        expires_in = question.expires_in
         expires_at = service.clock.now() + expires_in if expires_in is not None else None
         payload: dict[str, Any] = (
-            {"kind": "authorization", "message": message}
-            if schema is None
-            else {"kind": "input", "message": message, "responseSchema": schema}
+            {"kind": "authorization", "message": question.message}
+            if question.schema is None
+            else {"kind": "input", "message": question.message, "responseSchema": question.schema}
         )
         created = await service.create(
             payload=payload,
             correlation_id=f"mcp:{uuid.uuid4()}",
             expires_at=expires_at,
-            metadata={"mcp": {"tool": tool, "arguments": arguments}},
+            metadata={"mcp": {"tool": question.tool, "arguments": question.arguments}},
             owner=principal,
             keyed=True,
         )
@@ -264,38 +279,20 @@ class McpPauses:
             content=answer if isinstance(answer, dict) else content,
         )
 
-    # -- 2026-07-28: input_required + requestState ----------------------------------------
+    async def _retried(
+        self, request_state: str, question: _Question, principal: str | None
+    ) -> Continuation | McpAnswer:
+        """The pause a 2026-07-28 retry's ``requestState`` names, or its answer if cancelled.
 
-    async def _ask_round_trip(
-        self,
-        ctx: Context[Any, Any],
-        *,
-        tool: str,
-        arguments: dict[str, Any],
-        message: str,
-        schema: dict[str, Any],
-        key: str,
-        expires_in: timedelta | None,
-    ) -> McpAnswer | InputRequiredResult:
-        principal = principal_of(ctx)
-        capabilities = _capabilities(ctx)
-        if ctx.request_state is None:
-            try:
-                require_form_capability(capabilities)
-            except ProtocolAdapterError:
-                raise _missing_capability() from None
-            continuation = await self._create(
-                principal=principal, tool=tool, arguments=arguments, message=message,
-                schema=schema, expires_in=expires_in,
-            )  # fmt: skip
-            return self._input_required(continuation, capabilities, principal, tool, arguments, key)
-
+        A state that does not decode or bind, an unknown pause and an expired one are all the
+        invalid-state error.
+        """
         service = self._service()
         state = decode_pause_state(
-            ctx.request_state,
+            request_state,
             principal=principal,
-            tool=tool,
-            arguments=arguments,
+            tool=question.tool,
+            arguments=question.arguments,
             now=service.clock.now().timestamp(),
         )
         try:
@@ -308,78 +305,76 @@ class McpPauses:
             return McpAnswer(
                 continuation=continuation, action=_action_of_cancel(continuation.reason)
             )
-        response = (ctx.input_responses or {}).get(key)
-        if response is None:
+        return continuation
+
+    def _input_required(
+        self,
+        continuation: Continuation,
+        params: ElicitRequestFormParams | ElicitRequestURLParams,
+        question: _Question,
+        principal: str | None,
+    ) -> InputRequiredResult:
+        """Ask ``params`` under the question's key, with a sealed ``requestState`` naming the pause."""
+        state = new_pause_state(
+            continuation.continuation_id,
+            principal=principal,
+            tool=question.tool,
+            arguments=question.arguments,
+            expires_at=continuation.expires_at.timestamp(),
+        )
+        return InputRequiredResult(
+            input_requests={question.key: ElicitRequest(params=params)},
+            request_state=encode_pause_state(state),
+        )
+
+    # -- 2026-07-28: input_required + requestState ----------------------------------------
+
+    async def _ask_round_trip(
+        self, ctx: Context[Any, Any], question: _Question
+    ) -> McpAnswer | InputRequiredResult:
+        principal = principal_of(ctx)
+        capabilities = _capabilities(ctx)
+        if ctx.request_state is None:
+            _require_form(capabilities)
+            continuation = await self._create(question, principal)
+        else:
+            retried = await self._retried(ctx.request_state, question, principal)
+            if isinstance(retried, McpAnswer):
+                return retried
+            continuation = retried
+            response = (ctx.input_responses or {}).get(question.key)
+            if response is not None:
+                return await self._answer(continuation, response, question.key, principal)
             if continuation.status == "resumed":
                 raise MCPError(code=INVALID_PARAMS, message=_ANSWERED_DIFFERENTLY)
             # Spec: a server MAY ask again rather than fail when the answer is missing.
-            return self._input_required(continuation, capabilities, principal, tool, arguments, key)
+        request, _receipt = self._project(continuation, capabilities)
+        params = ElicitRequestFormParams.model_validate(request["params"])
+        return self._input_required(continuation, params, question, principal)
+
+    async def _answer(
+        self, continuation: Continuation, response: object, key: str, principal: str | None
+    ) -> McpAnswer:
         if not isinstance(response, ElicitResult):
             raise MCPError(
                 code=INVALID_PARAMS, message=f"inputResponses[{key!r}] is not an ElicitResult"
             )
         # A replayed retry is validated like the first one; the service tells replay from conflict.
         view = msgspec.structs.replace(continuation, status="pending")
-        outcome = self._parse(view, response)
-        return await self._settle(continuation, outcome, principal)
-
-    def _input_required(  # noqa: PLR0917 - private helper, called twice
-        self,
-        continuation: Continuation,
-        capabilities: dict[str, Any],
-        principal: str | None,
-        tool: str,
-        arguments: dict[str, Any],
-        key: str,
-    ) -> InputRequiredResult:
-        request, _receipt = self._project(continuation, capabilities)
-        state = new_pause_state(
-            continuation.continuation_id,
-            principal=principal,
-            tool=tool,
-            arguments=arguments,
-            expires_at=continuation.expires_at.timestamp(),
-        )
-        params = ElicitRequestFormParams.model_validate(request["params"])
-        return InputRequiredResult(
-            input_requests={key: ElicitRequest(params=params)},
-            request_state=encode_pause_state(state),
-        )
-
-    def _parse(self, continuation: Continuation, response: ElicitResult) -> McpFormResponse:
         # The receipt is recomputed from the stored continuation: the request is a pure
         # function of it, and the client never sends the request back under MRTR.
-        request, receipt = self._project(continuation, {"elicitation": {"form": {}}})
-        result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
-        try:
-            outcome = parse_mcp_elicit_result(continuation, request, receipt, result)
-        except ProtocolAdapterError as error:
-            raise _bad_answer(error) from None
+        request, receipt = self._project(view, {"elicitation": {"form": {}}})
+        outcome = _parse_result(view, request, receipt, response)
         assert isinstance(outcome, McpFormResponse)  # noqa: S101 - form requests only
-        return outcome
+        return await self._settle(continuation, outcome, principal)
 
     # -- 2025-11-25: live elicitation/create ------------------------------------------------
 
-    async def _ask_live(
-        self,
-        ctx: Context[Any, Any],
-        *,
-        tool: str,
-        arguments: dict[str, Any],
-        message: str,
-        schema: dict[str, Any],
-        expires_in: timedelta | None,
-    ) -> McpAnswer:
+    async def _ask_live(self, ctx: Context[Any, Any], question: _Question) -> McpAnswer:
         principal = principal_of(ctx)
         capabilities = _capabilities(ctx)
-        try:
-            require_form_capability(capabilities)
-        except ProtocolAdapterError:
-            raise _missing_capability() from None
-        continuation = await self._create(
-            principal=principal, tool=tool, arguments=arguments, message=message,
-            schema=schema, expires_in=expires_in,
-        )  # fmt: skip
+        _require_form(capabilities)
+        continuation = await self._create(question, principal)
         request, receipt = self._project(continuation, capabilities)
         try:
             response = await ctx.session.send_request(
@@ -391,11 +386,7 @@ class McpPauses:
             # The session is gone or the client failed: nobody can answer this pause now.
             await self._abandon(continuation, principal)
             raise
-        result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
-        try:
-            outcome = parse_mcp_elicit_result(continuation, request, receipt, result)
-        except ProtocolAdapterError as error:
-            raise _bad_answer(error) from None
+        outcome = _parse_result(continuation, request, receipt, response)
         assert isinstance(outcome, McpFormResponse)  # noqa: S101 - form requests only
         return await self._settle(continuation, outcome, principal)
 
@@ -432,8 +423,9 @@ class McpPauses:
         """
         principal = principal_of(ctx)
         capabilities = _capabilities(ctx)
+        question = _Question(tool, dict(arguments), message, None, key, expires_in)
         if _is_modern(ctx) and ctx.request_state is not None:
-            return await self._authorization_retry(ctx, tool, dict(arguments), key, url_for)
+            return await self._authorization_retry(ctx, question, url_for)
         try:
             require_url_capability(capabilities)
         except ProtocolAdapterError:
@@ -443,19 +435,15 @@ class McpPauses:
                 " URL-mode elicitation",
                 data={"requiredCapabilities": {"elicitation": {"url": {}}}},
             ) from None
-        continuation = await self._create(
-            principal=principal, tool=tool, arguments=dict(arguments), message=message,
-            schema=None, expires_in=expires_in,
-        )  # fmt: skip
+        continuation = await self._create(question, principal)
         try:
             request, receipt = self._project_url(continuation, capabilities, url_for)
         except MCPError:
             await self._abandon(continuation, principal)
             raise
         if _is_modern(ctx):
-            return self._url_input_required(
-                continuation, request, principal, tool, dict(arguments), key
-            )
+            params = ElicitRequestURLParams.model_validate(request["params"])
+            return self._input_required(continuation, params, question, principal)
         return await self._authorize_live(ctx, continuation, request, receipt, principal)
 
     def _project_url(
@@ -482,73 +470,31 @@ class McpPauses:
                 data={"code": error.code},
             ) from None
 
-    def _url_input_required(  # noqa: PLR0917 - private helper
-        self,
-        continuation: Continuation,
-        request: dict[str, Any],
-        principal: str | None,
-        tool: str,
-        arguments: dict[str, Any],
-        key: str,
-    ) -> InputRequiredResult:
-        state = new_pause_state(
-            continuation.continuation_id,
-            principal=principal,
-            tool=tool,
-            arguments=arguments,
-            expires_at=continuation.expires_at.timestamp(),
-        )
-        params = ElicitRequestURLParams.model_validate(request["params"])
-        return InputRequiredResult(
-            input_requests={key: ElicitRequest(params=params)},
-            request_state=encode_pause_state(state),
-        )
-
     async def _authorization_retry(
         self,
         ctx: Context[Any, Any],
-        tool: str,
-        arguments: dict[str, Any],
-        key: str,
+        question: _Question,
         url_for: Callable[[Continuation], str],
     ) -> McpAnswer | InputRequiredResult:
         principal = principal_of(ctx)
-        service = self._service()
         assert ctx.request_state is not None  # noqa: S101 - checked by the caller
-        state = decode_pause_state(
-            ctx.request_state,
-            principal=principal,
-            tool=tool,
-            arguments=arguments,
-            now=service.clock.now().timestamp(),
-        )
-        try:
-            continuation = await service.get(state.continuation_id, principal=principal)
-        except ContinuationNotFoundError:
-            raise invalid_request_state() from None
-        if continuation.status == "expired":
-            raise invalid_request_state()
-        if continuation.status == "cancelled":
-            return McpAnswer(
-                continuation=continuation, action=_action_of_cancel(continuation.reason)
-            )
+        continuation = await self._retried(ctx.request_state, question, principal)
+        if isinstance(continuation, McpAnswer):
+            return continuation
         if continuation.status == "resumed":
             return _authorized(continuation)
-        response = (ctx.input_responses or {}).get(key)
+        response = (ctx.input_responses or {}).get(question.key)
         capabilities = _capabilities(ctx)
         request, receipt = self._project_url(continuation, capabilities, url_for)
         if isinstance(response, ElicitResult):
-            result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
-            try:
-                consent = parse_mcp_elicit_result(continuation, request, receipt, result)
-            except ProtocolAdapterError as error:
-                raise _bad_answer(error) from None
+            consent = _parse_result(continuation, request, receipt, response)
             if consent.action != "accept":
                 return await self._settle(
                     continuation, McpFormResponse(action=consent.action), principal
                 )
         # Consent without completion (or no answer yet): ask again; the link is unchanged.
-        return self._url_input_required(continuation, request, principal, tool, arguments, key)
+        params = ElicitRequestURLParams.model_validate(request["params"])
+        return self._input_required(continuation, params, question, principal)
 
     async def _authorize_live(
         self,
@@ -567,12 +513,11 @@ class McpPauses:
                 ElicitResult,
                 metadata=ServerMessageMetadata(related_request_id=related),
             )
-            result = response.model_dump(by_alias=True, exclude_none=True, mode="json")
             try:
-                consent = parse_mcp_elicit_result(continuation, request, receipt, result)
-            except ProtocolAdapterError as error:
+                consent = _parse_result(continuation, request, receipt, response)
+            except MCPError:
                 await self._abandon(continuation, principal)
-                raise _bad_answer(error) from None
+                raise
             assert isinstance(consent, McpUrlConsent)  # noqa: S101 - URL requests only
             if consent.action != "accept":
                 return await self._settle(
