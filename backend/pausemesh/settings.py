@@ -79,8 +79,6 @@ class Settings:
     def resolved_data_dir(self) -> Path:
         if self.data_dir is not None:
             return Path(self.data_dir)
-        if self.database_path == ":memory:" or self.database_path.startswith("file:"):
-            return Path("data")
         return Path(self.database_path).parent
 
     def __repr__(self) -> str:
@@ -186,6 +184,13 @@ def _coerce(field_name: str, raw: object) -> Any:  # noqa: PLR0911 - one branch 
         if url is not None and not url.startswith(("postgresql://", "postgres://")):
             raise SettingsError(f"{name} must be a postgresql:// URL")
         return url
+    if field_name == "database_path":
+        path = _as_text(name, raw, optional=False)
+        if path == ":memory:" or (path or "").startswith("file:"):
+            # The store opens a writer and a reader connection: each would get its own
+            # in-memory database. Tests that want no file use the in-memory store instead.
+            raise SettingsError(f"{name} must be a file path (not :memory: or a URI)")
+        return path
     if field_name == "database_schema":
         schema = _as_text(name, raw, optional=False)
         assert schema is not None  # noqa: S101 - optional=False never returns None

@@ -54,6 +54,7 @@ def test_cli_overrides_environment_which_overrides_the_env_file(tmp_path: Path) 
         ("PAUSEMESH_MAX_PAYLOAD_BYTES", "1e9", "PAUSEMESH_MAX_PAYLOAD_BYTES must be an integer"),
         ("PAUSEMESH_LOG_LEVEL", "loud", "PAUSEMESH_LOG_LEVEL must be one of"),
         ("PAUSEMESH_DATABASE_PATH", "  ", "PAUSEMESH_DATABASE_PATH must not be empty"),
+        ("PAUSEMESH_DATABASE_PATH", ":memory:", "PAUSEMESH_DATABASE_PATH must be a file path"),
         ("PAUSEMESH_DATABASE_URL", "mysql://x", "PAUSEMESH_DATABASE_URL must be a postgresql://"),
         ("PAUSEMESH_DATABASE_SCHEMA", "a;drop", "PAUSEMESH_DATABASE_SCHEMA must be a plain SQL"),
         ("PAUSEMESH_SECRET_KEY", "short", "PAUSEMESH_SECRET_KEY must be at least 32 bytes"),
