@@ -14,7 +14,6 @@ and the task stays interrupted (the SDK would mark a raising executor's task FAI
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -41,17 +40,10 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import TaskNotFoundError
-from litestar import Litestar, Request, asgi
+from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
-from litestar.plugins import InitPlugin
-from litestar.types import (
-    HTTPResponseBodyEvent,
-    HTTPResponseStartEvent,
-    Receive,
-    Scope,
-    Send,
-)
+from litestar.types import Receive, Scope, Send
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 
@@ -61,12 +53,11 @@ from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.errors import ContinuationNotFoundError
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import ThreadStore
-from pausemesh.web.auth import UnauthenticatedError, resolve_principal
 from pausemesh.web.plugin import PauseMeshPlugin
+from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_json
 
 __all__ = ("A2APlugin", "continuation_id_of")
 
-_PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
 # Parked input-required tasks are released quickly so a follow-up re-reads the store
 # (another replica may have moved the task on: a2a-python#1188).
 _INTERRUPTED_TASK_TIMEOUT = 1.0
@@ -101,13 +92,11 @@ class _PrincipalContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's call context with our resolved principal as its user and in its state."""
 
     def build_user(self, request: StarletteRequest) -> User:
-        principal = request.scope.get(_PRINCIPAL_SCOPE_KEY)
-        return _Principal(principal if isinstance(principal, str) else None)
+        return _Principal(principal_in_scope(request.scope))
 
     def build(self, request: StarletteRequest) -> ServerCallContext:
         context = super().build(request)
-        principal = request.scope.get(_PRINCIPAL_SCOPE_KEY)
-        context.state[PRINCIPAL_STATE_KEY] = principal if isinstance(principal, str) else None
+        context.state[PRINCIPAL_STATE_KEY] = principal_in_scope(request.scope)
         return context
 
 
@@ -162,25 +151,10 @@ class _PauseAwareRequestHandler(DefaultRequestHandlerV2):
             yield event
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-        ],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
-    await send(end)
-
-
-class A2APlugin(InitPlugin):
+class A2APlugin(ProtocolMount):
     """Adds ``/a2a`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
-    __slots__ = ("_app", "_card", "_executor", "_pausemesh", "path", "public_url")
+    __slots__ = ("_app", "_card", "_executor", "path", "public_url")
 
     def __init__(
         self,
@@ -190,19 +164,12 @@ class A2APlugin(InitPlugin):
         path: str = "/a2a",
         public_url: str | None = None,
     ) -> None:
+        super().__init__()
         self.path = path
         self.public_url = public_url
         self._executor = executor
         self._card = card
-        self._pausemesh: PauseMeshPlugin | None = None
         self._app: Starlette | None = None
-
-    @property
-    def pausemesh(self) -> PauseMeshPlugin:
-        if self._pausemesh is None:
-            msg = "A2APlugin needs a PauseMeshPlugin in the same app"
-            raise RuntimeError(msg)
-        return self._pausemesh
 
     def _threads(self) -> ThreadStore:
         threads = self.pausemesh.runtime.storage.threads
@@ -268,17 +235,10 @@ class A2APlugin(InitPlugin):
         async def a2a_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             app = plugin._app
             if app is None:
-                await _send_json(send, 503, {"error": "the A2A endpoint has not started"})
+                await send_json(send, 503, {"error": "the A2A endpoint has not started"})
                 return
-            request: Request[Any, Any, Any] = Request(scope, receive)
-            try:
-                principal = await resolve_principal(
-                    plugin.pausemesh.config.principal_resolver, request
-                )
-            except UnauthenticatedError:
-                await _send_json(send, 401, {"error": "Authentication is required"})
+            if not await plugin.admit(scope, receive, send):
                 return
-            scope[_PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
             # Litestar hands a mount the remaining path with a trailing slash added; give the
             # SDK's Starlette routes the exact sub-path of the request instead.
             full = unquote(scope["raw_path"].decode("latin-1"))
@@ -290,11 +250,7 @@ class A2APlugin(InitPlugin):
         return a2a_endpoint
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        found = [p for p in app_config.plugins if isinstance(p, PauseMeshPlugin)]
-        if not found:
-            msg = "A2APlugin needs a PauseMeshPlugin in the same app"
-            raise RuntimeError(msg)
-        self._pausemesh = found[0]
+        self.attach(app_config)
         app_config.route_handlers.append(self.route_handler())
         app_config.lifespan.append(self.lifespan)
         return app_config

@@ -73,13 +73,11 @@ from pausemesh.mcp.state import (
     invalid_request_state,
     new_pause_state,
 )
+from pausemesh.web.protocol_mount import PRINCIPAL_SCOPE_KEY, principal_in_scope
 
 __all__ = ("PRINCIPAL_SCOPE_KEY", "McpAnswer", "McpPauses", "principal_of")
 
 _log = logging.getLogger("pausemesh.mcp")
-
-PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
-"""ASGI scope key where the /mcp mount leaves the resolved principal for tools."""
 
 _ANSWERED_DIFFERENTLY = "This pause was already answered with a different answer"
 McpAction = Literal["accept", "decline", "cancel"]
@@ -96,12 +94,7 @@ class McpAnswer:
 
 def principal_of(ctx: Context[Any, Any]) -> str | None:
     """The principal the /mcp mount resolved for this HTTP request (None in-process)."""
-    request = ctx.request_context.request
-    scope = getattr(request, "scope", None)
-    if isinstance(scope, Mapping):
-        principal = scope.get(PRINCIPAL_SCOPE_KEY)
-        return principal if isinstance(principal, str) else None
-    return None
+    return principal_in_scope(getattr(ctx.request_context.request, "scope", None))
 
 
 def _is_modern(ctx: Context[Any, Any]) -> bool:

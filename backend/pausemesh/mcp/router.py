@@ -17,17 +17,15 @@ The principal comes from the host's resolver, like every PauseMesh route; tools 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from litestar import Litestar, Request, asgi
+from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
-from litestar.plugins import InitPlugin
-from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from litestar.types import Receive, Scope, Send
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
@@ -35,11 +33,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
-from pausemesh.mcp.pauses import PRINCIPAL_SCOPE_KEY, McpPauses
+from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.settings import is_loopback_host
-from pausemesh.web.auth import UnauthenticatedError, resolve_principal
 from pausemesh.web.plugin import PauseMeshPlugin
+from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_json
 
 __all__ = ("McpPlugin", "McpToolRegistrar")
 
@@ -54,9 +52,7 @@ return Litestar route handlers to add (e.g. the trusted callback of a URL-mode p
 
 
 def _principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    scope = getattr(ctx.request, "scope", None)
-    principal = scope.get(PRINCIPAL_SCOPE_KEY) if isinstance(scope, dict) else None
-    return principal if isinstance(principal, str) else None
+    return principal_in_scope(getattr(ctx.request, "scope", None))
 
 
 def _quietly_build_server(name: str, **options: Any) -> MCPServer:
@@ -73,29 +69,10 @@ def _quietly_build_server(name: str, **options: Any) -> MCPServer:
         root.setLevel(level)
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-        ],
-    }
-    await send(start)
-    body_event: HTTPResponseBodyEvent = {
-        "type": "http.response.body",
-        "body": payload,
-        "more_body": False,
-    }
-    await send(body_event)
-
-
-class McpPlugin(InitPlugin):
+class McpPlugin(ProtocolMount):
     """Adds ``/mcp`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
-    __slots__ = ("_pausemesh", "_policy", "_registrars", "_running", "path", "pauses", "server")
+    __slots__ = ("_policy", "_registrars", "_running", "path", "pauses", "server")
 
     def __init__(
         self,
@@ -105,10 +82,10 @@ class McpPlugin(InitPlugin):
     ) -> None:
         """``policy`` is the trusted URL-mode policy; without it (here or in the PauseMesh
         config) URL-mode authorization fails closed."""
+        super().__init__()
         self.path = path
         self._policy = policy
         self._registrars = tools
-        self._pausemesh: PauseMeshPlugin | None = None
         self._running = False
         self.server = _quietly_build_server(
             _SERVER_NAME,
@@ -121,13 +98,6 @@ class McpPlugin(InitPlugin):
             ),
         )
         self.pauses = McpPauses(lambda: self.pausemesh.runtime.service, self._projection_policy)
-
-    @property
-    def pausemesh(self) -> PauseMeshPlugin:
-        if self._pausemesh is None:
-            msg = "McpPlugin needs a PauseMeshPlugin in the same app"
-            raise RuntimeError(msg)
-        return self._pausemesh
 
     def _projection_policy(self) -> McpProjectionPolicy | None:
         if self._policy is not None:
@@ -172,29 +142,18 @@ class McpPlugin(InitPlugin):
         @asgi(plugin.path, is_mount=True, copy_scope=True)
         async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             if not plugin._running:
-                await _send_json(send, 503, {"error": "the MCP endpoint has not started"})
+                await send_json(send, 503, {"error": "the MCP endpoint has not started"})
                 return
-            request: Request[Any, Any, Any] = Request(scope, receive)
-            try:
-                principal = await resolve_principal(
-                    plugin.pausemesh.config.principal_resolver, request
-                )
-            except UnauthenticatedError:
-                await _send_json(send, 401, {"error": "Authentication is required"})
+            if not await plugin.admit(scope, receive, send):
                 return
-            scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
             await plugin.server.session_manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        found = [p for p in app_config.plugins if isinstance(p, PauseMeshPlugin)]
-        if not found:
-            msg = "McpPlugin needs a PauseMeshPlugin in the same app"
-            raise RuntimeError(msg)
-        self._pausemesh = found[0]
+        pausemesh = self.attach(app_config)
         for register in self._registrars:
-            app_config.route_handlers.extend(register(self.server, self.pauses, found[0]) or ())
+            app_config.route_handlers.extend(register(self.server, self.pauses, pausemesh) or ())
         app_config.route_handlers.append(self.route_handler())
         # After PauseMeshPlugin's lifespan (registered first), so the runtime is up.
         app_config.lifespan.append(self.lifespan)

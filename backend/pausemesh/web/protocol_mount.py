@@ -1,0 +1,85 @@
+"""What the protocol mounts (``/mcp``, ``/a2a``) share around their SDK's ASGI app.
+
+Each mount is a ``ProtocolMount``: a companion plugin of the app's ``PauseMeshPlugin`` (whose
+runtime, service and stores it borrows). A request is admitted like every PauseMesh route, through
+the host's principal resolver; the principal is left in the ASGI scope under
+``PRINCIPAL_SCOPE_KEY`` for the SDK side (``principal_in_scope``). What is refused before the SDK
+runs gets a small JSON body (``send_json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Request
+from litestar.config.app import AppConfig
+from litestar.plugins import InitPlugin
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+
+from pausemesh.web.auth import UnauthenticatedError, resolve_principal
+from pausemesh.web.plugin import PauseMeshPlugin
+
+__all__ = ("PRINCIPAL_SCOPE_KEY", "ProtocolMount", "principal_in_scope", "send_json")
+
+PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
+"""ASGI scope key where a protocol mount leaves the resolved principal."""
+
+
+def principal_in_scope(scope: object) -> str | None:
+    """The principal a mount left in this ASGI scope (None: anonymous, or not behind a mount)."""
+    principal = scope.get(PRINCIPAL_SCOPE_KEY) if isinstance(scope, Mapping) else None
+    return principal if isinstance(principal, str) else None
+
+
+async def send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ],
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
+    await send(end)
+
+
+class ProtocolMount(InitPlugin):
+    """Base of a plugin that mounts a protocol next to a ``PauseMeshPlugin``."""
+
+    __slots__ = ("_pausemesh",)
+
+    def __init__(self) -> None:
+        self._pausemesh: PauseMeshPlugin | None = None
+
+    def _needs_pausemesh(self) -> RuntimeError:
+        return RuntimeError(f"{type(self).__name__} needs a PauseMeshPlugin in the same app")
+
+    @property
+    def pausemesh(self) -> PauseMeshPlugin:
+        if self._pausemesh is None:
+            raise self._needs_pausemesh()
+        return self._pausemesh
+
+    def attach(self, app_config: AppConfig) -> PauseMeshPlugin:
+        """Find the app's ``PauseMeshPlugin`` (from ``on_app_init``); refuse an app without one."""
+        found = [p for p in app_config.plugins if isinstance(p, PauseMeshPlugin)]
+        if not found:
+            raise self._needs_pausemesh()
+        self._pausemesh = found[0]
+        return found[0]
+
+    async def admit(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Resolve the caller into the scope; answer 401 and return False if there is none."""
+        request: Request[Any, Any, Any] = Request(scope, receive)
+        try:
+            principal = await resolve_principal(self.pausemesh.config.principal_resolver, request)
+        except UnauthenticatedError:
+            await send_json(send, 401, {"error": "Authentication is required"})
+            return False
+        scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
+        return True
