@@ -69,6 +69,14 @@ async def test_client_mistakes_are_problems_not_streams(client: httpx.AsyncClien
     assert_problem(bad_cursor, 400, "INVALID_CURSOR")
 
 
+async def test_thread_ids_reserved_for_a2a_tasks_are_refused(client: httpx.AsyncClient) -> None:
+    body = {"threadId": "a2a-task:123", "runId": "r", "messages": []}
+    assert_problem(await client.post("/agui", json=body), 400, "INVALID_ID")
+    assert_problem(await client.post("/agui/connect", json=body), 400, "INVALID_ID")
+    assert_problem(await client.get("/agui/threads/a2a-task:123"), 400, "INVALID_ID")
+    assert_problem(await client.get("/agui/threads/a2a-task:123/events"), 400, "INVALID_ID")
+
+
 async def test_the_agui_routes_are_in_the_openapi_document(client: httpx.AsyncClient) -> None:
     paths = (await client.get("/schema/openapi.json")).json()["paths"]
     assert {

@@ -16,6 +16,8 @@ from msgspec import UNSET, UnsetType
 from pausemesh.agui.messages import Message
 from pausemesh.agui.preflight import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, passes_preflight
 from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.threads import PROTOCOL_THREAD_PREFIXES
+from pausemesh.core.validation import check_id
 
 __all__ = (
     "Context",
@@ -23,6 +25,7 @@ __all__ = (
     "ResumeStatus",
     "RunAgentInput",
     "Tool",
+    "check_thread_id",
     "convert_run_input",
     "decode_run_input",
 )
@@ -141,3 +144,12 @@ def decode_run_input(
         msg = "AG-UI run input is not valid JSON"
         raise InvalidInputError(msg, code="INVALID_RUN_INPUT") from None
     return convert_run_input(raw, max_depth=max_depth, max_nodes=max_nodes)
+
+
+def check_thread_id(value: object) -> str:
+    """An AG-UI thread id: an opaque id outside the prefixes other protocols reserve."""
+    thread_id = check_id(value, "threadId")
+    if thread_id.startswith(PROTOCOL_THREAD_PREFIXES):
+        msg = "threadId uses a prefix reserved for another protocol's records"
+        raise InvalidInputError(msg, code="INVALID_ID", field="threadId")
+    return thread_id

@@ -19,7 +19,7 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import Stream
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.input import RunAgentInput, decode_run_input
+from pausemesh.agui.input import RunAgentInput, check_thread_id, decode_run_input
 from pausemesh.agui.runhost import RunHost, thread_snapshot
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.validation import check_id
@@ -41,7 +41,7 @@ def _sse(frames: Any) -> Stream:
 
 async def _run_input(request: Request[Any, Any, Any]) -> RunAgentInput:
     run_input = decode_run_input(await request.body())
-    check_id(run_input.thread_id, "threadId")
+    check_thread_id(run_input.thread_id)
     check_id(run_input.run_id, "runId")
     return run_input
 
@@ -97,7 +97,7 @@ class AguiController(Controller):
     async def thread(
         self, thread_id: FromPath[str], agui_host: Host, principal: Principal
     ) -> dict[str, Any]:
-        check_id(thread_id, "threadId")
+        check_thread_id(thread_id)
         return thread_snapshot(await agui_host.load(thread_id, principal))
 
     @get(
@@ -114,7 +114,7 @@ class AguiController(Controller):
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
         after: Annotated[str | None, QueryParameter(name="after")] = None,
     ) -> Stream:
-        check_id(thread_id, "threadId")
+        check_thread_id(thread_id)
         cursor = _after(last_event_id, after)
         await agui_host.load(thread_id, principal)
         return _sse(agui_host.tail(thread_id, after_sequence=cursor))

@@ -21,11 +21,16 @@ import msgspec
 
 __all__ = (
     "DEFAULT_LEASE_SECONDS",
+    "PROTOCOL_THREAD_PREFIXES",
     "RunLease",
     "ThreadLogEntry",
     "ThreadRecord",
     "ThreadStore",
 )
+
+PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:",)
+"""Thread ids with these prefixes hold another protocol's records (A2A tasks live in the thread
+store); AG-UI clients may not name them, so a chat run can never overwrite a task."""
 
 DEFAULT_LEASE_SECONDS = 30
 """How long a run's lease lasts without renewal. A live run renews it at least every keep-alive

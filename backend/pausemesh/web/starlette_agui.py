@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.input import RunAgentInput, decode_run_input
+from pausemesh.agui.input import RunAgentInput, check_thread_id, decode_run_input
 from pausemesh.agui.runhost import RunHost, thread_snapshot
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import InvalidInputError, PauseMeshError
@@ -156,13 +156,13 @@ class StarletteAgui:
 
     async def _thread(self, request: Request) -> Response:
         host = self.host
-        thread_id = check_id(request.path_params["thread_id"], "threadId")
+        thread_id = check_thread_id(request.path_params["thread_id"])
         record = await host.load(thread_id, await self._principal(request))
         return JSONResponse(thread_snapshot(record))
 
     async def _events(self, request: Request) -> Response:
         host = self.host
-        thread_id = check_id(request.path_params["thread_id"], "threadId")
+        thread_id = check_thread_id(request.path_params["thread_id"])
         cursor = _cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
         await host.load(thread_id, await self._principal(request))
         return self._stream(host.tail(thread_id, after_sequence=cursor))
@@ -187,7 +187,7 @@ class StarletteAgui:
                     413, "PAYLOAD_TOO_LARGE", f"The request body exceeds {limit} bytes"
                 )
         run_input = decode_run_input(bytes(body))
-        check_id(run_input.thread_id, "threadId")
+        check_thread_id(run_input.thread_id)
         check_id(run_input.run_id, "runId")
         return run_input
 
