@@ -60,3 +60,8 @@ async def test_the_file_is_in_wal_mode_with_full_synchronous(tmp_path: Path) -> 
     assert rows[0][0] == "wal"
     assert (await store.database.read("PRAGMA synchronous"))[0][0] == 2  # FULL
     await store.close()
+
+
+async def test_an_in_memory_path_is_refused_with_a_pointer_to_the_memory_store() -> None:
+    with pytest.raises(ValueError, match="InMemoryEventStore"):
+        await open_sqlite_store(":memory:")

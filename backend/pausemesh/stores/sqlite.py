@@ -138,7 +138,11 @@ class SqliteDatabase:
         self._closed = False
 
     async def open(self) -> SqliteDatabase:
-        if self.path != ":memory:" and not self.path.startswith("file:"):
+        if self.path == ":memory:" or "mode=memory" in self.path:
+            # The writer and the reader are two connections: they would see two databases.
+            msg = "SqliteDatabase needs a file; use InMemoryEventStore for a store in memory"
+            raise ValueError(msg)
+        if not self.path.startswith("file:"):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         raw_connect = _connect_raw(self.path, self._busy_timeout_ms)
         holder: list[sqlite3.Connection] = []
