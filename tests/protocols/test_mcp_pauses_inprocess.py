@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from litestar.config.app import AppConfig
-from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitRequestURLParams, ElicitResult, InputRequiredResult
@@ -32,6 +31,7 @@ from pausemesh.settings import Settings
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.plugin import PauseMeshPlugin
 from tests.support.mcp_state import continuation_of
+from tests.support.protocol_clients import flight_answer, tool_round
 
 
 @dataclass
@@ -53,35 +53,16 @@ async def harness_fixture(tmp_path: Path) -> AsyncIterator[Harness]:
         yield Harness(plugin=mcp, clock=clock, service=runtime.service)
 
 
-async def _never(_context: Any, _params: Any) -> ElicitResult:
-    raise AssertionError
-
-
 async def call(
     harness: Harness, state: str | None = None, flight: str | None = None
 ) -> CallToolResult | InputRequiredResult:
-    responses = (
-        None
-        if flight is None
-        else {"flight": ElicitResult(action="accept", content={"flight": flight})}
-    )
-    error: MCPError | None = None
-    async with Client(
+    return await tool_round(
         harness.plugin.server,
-        mode="2026-07-28",
-        elicitation_callback=_never,  # type: ignore[arg-type]
-    ) as client:
-        try:
-            return await client.session.call_tool(
-                "book_flight",
-                {"destination": "Rome"},
-                allow_input_required=True,
-                input_responses=responses,  # type: ignore[arg-type]
-                request_state=state,
-            )
-        except MCPError as refused:
-            error = refused
-    raise error
+        "book_flight",
+        {"destination": "Rome"},
+        state=state,
+        responses=flight_answer(flight),
+    )
 
 
 async def test_an_expired_pause_makes_its_state_invalid(harness: Harness) -> None:
@@ -157,13 +138,7 @@ async def sign_in_plugin(
 
 
 async def _sign_in(mcp: McpPlugin) -> CallToolResult | InputRequiredResult:
-    error: MCPError | None = None
-    async with Client(mcp.server, mode="2026-07-28", elicitation_callback=_never) as client:  # type: ignore[arg-type]
-        try:
-            return await client.session.call_tool("sign_in", {}, allow_input_required=True)
-        except MCPError as refused:
-            error = refused
-    raise error
+    return await tool_round(mcp.server, "sign_in", {})
 
 
 async def test_url_mode_fails_closed_without_a_host_policy(tmp_path: Path) -> None:
@@ -207,23 +182,14 @@ async def test_declining_after_accepting_is_refused_and_the_booking_stands(
     assert first.request_state is not None
     await call(harness, first.request_state, "PM303")
 
-    error: MCPError | None = None
-    async with Client(
-        harness.plugin.server,
-        mode="2026-07-28",
-        elicitation_callback=_never,  # type: ignore[arg-type]
-    ) as client:
-        try:
-            await client.session.call_tool(
-                "book_flight",
-                {"destination": "Rome"},
-                allow_input_required=True,
-                input_responses={"flight": ElicitResult(action="decline")},
-                request_state=first.request_state,
-            )
-        except MCPError as refused:
-            error = refused
-    assert error is not None
-    assert error.error.code == -32602
+    with pytest.raises(MCPError) as refused:
+        await tool_round(
+            harness.plugin.server,
+            "book_flight",
+            {"destination": "Rome"},
+            state=first.request_state,
+            responses={"flight": ElicitResult(action="decline")},
+        )
+    assert refused.value.error.code == -32602
     settled = await harness.service.get(continuation_of(first.request_state))
     assert settled.status == "resumed"

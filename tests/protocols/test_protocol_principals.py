@@ -6,25 +6,22 @@ task is invisible to another principal; a request without a principal is a 401.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import httpx2
 import pytest
 from a2a.client import Client as A2AClient
 from a2a.client import ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, SendMessageRequest, Task, TaskState
+from a2a.types import GetTaskRequest, TaskState
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
-from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
+from tests.support.protocol_clients import send_for_task, tool_round, user_message
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -48,10 +45,6 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
         yield server
 
 
-async def _never(_context: Any, _params: Any) -> ElicitResult:
-    raise AssertionError
-
-
 async def mcp_call(
     server: ServerProcess,
     principal: str,
@@ -60,22 +53,12 @@ async def mcp_call(
 ) -> CallToolResult | InputRequiredResult:
     http = httpx2.AsyncClient(headers={"x-principal": principal}, timeout=30)
     transport = streamable_http_client(server.url("/mcp"), http_client=http)
-    error: MCPError | None = None
     try:
-        async with Client(transport, mode="2026-07-28", elicitation_callback=_never) as client:  # type: ignore[arg-type]
-            try:
-                return await client.session.call_tool(
-                    "book_flight",
-                    {"destination": "Paris"},
-                    allow_input_required=True,
-                    input_responses=responses,  # type: ignore[arg-type]
-                    request_state=state,
-                )
-            except MCPError as refused:
-                error = refused
+        return await tool_round(
+            transport, "book_flight", {"destination": "Paris"}, state=state, responses=responses
+        )
     finally:
         await http.aclose()
-    raise error
 
 
 async def test_an_mcp_request_state_only_works_for_its_principal(server: ServerProcess) -> None:
@@ -104,35 +87,19 @@ async def a2a_as(server: ServerProcess, principal: str) -> AsyncIterator[A2AClie
             await client.close()
 
 
-async def send(client: A2AClient, message: Message) -> Task:
-    async for response in client.send_message(SendMessageRequest(message=message)):
-        if response.HasField("task"):
-            return response.task
-    raise AssertionError
-
-
-def message(data: Any = None, *, task_id: str = "", text: str = "") -> Message:
-    body: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
-    body["parts"] = [{"data": data}] if data is not None else [{"text": text}]
-    if task_id:
-        body["taskId"] = task_id
-    parsed: Message = ParseDict(body, Message())
-    return parsed
-
-
 async def test_an_a2a_task_is_invisible_to_another_principal(server: ServerProcess) -> None:
     async with a2a_as(server, "alice") as alice:
-        task = await send(alice, message(text="Paris"))
+        task = await send_for_task(alice, user_message(text="Paris"))
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
     async with a2a_as(server, "bob") as bob:
         with pytest.raises(A2AError):
             await bob.get_task(GetTaskRequest(id=task.id))
         with pytest.raises(A2AError):
-            await send(bob, message({"flight": "PM101"}, task_id=task.id))
+            await send_for_task(bob, user_message({"flight": "PM101"}, task_id=task.id))
 
     async with a2a_as(server, "alice") as alice:
-        done = await send(alice, message({"flight": "PM101"}, task_id=task.id))
+        done = await send_for_task(alice, user_message({"flight": "PM101"}, task_id=task.id))
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
 
 

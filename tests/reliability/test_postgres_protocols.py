@@ -9,25 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, SendMessageRequest, Task, TaskState
+from a2a.types import GetTaskRequest, Message, Task, TaskState
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
-from mcp import Client
-from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+from mcp_types import CallToolResult, InputRequiredResult
 
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.stores.postgres_migrate import migrate
 from tests.support.mcp_state import continuation_of
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
+from tests.support.protocol_clients import flight_answer, send_for_task, tool_round, user_message
 from tests.support.server import ServerProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -72,31 +68,16 @@ async def replicas_fixture() -> AsyncIterator[Replicas]:
         await drop_schema(schema)
 
 
-async def _never(_context: Any, _params: Any) -> ElicitResult:
-    raise AssertionError
-
-
 async def mcp_round(
     server: ServerProcess, state: str | None = None, flight: str | None = None
 ) -> CallToolResult | InputRequiredResult:
-    responses = (
-        None
-        if flight is None
-        else {"flight": ElicitResult(action="accept", content={"flight": flight})}
+    return await tool_round(
+        server.url("/mcp"),
+        "book_flight",
+        {"destination": "Vienna"},
+        state=state,
+        responses=flight_answer(flight),
     )
-    error: MCPError | None = None
-    async with Client(server.url("/mcp"), mode="2026-07-28", elicitation_callback=_never) as client:  # type: ignore[arg-type]
-        try:
-            return await client.session.call_tool(
-                "book_flight",
-                {"destination": "Vienna"},
-                allow_input_required=True,
-                input_responses=responses,  # type: ignore[arg-type]
-                request_state=state,
-            )
-        except MCPError as refused:
-            error = refused
-    raise error
 
 
 async def test_an_mcp_pause_asked_on_one_replica_is_answered_on_the_other(
@@ -118,41 +99,29 @@ async def test_an_mcp_pause_asked_on_one_replica_is_answered_on_the_other(
     assert await replicas.bookings(continuation_of(first.request_state)) == 1
 
 
-def _message(*, text: str = "", data: Any = None, task_id: str = "") -> Message:
-    body: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
-    body["parts"] = [{"data": data}] if data is not None else [{"text": text}]
-    if task_id:
-        body["taskId"] = task_id
-    message: Message = ParseDict(body, Message())
-    return message
-
-
 async def a2a_send(server: ServerProcess, message: Message) -> Task | A2AError:
     async with httpx.AsyncClient(timeout=60) as http:
         client = await create_client(
             server.url("/a2a"), client_config=ClientConfig(httpx_client=http, streaming=False)
         )
         try:
-            async for response in client.send_message(SendMessageRequest(message=message)):
-                if response.HasField("task"):
-                    return response.task
+            return await send_for_task(client, message)
         except A2AError as refused:
             return refused
         finally:
             await client.close()
-    raise AssertionError
 
 
 async def test_a2a_follow_ups_racing_over_both_replicas_book_once(replicas: Replicas) -> None:
     first_server, second_server = replicas.servers
-    task = await a2a_send(first_server, _message(text="Vienna"))
+    task = await a2a_send(first_server, user_message(text="Vienna"))
     assert isinstance(task, Task)
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     cid = task.metadata["pausemesh"]["continuationId"]
 
     outcomes = await asyncio.gather(
         *(
-            a2a_send(server, _message(data={"flight": "PM202"}, task_id=task.id))
+            a2a_send(server, user_message(data={"flight": "PM202"}, task_id=task.id))
             for server in [first_server, second_server] * 5
         )
     )
