@@ -22,12 +22,13 @@ from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import VersionConflictError
 from pausemesh.core.ports import Clock
-from pausemesh.core.threads import ThreadStore
+from pausemesh.core.threads import PROTOCOL_THREAD_PREFIXES, ThreadStore
 
 __all__ = ("PRINCIPAL_STATE_KEY", "ThreadBackedTaskStore", "principal_of_call", "task_thread_id")
 
 PRINCIPAL_STATE_KEY = "pausemesh.principal"
-_PREFIX = "a2a-task:"
+# AG-UI refuses thread ids with this prefix, so a chat run never touches a task record.
+_PREFIX = PROTOCOL_THREAD_PREFIXES[0]
 _MAX_ATTEMPTS = 8
 
 
