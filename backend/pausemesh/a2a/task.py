@@ -21,7 +21,7 @@ import msgspec
 from pausemesh.core.canonical import check_json_value
 from pausemesh.core.errors import InvalidInputError, ProtocolAdapterError
 from pausemesh.core.model import Continuation
-from pausemesh.core.validation import check_id
+from pausemesh.core.validation import check_protocol_id
 
 __all__ = (
     "A2ATaskBinding",
@@ -52,13 +52,6 @@ def _error(code: str, message: str) -> ProtocolAdapterError:
     return ProtocolAdapterError(message, code=code)
 
 
-def _opaque(value: object, field: str, code: str) -> str:
-    try:
-        return check_id(value, field)
-    except InvalidInputError as error:
-        raise _error(code, error.message) from None
-
-
 def decode_a2a_task_binding(body: object) -> A2ATaskBinding:
     """Decode ``{taskId, contextId}`` from a parsed JSON body (``INVALID_PROTOCOL_BINDING``)."""
     try:
@@ -69,8 +62,8 @@ def decode_a2a_task_binding(body: object) -> A2ATaskBinding:
 
 
 def _check_binding_ids(binding: A2ATaskBinding) -> A2ATaskBinding:
-    _opaque(binding.task_id, "taskId", _BINDING)
-    _opaque(binding.context_id, "contextId", _BINDING)
+    check_protocol_id(binding.task_id, "taskId", _BINDING)
+    check_protocol_id(binding.context_id, "contextId", _BINDING)
     return binding
 
 
@@ -91,7 +84,7 @@ def _require_pending(continuation: Continuation) -> _Payload:
         raise _error(
             _TRANSITION, f"Cannot use a {continuation.status} continuation for an A2A task"
         )
-    _opaque(continuation.continuation_id, "continuationId", _MESSAGE)
+    check_protocol_id(continuation.continuation_id, "continuationId", _MESSAGE)
     _iso(continuation.created_at)
     _iso(continuation.expires_at)
     payload = continuation.payload
@@ -179,7 +172,7 @@ def to_a2a_input_message(
     binding = _require_binding(continuation, binding)
     if payload.kind == "authorization":
         raise _error(_TRANSITION, "A2A authorization credentials must be delivered out of band")
-    _opaque(message_id, "messageId", _MESSAGE)
+    check_protocol_id(message_id, "messageId", _MESSAGE)
     try:
         check_json_value(response)
     except InvalidInputError:
@@ -197,5 +190,5 @@ def to_a2a_authorization_control_message(
         raise _error(_TRANSITION, "A2A authorization control needs an authorization continuation")
     if action not in {"reject", "retry"}:
         raise _error(_MESSAGE, "A2A authorization control action must be 'reject' or 'retry'")
-    _opaque(message_id, "messageId", _MESSAGE)
+    check_protocol_id(message_id, "messageId", _MESSAGE)
     return _message_request(continuation, binding, message_id, {"action": action})

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.errors import InvalidInputError, ProtocolAdapterError
 
 __all__ = (
     "MAX_ID_LENGTH",
@@ -17,6 +17,7 @@ __all__ = (
     "check_idempotency_key",
     "check_metadata",
     "check_payload",
+    "check_protocol_id",
     "check_reason",
 )
 
@@ -91,3 +92,11 @@ def check_expected_version(value: object) -> int | None:
         msg = "expectedVersion must be a positive integer"
         raise InvalidInputError(msg, code="INVALID_VERSION")
     return value
+
+
+def check_protocol_id(value: object, field: str, code: str) -> str:
+    """``check_id`` for protocol adapters: the same rule, reported as a protocol error."""
+    try:
+        return check_id(value, field)
+    except InvalidInputError as error:
+        raise ProtocolAdapterError(error.message, code=code) from None

@@ -28,9 +28,9 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from pausemesh.core.canonical import canonical_json, canonical_sha256
-from pausemesh.core.errors import InvalidInputError, ProtocolAdapterError
+from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.model import Continuation
-from pausemesh.core.validation import check_id
+from pausemesh.core.validation import check_protocol_id
 from pausemesh.mcp.form_schema import EMPTY_FORM_SCHEMA, check_form_content, check_requested_schema
 from pausemesh.mcp.url_policy import McpProjectionPolicy, check_authorization_url
 
@@ -129,13 +129,6 @@ def _error(code: str, message: str) -> ProtocolAdapterError:
     return ProtocolAdapterError(message, code=code)
 
 
-def _check_opaque(value: str, field: str, code: str) -> str:
-    try:
-        return check_id(value, field)
-    except InvalidInputError as error:
-        raise _error(code, error.message) from None
-
-
 def _check_request_id(value: object, code: str) -> str | int:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _error(code, "requestId must be a string or a safe integer")
@@ -143,7 +136,7 @@ def _check_request_id(value: object, code: str) -> str | int:
         if abs(value) > _MAX_SAFE_INTEGER:
             raise _error(code, "requestId must be a safe integer")
         return value
-    return _check_opaque(value, "requestId", code)
+    return check_protocol_id(value, "requestId", code)
 
 
 def _check_context(context: McpProjectionContext) -> None:
@@ -151,9 +144,9 @@ def _check_context(context: McpProjectionContext) -> None:
     if not isinstance(context.client_capabilities, dict):
         raise _error(_BINDING, "clientCapabilities must be an object")
     if isinstance(context.related_task, McpRelatedTask):
-        _check_opaque(context.related_task.task_id, "relatedTask.taskId", _BINDING)
+        check_protocol_id(context.related_task.task_id, "relatedTask.taskId", _BINDING)
     if isinstance(context.url_binding, McpUrlBinding):
-        _check_opaque(context.url_binding.elicitation_id, "urlBinding.elicitationId", _BINDING)
+        check_protocol_id(context.url_binding.elicitation_id, "urlBinding.elicitationId", _BINDING)
         if (
             not context.url_binding.url
             or context.url_binding.url != context.url_binding.url.strip()
@@ -380,15 +373,15 @@ def _parse_request(request: object, code: str) -> _ElicitRequest:
         parsed = msgspec.convert(request, _ElicitRequest, strict=True)
         _check_request_id(parsed.id, code)
         meta = parsed.params.meta
-        _check_opaque(meta.continuation.continuation_id, "continuationId", code)
-        _check_opaque(meta.continuation.correlation_id, "correlationId", code)
+        check_protocol_id(meta.continuation.continuation_id, "continuationId", code)
+        check_protocol_id(meta.continuation.correlation_id, "correlationId", code)
         _check_request_id(meta.continuation.request_id, code)
         if isinstance(meta.related_task, McpRelatedTask):
-            _check_opaque(meta.related_task.task_id, "relatedTask.taskId", code)
+            check_protocol_id(meta.related_task.task_id, "relatedTask.taskId", code)
         if isinstance(parsed.params, _FormParams):
             check_requested_schema(parsed.params.requested_schema)
         else:
-            _check_opaque(parsed.params.elicitation_id, "elicitationId", code)
+            check_protocol_id(parsed.params.elicitation_id, "elicitationId", code)
     except (msgspec.ValidationError, ProtocolAdapterError) as error:
         raise _error(code, f"MCP elicitation request is malformed: {error}") from None
     return parsed
