@@ -56,12 +56,13 @@ def test_a_pending_continuation_survives_sigkill_and_resumes_with_its_token(
         server.close()
 
 
-def test_sigterm_shuts_down_gracefully(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_shuts_down_gracefully(tmp_path: Path, sig: signal.Signals) -> None:
     server = ServerProcess(["serve", "--database-path", str(tmp_path / "pausemesh.db")])
     try:
         server.start()
-        # uvicorn re-raises SIGTERM after its graceful shutdown, so the status may say -15.
-        assert server.stop() in {0, -signal.SIGTERM}
+        # uvicorn re-raises the signal after its graceful shutdown; the CLI may exit 130 on ^C.
+        assert server.stop(sig=sig) in {0, -sig, 130}
         assert "Application shutdown complete" in server.output()
     finally:
         server.close()

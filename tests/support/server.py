@@ -128,11 +128,11 @@ class ServerProcess:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (graceful shutdown); SIGKILL if it does not exit in time."""
+    def stop(self, timeout: float = 15.0, sig: signal.Signals = signal.SIGTERM) -> int | None:
+        """Send ``sig`` (SIGTERM: graceful shutdown) and wait; SIGKILL if it hangs."""
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(sig)
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
