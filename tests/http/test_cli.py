@@ -66,3 +66,31 @@ def test_settings_come_from_the_environment(tmp_path: Path) -> None:
         assert httpx.get(server.url("/readyz")).status_code == 200
     assert (tmp_path / "env.db").exists()
     assert (tmp_path / "secret.key").exists()
+
+
+def test_a_principal_resolver_from_the_cli_allows_a_public_bind_and_scopes_pauses(
+    tmp_path: Path,
+) -> None:
+    args = [
+        "serve",
+        "--principal-resolver",
+        "tests.support.principals:header_principal",
+        "--database-path",
+        str(tmp_path / "x.db"),
+    ]
+    with ServerProcess(args, host="0.0.0.0", ready_path="/healthz") as server:  # noqa: S104
+        url = f"http://127.0.0.1:{server.port}/v1/continuations"
+        assert httpx.post(url, json={"payload": 1}).status_code == 401
+        created = httpx.post(url, json={"payload": 1}, headers={"x-user": "alice"})
+        assert created.status_code == 201
+        continuation_id = created.json()["continuation"]["continuationId"]
+        assert httpx.get(f"{url}/{continuation_id}", headers={"x-user": "bob"}).status_code == 404
+        assert httpx.get(f"{url}/{continuation_id}", headers={"x-user": "alice"}).is_success
+
+
+def test_an_unimportable_resolver_stops_the_server(tmp_path: Path) -> None:
+    result = _run(
+        "serve", "--principal-resolver", "no.such.module:fn", "--database-path", str(tmp_path / "x")
+    )
+    assert result.returncode == 2
+    assert "PAUSEMESH_PRINCIPAL_RESOLVER: cannot import 'no.such.module:fn'" in result.stderr

@@ -52,7 +52,12 @@ def import_resolver(spec: str) -> PrincipalResolver:
     if not module_name or not attribute:
         msg = "PAUSEMESH_PRINCIPAL_RESOLVER must look like 'package.module:function'"
         raise ValueError(msg)
-    resolver = getattr(importlib.import_module(module_name), attribute, None)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        msg = f"PAUSEMESH_PRINCIPAL_RESOLVER: cannot import {spec!r} ({error})"
+        raise ValueError(msg) from None
+    resolver = getattr(module, attribute, None)
     if not callable(resolver):
         msg = f"PAUSEMESH_PRINCIPAL_RESOLVER: {spec!r} is not a callable"
         raise TypeError(msg)
