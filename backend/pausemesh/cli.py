@@ -77,16 +77,29 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     return load_settings(env_file=args.env_file, overrides=overrides)
 
 
+class _FieldsFormatter(logging.Formatter):
+    """``time LEVEL logger: message key=value ...``: the observer's fields stay greppable."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "pausemesh", None)
+        if isinstance(fields, dict):
+            pairs = (f"{key}={value}" for key, value in fields.items() if key != "name")
+            line = " ".join((line, *pairs))
+        return line
+
+
 def _configure_logging(level: str) -> None:
+    from pausemesh.core.observer import RedactingFilter  # noqa: PLC0415 - logging setup only
+
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # The observer never logs a token or payload; the redactor is a second fence for
+    # whatever else ends up in a log call.
+    handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # The observer logs one line per lifecycle transition; the redactor is a second fence.
-    from pausemesh.core.observer import RedactingFilter  # noqa: PLC0415 - logging setup only
-
-    handler.addFilter(RedactingFilter())
 
 
 def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:

@@ -50,6 +50,7 @@ def test_a_pending_continuation_survives_sigkill_and_resumes_with_its_token(
         # The server logged every transition (level info), and never a token.
         log = server.output()
         assert "continuation.transitioned" in log
+        assert f"continuationId={continuation_id}" in log
         assert token not in log
         assert other["resumeToken"] not in log
     finally:
