@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
+from litestar import Litestar
 
 from tests.support.rest import assert_problem, create
 
@@ -148,3 +150,41 @@ async def test_a_body_at_the_limit_is_accepted(client: httpx.AsyncClient) -> Non
         "/v1/continuations", content=body, headers={"content-type": "application/json"}
     )
     assert response.status_code == 201
+
+
+async def test_the_body_limit_stops_reading_the_stream_before_the_end(host_app: Litestar) -> None:
+    # Driven at the ASGI level to count what the app pulled: a 200 KiB chunked body
+    # against the 64 KiB limit is refused after about 64 chunks, long before the end.
+    chunks = [b'{"payload": "'] + [b"x" * 1024] * 200
+    pulled = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += 1
+        body = chunks[pulled - 1] if pulled <= len(chunks) else b""
+        return {"type": "http.request", "body": body, "more_body": pulled < len(chunks)}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/continuations",
+        "raw_path": b"/v1/continuations",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    await host_app(scope, receive, send)
+    assert sent[0]["status"] == 413
+    assert b'"code":"PAYLOAD_TOO_LARGE"' in sent[1]["body"]
+    assert pulled < 80
