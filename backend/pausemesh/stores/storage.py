@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
+from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
 from pausemesh.core.threads import ThreadStore
 
@@ -28,8 +28,7 @@ class Storage:
         *,
         events: EventStore,
         threads: ThreadStore | None = None,
-        # Typed loosely until the OperationLedger port lands (pausemesh.core.operations).
-        operations: Any | None = None,
+        operations: OperationLedger | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
