@@ -6,7 +6,7 @@ PauseMesh may build one itself (e.g. over stores it already owns) and pass it in
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from pausemesh.core.operations import OperationLedger
@@ -14,6 +14,8 @@ from pausemesh.core.ports import EventStore
 from pausemesh.core.threads import ThreadStore
 
 __all__ = ("Storage",)
+
+_log = logging.getLogger("pausemesh.stores")
 
 
 class Storage:
@@ -49,11 +51,13 @@ class Storage:
         if self._closed:
             return
         self._closed = True
-        for store in (self.operations, self.threads, self.events):
-            close = getattr(store, "close", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
-        for callback in reversed(self._on_close):
-            with contextlib.suppress(Exception):
-                await callback()
+        # Every store gets its chance to close even when one fails; failures are logged.
+        closers = [getattr(store, "close", None) for store in (self.operations, self.threads)]
+        closers += [self.events.close, *reversed(self._on_close)]
+        for close in closers:
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception:  # noqa: BLE001 - shutdown goes on; the log says what failed
+                _log.warning("closing %s failed", getattr(close, "__qualname__", close))
