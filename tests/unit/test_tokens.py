@@ -62,3 +62,18 @@ def test_sign_and_verify_detect_tampering() -> None:
     assert issuer.verify(b"state", signature)
     assert not issuer.verify(b"state2", signature)
     assert not issuer.verify(b"state", signature, key_id="unknown")
+
+
+def test_uuid7_ids_are_valid_version_7_and_sort_by_creation_time() -> None:
+    import time  # noqa: PLC0415 - local to this test
+    import uuid  # noqa: PLC0415 - local to this test
+
+    from pausemesh.core.ids import uuid7  # noqa: PLC0415 - local to this test
+
+    first = uuid7()
+    time.sleep(0.002)
+    second = uuid7()
+    assert uuid.UUID(first).version == 7
+    assert uuid.UUID(first).variant == uuid.RFC_4122
+    assert first < second
+    assert len({uuid7() for _ in range(1000)}) == 1000

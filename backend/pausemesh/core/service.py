@@ -6,7 +6,6 @@ Semantics: DESIGN §3.2 (the TypeScript reference §1.5 with its improvements).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +24,7 @@ from pausemesh.core.errors import (
     TokenMismatchError,
     VersionConflictError,
 )
+from pausemesh.core.ids import uuid7
 from pausemesh.core.model import (
     CONTINUATION_SCHEMA_VERSION,
     Continuation,
@@ -85,7 +85,7 @@ class ContinuationService:
         self.keyed_issuer = keyed_issuer
         self.observer = observer or NoopObserver()
         self.token_ttl = timedelta(seconds=token_ttl_seconds)
-        self._new_id = id_factory or (lambda: str(uuid.uuid4()))
+        self._new_id = id_factory or uuid7
 
     # -- create -----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -51,8 +52,21 @@ def _connect_raw(path: str, busy_timeout_ms: int) -> Callable[[], sqlite3.Connec
     return connector
 
 
+def _is_busy(error: sqlite3.Error) -> bool:
+    return "locked" in str(error) or "busy" in str(error)
+
+
+def _run_op(conn: sqlite3.Connection, op: WriteOp) -> tuple[bool, Any]:
+    try:
+        return True, op(conn)
+    except PauseMeshError as error:
+        return False, error
+    except sqlite3.Error as error:
+        return False, _store_error(error)
+
+
 def _store_error(error: sqlite3.Error) -> StoreError:
-    code = "STORE_BUSY" if "locked" in str(error) or "busy" in str(error) else "STORE_UNAVAILABLE"
+    code = "STORE_BUSY" if _is_busy(error) else "STORE_UNAVAILABLE"
     return StoreError(f"SQLite operation failed: {type(error).__name__}", code=code)
 
 
@@ -156,6 +170,8 @@ class SqliteDatabase:
             self._writer = await aiosqlite.Connection(writer_connector, 64)
             self._raw_writer = holder[0]
             await self._run_in_writer(_apply_migrations, self._raw_writer, self._migrations)
+            # From here on the writer waits for other processes in _begin, not in SQLite.
+            self._raw_writer.execute("PRAGMA busy_timeout = 0")
             # Reads run on the event loop thread: a WAL point read on an index takes tens of
             # microseconds, less than a thread hop, and WAL readers never wait for writers.
             self._reader = raw_connect()
@@ -246,52 +262,70 @@ class SqliteDatabase:
             if self._closed:
                 return
 
-    def _run_group(
-        self, ops: list[WriteOp], *, inline: bool = False
-    ) -> list[tuple[bool, Any]] | None:
-        """One transaction, one SAVEPOINT per op, one COMMIT.
+    def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
+        """``BEGIN IMMEDIATE``; another process may hold the write lock.
 
-        Runs on the writer thread, or ``inline`` on the loop thread for a lone write; inline
-        it never waits for another process's lock (it returns None and the writer thread,
-        which may wait up to the busy timeout, takes over).
+        The writer connection's own busy timeout is 0 so that an inline (loop-thread) write
+        never blocks the loop; the writer thread instead retries here until the timeout.
         """
-        conn = self._raw_writer
-        assert conn is not None  # noqa: S101 - set in open()
-        results: list[tuple[bool, Any]] = []
-        if inline:
-            conn.execute("PRAGMA busy_timeout = 0")
-        try:
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        pause = 0.001
+        while True:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as error:
-                if inline:
-                    return None
-                return [(False, _store_error(error))] * len(ops)
-            try:
+                if not _is_busy(error):
+                    raise
+                if not wait:
+                    return False
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(pause)  # writer thread only: never the event loop
+                pause = min(pause * 2, 0.05)
+            else:
+                return True
+
+    def _run_group(
+        self, ops: list[WriteOp], *, inline: bool = False
+    ) -> list[tuple[bool, Any]] | None:
+        """One transaction and one COMMIT for the whole group.
+
+        Runs on the writer thread, or ``inline`` on the loop thread for a lone write; inline it
+        never waits for another process's lock (it returns None and the writer thread takes
+        over). In a group of several, each op runs inside a SAVEPOINT so that an op that
+        raises rolls back only its own writes; a lone op that raises rolls back the
+        transaction.
+        """
+        conn = self._raw_writer
+        assert conn is not None  # noqa: S101 - set in open()
+        try:
+            if not self._begin(conn, wait=not inline):
+                return None
+        except sqlite3.Error as error:
+            return [(False, _store_error(error))] * len(ops)
+        try:
+            if len(ops) == 1:
+                results = [_run_op(conn, ops[0])]
+                if not results[0][0]:
+                    conn.execute("ROLLBACK")
+                    return results
+            else:
+                results = []
                 for op in ops:
                     conn.execute("SAVEPOINT op")
-                    try:
-                        value = op(conn)
-                    except PauseMeshError as error:
+                    result = _run_op(conn, op)
+                    if not result[0]:
                         conn.execute("ROLLBACK TO op")
-                        results.append((False, error))
-                    except sqlite3.Error as error:
-                        conn.execute("ROLLBACK TO op")
-                        results.append((False, _store_error(error)))
-                    else:
-                        results.append((True, value))
                     conn.execute("RELEASE op")
-                conn.execute("COMMIT")
-                self.commits += 1
-            except sqlite3.Error as error:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                # Nothing of the group is durable: every caller hears so.
-                return [(False, _store_error(error))] * len(ops)
-            return results
-        finally:
-            if inline:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+                    results.append(result)
+            conn.execute("COMMIT")
+            self.commits += 1
+        except sqlite3.Error as error:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            # Nothing of the group is durable: every caller hears so.
+            return [(False, _store_error(error))] * len(ops)
+        return results
 
     async def check_readiness(self) -> None:
         rows = await self.read("SELECT version, name, checksum FROM pausemesh_schema_migrations")
