@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 from asyncpg import exceptions as pg_errors
@@ -30,7 +30,7 @@ from pausemesh.stores.postgres_schema import (
     quote_schema,
 )
 
-__all__ = ("Conn", "PostgresDatabase", "map_store_error")
+__all__ = ("Conn", "PostgresDatabase", "SharedDatabaseStore", "map_store_error")
 
 T = TypeVar("T")
 Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
@@ -180,6 +180,14 @@ class PostgresDatabase:
                 raise map_store_error(error) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def fetchrow(self, sql: str, *args: Any, read: bool = False) -> Any:
+        """One row (or ``None``) of ``sql`` through ``run``."""
+
+        async def op(conn: Conn) -> Any:
+            return await conn.fetchrow(sql, *args)
+
+        return await self.run(op, read=read)
+
     async def ensure_schema(self) -> None:
         """Refuse writes until the ledger matches this code exactly (checked once, then cached)."""
         if not self._schema_verified:
@@ -258,3 +266,30 @@ class PostgresDatabase:
         if self._owns_pool:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.pool.close(), timeout=10)
+
+
+class SharedDatabaseStore:
+    """What a store on a possibly shared ``PostgresDatabase`` does about readiness and close."""
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        owns_database: bool = False,
+        readiness_checked_elsewhere: bool = False,
+    ) -> None:
+        self.database = database
+        self._owns_database = owns_database
+        # True when the event store on the same database already checks every table, so
+        # one /readyz probe runs the catalog queries once, not once per store.
+        self._readiness_elsewhere = readiness_checked_elsewhere
+
+    async def check_readiness(self) -> None:
+        if self._readiness_elsewhere:
+            self.database.require_open()
+            return
+        await self.database.check_readiness()
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()

@@ -28,7 +28,7 @@ from pausemesh.core.operations import (
     new_attempt,
     result_hash,
 )
-from pausemesh.stores.postgres_database import Conn, PostgresDatabase
+from pausemesh.stores.postgres_database import Conn, PostgresDatabase, SharedDatabaseStore
 
 __all__ = ("PostgresOperationLedger",)
 
@@ -61,7 +61,7 @@ def _record(row: Any) -> OperationRecord:
     )
 
 
-class PostgresOperationLedger:
+class PostgresOperationLedger(SharedDatabaseStore):
     def __init__(
         self,
         database: PostgresDatabase,
@@ -69,11 +69,11 @@ class PostgresOperationLedger:
         owns_database: bool = False,
         readiness_checked_elsewhere: bool = False,
     ) -> None:
-        self.database = database
-        self._owns_database = owns_database
-        # True when the event store on the same database already checks every table, so
-        # one /readyz probe runs the catalog queries once, not once per store.
-        self._readiness_elsewhere = readiness_checked_elsewhere
+        super().__init__(
+            database,
+            owns_database=owns_database,
+            readiness_checked_elsewhere=readiness_checked_elsewhere,
+        )
         q = database.q
         self._sql_insert = f"""
             INSERT INTO {q}.operations (operation_id, domain, business_key, tool,
@@ -91,12 +91,6 @@ class PostgresOperationLedger:
             SELECT {_COLUMNS} FROM {q}.operations WHERE domain = $1 ORDER BY position LIMIT $2
         """
 
-    async def _fetchrow(self, sql: str, *args: Any, read: bool = False) -> Any:
-        async def op(conn: Conn) -> Any:
-            return await conn.fetchrow(sql, *args)
-
-        return await self.database.run(op, read=read)
-
     async def begin(
         self,
         domain: str,
@@ -111,7 +105,7 @@ class PostgresOperationLedger:
         if existing is not None:
             return decide(existing, wanted)
         await self.database.ensure_schema()
-        inserted = await self._fetchrow(
+        inserted = await self.database.fetchrow(
             self._sql_insert,
             wanted.operation_id,
             wanted.domain,
@@ -140,7 +134,7 @@ class PostgresOperationLedger:
         if check_completion(record, attempt_id, digest):
             return record
         await self.database.ensure_schema()
-        row = await self._fetchrow(
+        row = await self.database.fetchrow(
             self._sql_complete, operation_id, attempt_id, canonical_json(result), digest, now
         )
         if row is not None:
@@ -152,7 +146,7 @@ class PostgresOperationLedger:
         return record
 
     async def get(self, operation_id: str) -> OperationRecord | None:
-        row = await self._fetchrow(self._sql_get, operation_id, read=True)
+        row = await self.database.fetchrow(self._sql_get, operation_id, read=True)
         return None if row is None else _record(row)
 
     async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
@@ -160,13 +154,3 @@ class PostgresOperationLedger:
             return builtins.list(await conn.fetch(self._sql_list, domain, max(limit, 0)))
 
         return [_record(row) for row in await self.database.run(op, read=True)]
-
-    async def check_readiness(self) -> None:
-        if self._readiness_elsewhere:
-            self.database.require_open()
-            return
-        await self.database.check_readiness()
-
-    async def close(self) -> None:
-        if self._owns_database:
-            await self.database.close()

@@ -24,7 +24,7 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
-from pausemesh.stores.postgres_database import Conn, PostgresDatabase
+from pausemesh.stores.postgres_database import Conn, PostgresDatabase, SharedDatabaseStore
 from pausemesh.stores.postgres_listen import ThreadListener
 
 __all__ = ("PostgresThreadStore",)
@@ -74,7 +74,7 @@ def _record(row: Any) -> ThreadRecord:
     )
 
 
-class PostgresThreadStore:
+class PostgresThreadStore(SharedDatabaseStore):
     def __init__(
         self,
         database: PostgresDatabase,
@@ -82,11 +82,11 @@ class PostgresThreadStore:
         owns_database: bool = False,
         readiness_checked_elsewhere: bool = False,
     ) -> None:
-        self.database = database
-        self._owns_database = owns_database
-        # True when the event store on the same database already checks every table, so
-        # one /readyz probe runs the catalog queries once, not once per store.
-        self._readiness_elsewhere = readiness_checked_elsewhere
+        super().__init__(
+            database,
+            owns_database=owns_database,
+            readiness_checked_elsewhere=readiness_checked_elsewhere,
+        )
         self.listener = ThreadListener(database)
         database.on_close(self.listener.close)
         q = database.q
@@ -132,14 +132,8 @@ class PostgresThreadStore:
         """
         self._sql_head = f"SELECT last_sequence FROM {q}.agui_threads WHERE thread_id = $1"
 
-    async def _fetchrow(self, sql: str, *args: Any, read: bool = False) -> Any:
-        async def op(conn: Conn) -> Any:
-            return await conn.fetchrow(sql, *args)
-
-        return await self.database.run(op, read=read)
-
     async def get(self, thread_id: str) -> ThreadRecord | None:
-        row = await self._fetchrow(self._sql_get, thread_id, read=True)
+        row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
         return None if row is None else _record(row)
 
     async def _load(self, thread_id: str) -> ThreadRecord:
@@ -155,13 +149,13 @@ class PostgresThreadStore:
         if existing is not None:
             return existing
         await self.database.ensure_schema()
-        row = await self._fetchrow(self._sql_create, thread_id, owner, _EMPTY_BODY, now)
+        row = await self.database.fetchrow(self._sql_create, thread_id, owner, _EMPTY_BODY, now)
         # None: another replica created it first; its row is committed and visible now.
         return _record(row) if row is not None else await self._load(thread_id)
 
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         await self.database.ensure_schema()
-        row = await self._fetchrow(
+        row = await self.database.fetchrow(
             self._sql_save, record.thread_id, _body(record), now, record.version
         )
         if row is None:
@@ -173,7 +167,9 @@ class PostgresThreadStore:
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
     ) -> ThreadRecord:
         await self.database.ensure_schema()
-        row = await self._fetchrow(self._sql_lease, thread_id, lease_id, run_id, now, expires_at)
+        row = await self.database.fetchrow(
+            self._sql_lease, thread_id, lease_id, run_id, now, expires_at
+        )
         if row is None:
             await self._load(thread_id)  # ThreadNotFoundError for an unknown thread
             raise ThreadBusyError(thread_id)
@@ -195,7 +191,7 @@ class PostgresThreadStore:
                 raise ThreadBusyError(thread_id)
             return []
         await self.database.ensure_schema()
-        row = await self._fetchrow(
+        row = await self.database.fetchrow(
             self._sql_append, thread_id, lease_id, len(texts), run_id, texts, self.listener.channel
         )
         if row is None:
@@ -216,7 +212,7 @@ class PostgresThreadStore:
         return [ThreadLogEntry(sequence=r[0], run_id=r[1], event_json=r[2]) for r in rows]
 
     async def _head(self, thread_id: str) -> int:
-        row = await self._fetchrow(self._sql_head, thread_id, read=True)
+        row = await self.database.fetchrow(self._sql_head, thread_id, read=True)
         if row is None:
             raise ThreadNotFoundError(thread_id)
         return int(row[0])
@@ -247,13 +243,6 @@ class PostgresThreadStore:
             # Woken by a notification, a reconnect, or another thread's append: re-check.
             await self.listener.notifier.wait(event, remaining)
 
-    async def check_readiness(self) -> None:
-        if self._readiness_elsewhere:
-            self.database.require_open()
-            return
-        await self.database.check_readiness()
-
     async def close(self) -> None:
         await self.listener.close()
-        if self._owns_database:
-            await self.database.close()
+        await super().close()
