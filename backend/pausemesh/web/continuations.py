@@ -14,6 +14,7 @@ from litestar.di import NamedDependency
 from litestar.params import HeaderParameter, JSONBody, PathParameter
 
 from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
+from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_idempotency_key
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
@@ -64,6 +65,21 @@ def _resume_token(authorization: str | None, continuation_id: str) -> str:
     return match.group(1)
 
 
+async def _continuation(caller: PauseMeshCaller, continuation_id: str) -> Continuation:
+    """The continuation as the caller may see it (404 for another principal's)."""
+    return await caller.service.get(continuation_id, principal=caller.principal)
+
+
+def _projection_route(protocol: str, summary: str) -> post:
+    """``POST .../projections/{protocol}``: answers like a write (409/410 for a settled pause)."""
+    return post(
+        f"/{{continuation_id:str}}/projections/{protocol}",
+        status_code=200,
+        summary=summary,
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+
+
 class ContinuationController(Controller):
     path = "/v1/continuations"
     tags = ["continuations"]  # noqa: RUF012 - Litestar reads this class attribute
@@ -93,9 +109,7 @@ class ContinuationController(Controller):
         responses=problem_responses(400, 401, 404, 503),
     )
     async def inspect(self, continuation_id: ContinuationId, caller: Caller) -> ContinuationBody:
-        return ContinuationBody(
-            continuation=await caller.service.get(continuation_id, principal=caller.principal)
-        )
+        return ContinuationBody(continuation=await _continuation(caller, continuation_id))
 
     @get(
         "/{continuation_id:str}/events",
@@ -164,12 +178,7 @@ class ContinuationController(Controller):
         )
         return ContinuationBody(continuation=continuation)
 
-    @post(
-        "/{continuation_id:str}/projections/ag-ui",
-        status_code=200,
-        summary="Project as an AG-UI interrupt (a one-continuation cohort)",
-        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
-    )
+    @_projection_route("ag-ui", "Project as an AG-UI interrupt (a one-continuation cohort)")
     async def project_agui(
         self,
         continuation_id: ContinuationId,
@@ -177,15 +186,10 @@ class ContinuationController(Controller):
         caller: Caller,
     ) -> ProjectionBody:
         body = strict_body(data, AguiProjectionBody)
-        continuation = await caller.service.get(continuation_id, principal=caller.principal)
+        continuation = await _continuation(caller, continuation_id)
         return project_agui(continuation, body)
 
-    @post(
-        "/{continuation_id:str}/projections/mcp",
-        status_code=200,
-        summary="Project as an MCP elicitation/create request",
-        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
-    )
+    @_projection_route("mcp", "Project as an MCP elicitation/create request")
     async def project_mcp(
         self,
         continuation_id: ContinuationId,
@@ -193,15 +197,10 @@ class ContinuationController(Controller):
         caller: Caller,
     ) -> ProjectionBody:
         body = strict_body(data, McpProjectionBody)
-        continuation = await caller.service.get(continuation_id, principal=caller.principal)
+        continuation = await _continuation(caller, continuation_id)
         return project_mcp(continuation, body, caller.config.mcp_projection_policy)
 
-    @post(
-        "/{continuation_id:str}/projections/a2a",
-        status_code=200,
-        summary="Project as an A2A interrupted task",
-        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
-    )
+    @_projection_route("a2a", "Project as an A2A interrupted task")
     async def project_a2a(
         self,
         continuation_id: ContinuationId,
@@ -209,7 +208,7 @@ class ContinuationController(Controller):
         caller: Caller,
     ) -> ProjectionBody:
         body = strict_body(data, A2AProjectionBody)
-        continuation = await caller.service.get(continuation_id, principal=caller.principal)
+        continuation = await _continuation(caller, continuation_id)
         return project_a2a(continuation, body)
 
     @post(
@@ -224,7 +223,7 @@ class ContinuationController(Controller):
         protocol: Annotated[str, PathParameter()],
         caller: Caller,
     ) -> ProjectionBody:
-        await caller.service.get(continuation_id, principal=caller.principal)
+        await _continuation(caller, continuation_id)
         raise ProtocolAdapterError(
             f"Protocol must be one of: {', '.join(PROTOCOLS)}",
             code="UNSUPPORTED_PROTOCOL",
