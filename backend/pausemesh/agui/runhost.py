@@ -654,16 +654,7 @@ class _Run:
         closed = closing if closing is not None else record.closed_receipt
         now = self.host.clock.now()
         if not pauses:
-            await self._save(
-                msgspec.structs.replace(
-                    record,
-                    messages=transcript.messages,
-                    state=transcript.state,
-                    open_receipt=None,
-                    closed_receipt=closed,
-                ),
-                now,
-            )
+            await self._save_end(record, transcript, None, closed, now)
             return await self._emit(
                 [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id)]
             )
@@ -683,22 +674,33 @@ class _Run:
             "interrupts": msgspec.to_builtins(finished.outcome.interrupts),
         }
         # The cohort is durable before the client hears of it.
-        await self._save(
-            msgspec.structs.replace(
-                record,
-                messages=transcript.messages,
-                state=transcript.state,
-                open_receipt=cohort,
-                closed_receipt=closed,
-            ),
-            now,
-        )
+        await self._save_end(record, transcript, cohort, closed, now)
         return await self._emit(
             [
                 MessagesSnapshotEvent(messages=_to_messages(transcript.messages)),
                 StateSnapshotEvent(snapshot=transcript.state),
                 finished,
             ]
+        )
+
+    async def _save_end(
+        self,
+        record: ThreadRecord,
+        transcript: Transcript,
+        open_receipt: Any,
+        closed_receipt: Any,
+        now: datetime,
+    ) -> None:
+        """Save the run's transcript with the receipts it ends with (open: a pending cohort)."""
+        await self._save(
+            msgspec.structs.replace(
+                record,
+                messages=transcript.messages,
+                state=transcript.state,
+                open_receipt=open_receipt,
+                closed_receipt=closed_receipt,
+            ),
+            now,
         )
 
     async def _save(self, record: ThreadRecord, now: datetime) -> None:
