@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any, get_args
+from typing import get_args
 
 import pytest
 from ag_ui._generated import models as official
-from ag_ui.core import Event as OfficialEvent
 from ag_ui.core import RunAgentInput as OfficialRunAgentInput
-from pydantic import BaseModel, TypeAdapter
 
 from pausemesh.agui.cohort import issue_interrupts, pause_payload
 from pausemesh.agui.events import (
@@ -75,38 +73,7 @@ from pausemesh.agui.input import decode_run_input
 from pausemesh.agui.messages import DeveloperMessage, ImagePart, ReasoningMessage, UrlSource
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.model import Continuation
-
-EVENT: TypeAdapter[Any] = TypeAdapter(OfficialEvent)
-_OPEN = (
-    official.AddOperation,
-    official.RemoveOperation,
-    official.ReplaceOperation,
-    official.MoveOperation,
-    official.CopyOperation,
-    official.TestOperation,
-)
-
-
-def _extras(obj: object, path: str = "$") -> list[str]:
-    if isinstance(obj, BaseModel):
-        found = [] if isinstance(obj, _OPEN) else [f"{path}.{k}" for k in obj.model_extra or {}]
-        for name in type(obj).model_fields:
-            found += _extras(getattr(obj, name), f"{path}.{name}")
-        return found
-    if isinstance(obj, list):
-        return [x for i, v in enumerate(obj) for x in _extras(v, f"{path}[{i}]")]
-    return []
-
-
-def assert_conformant(raw: bytes) -> None:
-    parsed = EVENT.validate_json(raw, strict=True)
-    # The official models already drop None optionals on dump; ``exclude_none`` would also
-    # drop a legitimate required null (``CUSTOM.value``, ``STATE_SNAPSHOT.snapshot``).
-    dumped = EVENT.dump_python(parsed, mode="json", by_alias=True)
-    assert dumped == json.loads(raw)
-    if b"null" not in raw:
-        assert EVENT.dump_python(parsed, mode="json", by_alias=True, exclude_none=True) == dumped
-    assert not _extras(parsed), _extras(parsed)
+from tests.support.agui import assert_conformant
 
 
 def _interrupt_finish() -> RunFinishedEvent:

@@ -51,11 +51,17 @@ def _extras(obj: object, path: str = "$") -> list[str]:
     return []
 
 
-def assert_conformant(raw: str) -> dict[str, Any]:
+def assert_conformant(raw: str | bytes) -> dict[str, Any]:
     """Parse one event strictly under the official models; return it as JSON."""
     parsed = _EVENT.validate_json(raw, strict=True)
     data: dict[str, Any] = json.loads(raw)
-    assert _EVENT.dump_python(parsed, mode="json", by_alias=True, exclude_none=True) == data, raw
+    # The official models already drop None optionals on dump; ``exclude_none`` would also
+    # drop a legitimate required null (``CUSTOM.value``, ``STATE_SNAPSHOT.snapshot``).
+    dumped = _EVENT.dump_python(parsed, mode="json", by_alias=True)
+    assert dumped == data, raw
+    if "null" not in (raw if isinstance(raw, str) else raw.decode()):
+        exclude_none = _EVENT.dump_python(parsed, mode="json", by_alias=True, exclude_none=True)
+        assert exclude_none == dumped, raw
     assert not _extras(parsed), (_extras(parsed), raw)
     return data
 
