@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -14,45 +12,22 @@ import pytest
 from pausemesh.core.errors import OutcomeUnknownError
 from pausemesh.core.operations import OUTCOME_UNKNOWN, RECONCILIATION_ONLY, run_once
 from pausemesh.stores.sqlite_operations import open_sqlite_operation_ledger
+from tests.support.workers import race, release, spawn_worker
 
-ROOT = Path(__file__).resolve().parents[2]
 ARGS = {"flight": "PM202", "passengers": 1}
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.ledger_worker", *args],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "ready"
-    return process
-
-
-def _go(process: subprocess.Popen[str]) -> None:
-    assert process.stdin is not None
-    process.stdin.write("go\n")
-    process.stdin.flush()
+    return spawn_worker("tests.support.ledger_worker", *args)
 
 
 def _race(db: Path, effects: Path) -> Counter[str]:
-    workers = [_spawn("race", str(db), str(effects), "25") for _ in range(3)]
-    for worker in workers:  # release all at once
-        _go(worker)
-    total: Counter[str] = Counter()
-    for worker in workers:
-        out, _ = worker.communicate(timeout=60)
-        assert worker.returncode == 0
-        total.update(json.loads(out.strip().splitlines()[-1]))
-    return total
+    return race([_spawn("race", str(db), str(effects), "25") for _ in range(3)])
 
 
 def _crash(db: Path, effects: Path) -> None:
     worker = _spawn("crash", str(db), str(effects))
-    _go(worker)
+    release(worker)
     assert worker.stdout is not None
     assert worker.stdout.readline().strip() == "dispatched"
     worker.kill()  # SIGKILL between the side effect and its recorded outcome

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,21 +14,11 @@ import pytest
 
 from pausemesh.core import ContinuationService
 from pausemesh.stores import open_sqlite_store
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.workers import race, spawn_worker
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.sqlite_worker", *args],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "ready"
-    return process
+    return spawn_worker("tests.support.sqlite_worker", *args)
 
 
 def _race(db: Path, cid: str, token: str, key_prefix: str, cancels: int = 0) -> Counter[str]:
@@ -46,16 +34,7 @@ def _race(db: Path, cid: str, token: str, key_prefix: str, cancels: int = 0) -> 
         )
         for n in range(2)
     ]
-    for worker in workers:  # release both at once
-        assert worker.stdin is not None
-        worker.stdin.write("go\n")
-        worker.stdin.flush()
-    total: Counter[str] = Counter()
-    for worker in workers:
-        out, _ = worker.communicate(timeout=60)
-        total.update(json.loads(out.strip().splitlines()[-1]))
-        assert worker.returncode == 0
-    return total
+    return race(workers)
 
 
 async def _pending(db: Path) -> tuple[str, str]:
