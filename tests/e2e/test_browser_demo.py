@@ -24,7 +24,6 @@ from tests.support.browser import (
     ask,
     bookings,
     browser_context,
-    chromium,
     flight,
     open_demo,
     snapshot,
@@ -33,12 +32,6 @@ from tests.support.browser import (
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(name="browser", scope="module")
-def browser_fixture() -> Iterator[Browser]:
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture(name="server")

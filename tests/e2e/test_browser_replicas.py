@@ -23,7 +23,6 @@ from tests.support.browser import (
     ask,
     bookings,
     browser_context,
-    chromium,
     flight,
     open_demo,
     snapshot,
@@ -36,12 +35,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 _KEY = "demo-replicas-share-this-key-0123456789"
 T = TypeVar("T")
-
-
-@pytest.fixture(name="browser", scope="module")
-def browser_fixture() -> Iterator[Browser]:
-    with chromium() as browser:
-        yield browser
 
 
 def _in_thread(coroutine: Coroutine[Any, Any, T]) -> T:
