@@ -19,12 +19,11 @@ import asyncpg
 from asyncpg import exceptions as pg_errors
 
 from pausemesh.core.errors import PauseMeshError, StoreError
-from pausemesh.stores.migrations import Migration
+from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.postgres_schema import (
     DEFAULT_SCHEMA,
     LEDGER_TABLE,
     POSTGRES_MIGRATIONS,
-    check_ledger,
     expected_tables,
     expected_triggers,
     quote_schema,

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.stores.migrations import Migration
+from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.postgres_database import map_store_error
 from pausemesh.stores.postgres_schema import (
     DEFAULT_SCHEMA,
@@ -22,7 +22,6 @@ from pausemesh.stores.postgres_schema import (
     LEDGER_TABLE,
     MIGRATION_LOCK_KEY,
     POSTGRES_MIGRATIONS,
-    check_ledger,
     quote_schema,
     render,
 )

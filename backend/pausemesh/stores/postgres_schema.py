@@ -8,9 +8,8 @@ checksum does not depend on the schema a deployment chose.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
-from pausemesh.core.errors import InvalidInputError, StoreError
+from pausemesh.core.errors import InvalidInputError
 from pausemesh.stores.migrations import Migration
 
 __all__ = (
@@ -19,7 +18,6 @@ __all__ = (
     "LEDGER_TABLE",
     "MIGRATION_LOCK_KEY",
     "POSTGRES_MIGRATIONS",
-    "check_ledger",
     "expected_tables",
     "expected_triggers",
     "quote_schema",
@@ -239,29 +237,6 @@ def _objects(migrations: tuple[Migration, ...]) -> dict[str, tuple[str, ...]]:
     for migration in migrations:
         merged.update(_OBJECTS.get(migration.version, {}))
     return merged
-
-
-def check_ledger(
-    applied: Mapping[int, tuple[str, str]],
-    migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS,
-) -> list[Migration]:
-    """Compare the ledger (version -> (name, checksum)) with ``migrations``; return what is missing.
-
-    A version this code does not know means the database is ahead of it; a known version with
-    another name or checksum means a migration was altered after it was applied. Both are
-    refused: nothing may run against a schema whose history it cannot vouch for.
-    """
-    known = {m.version: m for m in migrations}
-    ahead = sorted(v for v in applied if v not in known)
-    if ahead:
-        msg = f"database schema version {ahead[-1]} is newer than this PauseMesh"
-        raise StoreError(msg, code="MIGRATION_VERSION_AHEAD")
-    for version, (name, checksum) in sorted(applied.items()):
-        migration = known[version]
-        if (name, checksum) != (migration.name, migration.checksum):
-            msg = f"migration {version} ({migration.name}) was altered after it was applied"
-            raise StoreError(msg, code="MIGRATION_CHECKSUM_MISMATCH")
-    return [m for m in sorted(migrations, key=lambda m: m.version) if m.version not in applied]
 
 
 def expected_tables(migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS) -> frozenset[str]:

@@ -22,7 +22,7 @@ import aiosqlite
 from pausemesh.core.errors import PauseMeshError, StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationEvent
 from pausemesh.stores.batch import check_batch, decode_stream, expires_at_of
-from pausemesh.stores.migrations import Migration
+from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
 
 __all__ = ("SqliteDatabase", "SqliteEventStore", "open_sqlite_store")
@@ -102,17 +102,7 @@ def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration])
                 "SELECT version, name, checksum FROM pausemesh_schema_migrations"
             )
         }
-        known = {m.version: m for m in migrations}
-        ahead = sorted(v for v in applied if v not in known)
-        if ahead:
-            msg = f"database schema version {ahead[-1]} is newer than this PauseMesh"
-            raise StoreError(msg, code="MIGRATION_VERSION_AHEAD")
-        for migration in sorted(migrations, key=lambda m: m.version):
-            if migration.version in applied:
-                if applied[migration.version] != (migration.name, migration.checksum):
-                    msg = f"migration {migration.version} was altered after it was applied"
-                    raise StoreError(msg, code="MIGRATION_CHECKSUM_MISMATCH")
-                continue
+        for migration in check_ledger(applied, migrations):
             for statement in migration.statements:
                 conn.execute(statement)
             conn.execute(
