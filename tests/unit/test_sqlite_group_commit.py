@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from pausemesh.core.errors import VersionConflictError
 from pausemesh.stores import SqliteEventStore, open_sqlite_store
+from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
 from tests.support.events import created, resumed
 
 
@@ -65,3 +67,40 @@ async def test_the_file_is_in_wal_mode_with_full_synchronous(tmp_path: Path) -> 
 async def test_an_in_memory_path_is_refused_with_a_pointer_to_the_memory_store() -> None:
     with pytest.raises(ValueError, match="InMemoryEventStore"):
         await open_sqlite_store(":memory:")
+
+
+async def test_reopening_a_file_applies_no_migration_twice(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    await (await open_sqlite_store(path)).close()
+    await (await open_sqlite_store(path)).close()
+    with sqlite3.connect(path) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM pausemesh_schema_migrations")]
+    assert versions == sorted(set(versions))
+    assert versions == [m.version for m in SQLITE_MIGRATIONS]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "code"),
+    [
+        (
+            "UPDATE pausemesh_schema_migrations SET checksum = 'x' WHERE version = 1",
+            "MIGRATION_CHECKSUM_MISMATCH",
+        ),
+        (
+            "INSERT INTO pausemesh_schema_migrations VALUES (999, 'future', 'x', 'now')",
+            "MIGRATION_VERSION_AHEAD",
+        ),
+    ],
+)
+async def test_an_altered_or_newer_ledger_refuses_to_open(
+    tmp_path: Path, tamper: str, code: str
+) -> None:
+    from pausemesh.core.errors import StoreError  # noqa: PLC0415 - local to this test
+
+    path = tmp_path / "ledger.db"
+    await (await open_sqlite_store(path)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(tamper)
+    with pytest.raises(StoreError) as info:
+        await open_sqlite_store(path)
+    assert info.value.code == code
