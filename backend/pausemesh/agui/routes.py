@@ -19,10 +19,9 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import Stream
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.input import RunAgentInput, check_thread_id, decode_run_input
+from pausemesh.agui.input import RunAgentInput, check_thread_id
 from pausemesh.agui.runhost import RunHost, thread_snapshot
-from pausemesh.core.errors import InvalidInputError
-from pausemesh.core.validation import check_id
+from pausemesh.agui.transport import SSE_HEADERS, read_run_input, replay_cursor
 from pausemesh.web.problems import problem_responses
 
 __all__ = ("AguiController", "agui_dependencies")
@@ -31,31 +30,13 @@ __all__ = ("AguiController", "agui_dependencies")
 Host = NamedDependency[RunHost]
 Principal = NamedDependency[str | None]
 
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-_MAX_SEQUENCE = 2**63 - 1
-
 
 def _sse(frames: Any) -> Stream:
-    return Stream(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+    return Stream(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def _run_input(request: Request[Any, Any, Any]) -> RunAgentInput:
-    run_input = decode_run_input(await request.body())
-    check_thread_id(run_input.thread_id)
-    check_id(run_input.run_id, "runId")
-    return run_input
-
-
-def _after(last_event_id: str | None, after: str | None) -> int:
-    """The replay cursor: ``Last-Event-ID`` (what EventSource sends) wins over ``?after=``."""
-    raw = last_event_id if last_event_id is not None else after
-    if raw is None or raw.strip() == "":
-        return 0
-    text = raw.strip()
-    if not text.isdigit() or int(text) > _MAX_SEQUENCE:
-        msg = "Last-Event-ID / after must be a non-negative integer thread sequence"
-        raise InvalidInputError(msg, code="INVALID_CURSOR")
-    return int(text)
+    return read_run_input(await request.body())
 
 
 class AguiController(Controller):
@@ -115,7 +96,7 @@ class AguiController(Controller):
         after: Annotated[str | None, QueryParameter(name="after")] = None,
     ) -> Stream:
         check_thread_id(thread_id)
-        cursor = _after(last_event_id, after)
+        cursor = replay_cursor(last_event_id, after)
         await agui_host.load(thread_id, principal)
         return _sse(agui_host.tail(thread_id, after_sequence=cursor))
 

@@ -34,6 +34,7 @@ __all__ = (
     "http_exception_to_problem",
     "internal_error_to_problem",
     "pausemesh_error_to_problem",
+    "problem_body",
     "problem_response",
     "problem_responses",
     "status_for",
@@ -113,6 +114,20 @@ def status_for(error: PauseMeshError) -> int:
     return 400
 
 
+def problem_body(
+    status: int, code: str, detail: str, *, errors: list[dict[str, str]] | None = None
+) -> Problem:
+    """The framework-neutral body; every binding (Litestar, Starlette) encodes this one."""
+    return Problem(
+        type=f"urn:pausemesh:problem:{code.lower().replace('_', '-')}",
+        title=_TITLES.get(status, "Error"),
+        status=status,
+        detail=detail,
+        code=code,
+        errors=errors,
+    )
+
+
 def problem_response(
     status: int,
     code: str,
@@ -121,16 +136,8 @@ def problem_response(
     errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response[bytes]:
-    problem = Problem(
-        type=f"urn:pausemesh:problem:{code.lower().replace('_', '-')}",
-        title=_TITLES.get(status, "Error"),
-        status=status,
-        detail=detail,
-        code=code,
-        errors=errors,
-    )
     return Response(
-        content=_encoder.encode(problem),
+        content=_encoder.encode(problem_body(status, code, detail, errors=errors)),
         status_code=status,
         media_type=PROBLEM_MEDIA_TYPE,
         headers=headers,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import msgspec
 from sse_starlette import EventSourceResponse
@@ -31,14 +30,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.input import RunAgentInput, check_thread_id, decode_run_input
+from pausemesh.agui.input import RunAgentInput, check_thread_id
 from pausemesh.agui.runhost import RunHost, thread_snapshot
+from pausemesh.agui.transport import SSE_HEADERS, read_run_input, replay_cursor
 from pausemesh.bootstrap import open_runtime
-from pausemesh.core.errors import InvalidInputError, PauseMeshError
-from pausemesh.core.validation import check_id
+from pausemesh.core.errors import PauseMeshError
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
-from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, Problem, status_for
+from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, problem_body, status_for
 
 __all__ = ("StarletteAgui", "StarlettePrincipalResolver")
 
@@ -48,8 +47,6 @@ _NOT_STARTED = (
     "PauseMesh has not started: its lifespan did not run. Pass `lifespan=pausemesh.lifespan`"
     " to the app, or enter `pausemesh.running()` from the host's own lifespan."
 )
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-_MAX_SEQUENCE = 2**63 - 1
 _encoder = msgspec.json.Encoder()
 
 
@@ -62,14 +59,8 @@ class _ProblemError(Exception):
 
 
 def _problem(status: int, code: str, detail: str) -> Response:
-    body = Problem(
-        type=f"urn:pausemesh:problem:{code.lower().replace('_', '-')}",
-        title="Error" if status >= 500 else "Request refused",
-        status=status,
-        detail=detail,
-        code=code,
-    )
-    return Response(_encoder.encode(body), status_code=status, media_type=PROBLEM_MEDIA_TYPE)
+    body = _encoder.encode(problem_body(status, code, detail))
+    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
 
 
 class StarletteAgui:
@@ -163,7 +154,9 @@ class StarletteAgui:
     async def _events(self, request: Request) -> Response:
         host = self.host
         thread_id = check_thread_id(request.path_params["thread_id"])
-        cursor = _cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
+        cursor = replay_cursor(
+            request.headers.get("last-event-id"), request.query_params.get("after")
+        )
         await host.load(thread_id, await self._principal(request))
         return self._stream(host.tail(thread_id, after_sequence=cursor))
 
@@ -173,7 +166,7 @@ class StarletteAgui:
         # The run host yields finished LF-framed SSE bytes (ids and keep-alives included);
         # sse-starlette passes bytes through untouched, and its pings use the same LF framing.
         return EventSourceResponse(
-            frames, headers=_SSE_HEADERS, sep="\n", send_timeout=self.send_timeout
+            frames, headers=SSE_HEADERS, sep="\n", send_timeout=self.send_timeout
         )
 
     async def _input(self, request: Request) -> RunAgentInput:
@@ -186,10 +179,7 @@ class StarletteAgui:
                 raise _ProblemError(
                     413, "PAYLOAD_TOO_LARGE", f"The request body exceeds {limit} bytes"
                 )
-        run_input = decode_run_input(bytes(body))
-        check_thread_id(run_input.thread_id)
-        check_id(run_input.run_id, "runId")
-        return run_input
+        return read_run_input(bytes(body))
 
     async def _principal(self, request: Request) -> str | None:
         if self.principal_resolver is None:
@@ -215,15 +205,3 @@ class StarletteAgui:
                 return _problem(status_for(error), error.code, error.message)
 
         return guarded
-
-
-def _cursor(last_event_id: str | None, after: str | None) -> int:
-    """``Last-Event-ID`` (what a reconnecting client sends) wins over ``?after=``."""
-    raw: Any = last_event_id if last_event_id is not None else after
-    text = "" if raw is None else str(raw).strip()
-    if text == "":
-        return 0
-    if not text.isdigit() or int(text) > _MAX_SEQUENCE:
-        msg = "Last-Event-ID / after must be a non-negative integer thread sequence"
-        raise InvalidInputError(msg, code="INVALID_CURSOR")
-    return int(text)
