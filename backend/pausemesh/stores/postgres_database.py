@@ -100,6 +100,12 @@ async def _keep_session(_: asyncpg.Connection) -> None:
     """Pool ``reset`` hook: our connections keep no session state, so skip the reset query."""
 
 
+async def pending_migrations(conn: Any, q: str, migrations: Sequence[Migration]) -> list[Migration]:
+    """``check_ledger`` over the ledger table of the quoted schema ``q``."""
+    rows = await conn.fetch(f"SELECT version, name, checksum FROM {q}.{LEDGER_TABLE}")
+    return check_ledger({r[0]: (r[1], r[2]) for r in rows}, migrations)
+
+
 class PostgresDatabase:
     """A pool plus a schema: what every PostgreSQL store of one app shares."""
 
@@ -196,8 +202,7 @@ class PostgresDatabase:
         async def op(conn: Conn) -> None:
             # A missing schema or ledger is MIGRATION_REQUIRED, a missing grant
             # STORE_PERMISSION_DENIED (map_store_error tells them apart).
-            rows = await conn.fetch(f"SELECT version, name, checksum FROM {self.q}.{LEDGER_TABLE}")
-            missing = check_ledger({r[0]: (r[1], r[2]) for r in rows}, self.migrations)
+            missing = await pending_migrations(conn, self.q, self.migrations)
             if missing:
                 msg = f"PauseMesh schema needs migration {missing[0].version}; run `pausemesh migrate`"
                 raise StoreError(msg, code="MIGRATION_REQUIRED")

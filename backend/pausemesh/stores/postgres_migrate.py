@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.stores.migrations import Migration, check_ledger
-from pausemesh.stores.postgres_database import map_store_error
+from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres_database import map_store_error, pending_migrations
 from pausemesh.stores.postgres_schema import (
     DEFAULT_SCHEMA,
     LEDGER_DDL,
@@ -56,8 +56,7 @@ async def _migrate_on(
         await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *MIGRATION_LOCK_KEY)
         await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}")
         await conn.execute(render(LEDGER_DDL, schema))
-        rows = await conn.fetch(f"SELECT version, name, checksum FROM {q}.{LEDGER_TABLE}")  # noqa: S608 - validated schema name
-        pending = check_ledger({r[0]: (r[1], r[2]) for r in rows}, tuple(migrations))
+        pending = await pending_migrations(conn, q, migrations)
         for migration in pending:
             for statement in migration.statements:
                 await conn.execute(render(statement, schema))
@@ -67,8 +66,7 @@ async def _migrate_on(
                 migration.name,
                 migration.checksum,
             )
-        rows = await conn.fetch(f"SELECT version, name, checksum FROM {q}.{LEDGER_TABLE}")  # noqa: S608 - validated schema name
-        if check_ledger({r[0]: (r[1], r[2]) for r in rows}, tuple(migrations)):
+        if await pending_migrations(conn, q, migrations):
             msg = "migration ledger is incomplete after migrating"
             raise RuntimeError(msg)
     return [m.version for m in pending]
