@@ -54,6 +54,7 @@ from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.canonical import canonical_json, canonical_sha256
 from pausemesh.core.errors import InvalidInputError, PauseMeshError, ProtocolAdapterError
 from pausemesh.core.model import Continuation
+from pausemesh.core.validation import check_protocol_id
 
 __all__ = (
     "AGUI_CANCEL_REASON",
@@ -84,7 +85,6 @@ AGUI_CANCEL_REASON: Final = "agui:cancelled"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _COHORT_PREFIX = "agui-cohort:"
-_MAX_ID = 200
 
 
 # --- payloads --------------------------------------------------------------------------------
@@ -231,19 +231,6 @@ def receipt_from_json(data: object) -> CohortReceipt:
 # --- issuing ---------------------------------------------------------------------------------
 
 
-def _check_binding(value: object, field: str) -> str:
-    if (
-        not isinstance(value, str)
-        or not value
-        or value != value.strip()
-        or len(value) > _MAX_ID
-        or not value.isprintable()
-    ):
-        msg = f"AG-UI {field} must be a non-empty id without edge whitespace"
-        raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
-    return value
-
-
 def issue_interrupts(
     continuations: Sequence[Continuation],
     *,
@@ -273,8 +260,8 @@ def _issue(
     run_id: str,
     schemas: SchemaValidatorCache,
 ) -> tuple[RunFinishedEvent, CohortReceipt]:
-    _check_binding(thread_id, "threadId")
-    _check_binding(run_id, "runId")
+    check_protocol_id(thread_id, "AG-UI threadId", "INVALID_PROTOCOL_BINDING")
+    check_protocol_id(run_id, "AG-UI runId", "INVALID_PROTOCOL_BINDING")
     if not continuations:
         msg = "An AG-UI interrupt cohort needs at least one continuation"
         raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
@@ -286,7 +273,9 @@ def _issue(
         if continuation.correlation_id != thread_id:
             msg = "An AG-UI interrupt must belong to the run's thread"
             raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
-        _check_binding(continuation.continuation_id, "interrupt id")
+        check_protocol_id(
+            continuation.continuation_id, "AG-UI interrupt id", "INVALID_PROTOCOL_BINDING"
+        )
         if continuation.continuation_id in seen:
             msg = "An AG-UI interrupt cohort contains a duplicate continuation"
             raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_BINDING")
