@@ -233,6 +233,27 @@ class ContinuationService:
         resolved_by: str | None = None,
     ) -> Continuation:
         """Resume exactly once; an exact retry returns the stored envelope unchanged."""
+        return await self._resume(
+            continuation_id=continuation_id,
+            resume_token=resume_token,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            principal=principal,
+            resolved_by=resolved_by,
+        )
+
+    async def _resume(
+        self,
+        *,
+        continuation_id: str,
+        resume_token: str | None,
+        idempotency_key: str,
+        payload: Any,
+        principal: str | None,
+        resolved_by: str | None,
+    ) -> Continuation:
+        """``resume_token=None``: re-derive the keyed token from the ``created`` event loaded
+        here (one load, not one to find the token and one to resume)."""
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
         wanted = check_payload(payload)
@@ -240,8 +261,9 @@ class ContinuationService:
             events, state = await self._load(continuation_id, principal)
             created = events[0]
             assert isinstance(created, ContinuationCreated)  # noqa: S101 - _load guarantees it
+            token = self._derived_token(created) if resume_token is None else resume_token
             # Authenticate before revealing anything about the state.
-            if not tokens_match(resume_token, created.resume_token_hash):
+            if not tokens_match(token, created.resume_token_hash):
                 observe_safely(
                     self.observer,
                     ContinuationRejectedObservation(
@@ -301,17 +323,21 @@ class ContinuationService:
         Only for in-process hosts that already authorized the caller (AG-UI run host,
         MCP and A2A routers); the token still goes through the normal comparison.
         """
-        created = await self.created_event(continuation_id, principal=principal)
-        if self.keyed_issuer is None or created.token_key_id is None or created.token_nonce is None:
-            raise TokenMismatchError(continuation_id)
-        token = self.keyed_issuer.derive(continuation_id, created.token_key_id, created.token_nonce)
-        return await self.resume(
+        return await self._resume(
             continuation_id=continuation_id,
-            resume_token=token,
+            resume_token=None,
             idempotency_key=idempotency_key,
             payload=payload,
             principal=principal,
             resolved_by=resolved_by,
+        )
+
+    def _derived_token(self, created: ContinuationCreated) -> str:
+        """The keyed token of ``created``; "" (which never matches) for a random-token one."""
+        if self.keyed_issuer is None or created.token_key_id is None or created.token_nonce is None:
+            return ""
+        return self.keyed_issuer.derive(
+            created.continuation_id, created.token_key_id, created.token_nonce
         )
 
     async def cancel(
