@@ -8,8 +8,8 @@ ledger complete. A ledger that is ahead of this code, or holds an altered migrat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -34,6 +34,8 @@ __all__ = (
     "runtime_grant_sql",
 )
 
+T = TypeVar("T")
+
 
 class MigrationReport:
     """What one ``migrate`` run did: the versions it applied (empty: already up to date)."""
@@ -46,6 +48,24 @@ class MigrationReport:
 
     def __repr__(self) -> str:
         return f"MigrationReport(schema={self.schema!r}, applied={self.applied!r})"
+
+
+async def _on_connection(
+    target: str | asyncpg.Connection, op: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T:
+    """Run ``op`` on ``target``, a DSN (connected and closed here) or an open connection."""
+    conn: Any = None
+    try:
+        conn = await asyncpg.connect(target) if isinstance(target, str) else target
+        return await op(conn)
+    except PauseMeshError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+        raise map_store_error(error) from None
+    finally:
+        if isinstance(target, str) and conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
 
 
 async def _migrate_on(
@@ -84,18 +104,7 @@ async def migrate(
     STORE_UNAVAILABLE, ...) and changes nothing when it refuses.
     """
     quote_schema(schema)  # refuse a bad name before connecting
-    conn: Any = None
-    try:
-        conn = await asyncpg.connect(target) if isinstance(target, str) else target
-        applied = await _migrate_on(conn, schema, migrations)
-    except PauseMeshError:
-        raise
-    except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
-        raise map_store_error(error) from None
-    finally:
-        if isinstance(target, str) and conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
+    applied = await _on_connection(target, lambda conn: _migrate_on(conn, schema, migrations))
     return MigrationReport(schema, applied)
 
 
@@ -132,17 +141,10 @@ async def grant_runtime_role(
 ) -> None:
     """Grant ``role`` exactly the runtime privileges on a migrated ``schema`` (one transaction)."""
     statements = runtime_grant_sql(role, schema)
-    conn: Any = None
-    try:
-        conn = await asyncpg.connect(target) if isinstance(target, str) else target
+
+    async def op(conn: asyncpg.Connection) -> None:
         async with conn.transaction():
             for statement in statements:
                 await conn.execute(statement)
-    except PauseMeshError:
-        raise
-    except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
-        raise map_store_error(error) from None
-    finally:
-        if isinstance(target, str) and conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
+
+    await _on_connection(target, op)
