@@ -124,6 +124,27 @@ def _cohort_interrupts(cohort: Any) -> list[Interrupt]:
     return _INTERRUPTS.decode(msgspec.json.encode(cohort["interrupts"]))
 
 
+def _open_interrupts(record: ThreadRecord) -> list[Interrupt]:
+    return [] if record.open_receipt is None else _cohort_interrupts(record.open_receipt)
+
+
+def _restored(
+    thread_id: str, run_id: str, messages: list[Message], state: Any, interrupts: list[Interrupt]
+) -> list[Event]:
+    """A run that only restores the thread: RUN_STARTED, both snapshots, RUN_FINISHED (with
+    the open interrupts, if any)."""
+    return [
+        RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION),
+        MessagesSnapshotEvent(messages=messages),
+        StateSnapshotEvent(snapshot=state),
+        RunFinishedEvent(
+            thread_id=thread_id,
+            run_id=run_id,
+            outcome=RunFinishedInterruptOutcome(interrupts=interrupts) if interrupts else UNSET,
+        ),
+    ]
+
+
 def _cohort_ids(cohort: Any) -> set[str]:
     if not isinstance(cohort, dict):
         return set()
@@ -222,24 +243,8 @@ class RunHost:
         else:
             messages = _to_messages(record.messages)
             state = record.state
-            interrupts = (
-                [] if record.open_receipt is None else _cohort_interrupts(record.open_receipt)
-            )
-        finished = RunFinishedEvent(
-            thread_id=run_input.thread_id,
-            run_id=run_input.run_id,
-            outcome=RunFinishedInterruptOutcome(interrupts=interrupts) if interrupts else UNSET,
-        )
-        events: list[Event] = [
-            RunStartedEvent(
-                thread_id=run_input.thread_id,
-                run_id=run_input.run_id,
-                protocol_version=PROTOCOL_VERSION,
-            ),
-            MessagesSnapshotEvent(messages=messages),
-            StateSnapshotEvent(snapshot=state),
-            finished,
-        ]
+            interrupts = _open_interrupts(record)
+        events = _restored(run_input.thread_id, run_input.run_id, messages, state, interrupts)
         yield b"".join(encode_frame(event) for event in events)
 
     async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
@@ -548,27 +553,16 @@ class _Run:
     async def _replayed(self) -> bytes:
         record = self.record
         self.started = True
-        events: list[Event] = [
-            RunStartedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
-            ),
-            MessagesSnapshotEvent(messages=_to_messages(record.messages)),
-            StateSnapshotEvent(snapshot=record.state),
-        ]
-        if record.open_receipt is None:
-            events.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id))
-        else:
-            # The agent paused again after that resume: the thread's current question stands.
-            events.append(
-                RunFinishedEvent(
-                    thread_id=self.thread_id,
-                    run_id=self.run_id,
-                    outcome=RunFinishedInterruptOutcome(
-                        interrupts=_cohort_interrupts(record.open_receipt)
-                    ),
-                )
+        # If the agent paused again after that resume, the thread's current question stands.
+        return await self._emit(
+            _restored(
+                self.thread_id,
+                self.run_id,
+                _to_messages(record.messages),
+                record.state,
+                _open_interrupts(record),
             )
-        return await self._emit(events)
+        )
 
     async def _agent_frames(
         self, context: RunContext, transcript: Transcript, pauses: list[PauseRequest]
