@@ -33,6 +33,7 @@ from a2a.utils.proto_utils import validate_proto_required_fields
 from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
 
 from pausemesh.demo.flights import BOOKING_DOMAIN
+from tests.support.protocol_clients import continuation_status
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -113,13 +114,6 @@ def answer(task_id: str, data: Any, message_id: str | None = None) -> Message:
 def continuation_id(task: Task) -> str:
     cid: str = MessageToDict(task)["metadata"]["pausemesh"]["continuationId"]
     return cid
-
-
-def continuation_status(server: ServerProcess, cid: str) -> str:
-    response = httpx.get(server.url(f"/v1/continuations/{cid}"), timeout=10)
-    response.raise_for_status()
-    status: str = response.json()["continuation"]["status"]
-    return status
 
 
 async def ask(server: ServerProcess, binding: str = "JSONRPC") -> Task:

@@ -15,7 +15,6 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CallToolResult,
     ElicitCompleteNotification,
@@ -25,6 +24,7 @@ from mcp_types import (
 )
 
 from tests.support.mcp_state import continuation_of
+from tests.support.protocol_clients import continuation_status, tool_round
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -41,13 +41,6 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
     )
     with server:
         yield server
-
-
-def continuation_status(server: ServerProcess, continuation_id: str) -> str:
-    response = httpx.get(server.url(f"/v1/continuations/{continuation_id}"), timeout=10)
-    response.raise_for_status()
-    status: str = response.json()["continuation"]["status"]
-    return status
 
 
 def pause_of(url: str) -> str:
@@ -114,23 +107,8 @@ async def test_legacy_refusal_cancels_the_pause(server: ServerProcess, action: s
 async def _modern(
     server: ServerProcess, state: str | None = None, action: str | None = None
 ) -> CallToolResult | InputRequiredResult:
-    async def never(_context: Any, _params: Any) -> ElicitResult:
-        raise AssertionError
-
     responses = None if action is None else {"authorization": ElicitResult(action=action)}  # type: ignore[arg-type]
-    error: MCPError | None = None
-    async with Client(server.url("/mcp"), mode="2026-07-28", elicitation_callback=never) as client:  # type: ignore[arg-type]
-        try:
-            return await client.session.call_tool(
-                TOOL,
-                {},
-                allow_input_required=True,
-                input_responses=responses,  # type: ignore[arg-type]
-                request_state=state,
-            )
-        except MCPError as refused:
-            error = refused
-    raise error
+    return await tool_round(server.url("/mcp"), TOOL, {}, state=state, responses=responses)
 
 
 async def test_modern_retry_asks_again_until_the_callback_resumed_the_pause(

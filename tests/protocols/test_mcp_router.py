@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -29,11 +28,11 @@ from mcp_types import (
 
 from pausemesh.demo.flights import BOOKING_DOMAIN, flight_choice_schema
 from tests.support.mcp_state import continuation_of
+from tests.support.protocol_clients import continuation_status, tool_round
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
 
-MODERN = "2026-07-28"
 TOOL = "book_flight"
 
 
@@ -64,13 +63,6 @@ def bookings(data_dir: Path) -> list[tuple[str, str]]:
     return [(str(key), str(result)) for key, result in rows]
 
 
-def continuation_status(server: ServerProcess, continuation_id: str) -> str:
-    response = httpx.get(server.url(f"/v1/continuations/{continuation_id}"), timeout=10)
-    response.raise_for_status()
-    status: str = response.json()["continuation"]["status"]
-    return status
-
-
 def text_of(result: CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
@@ -81,11 +73,6 @@ def accept(flight: str) -> dict[str, ElicitResult]:
     return {"flight": ElicitResult(action="accept", content={"flight": flight})}
 
 
-async def _never_called(_context: Any, _params: Any) -> ElicitResult:
-    # Declares the elicitation capability; these tests answer the rounds by hand.
-    raise AssertionError
-
-
 async def _call(
     server: ServerProcess,
     destination: str,
@@ -94,21 +81,14 @@ async def _call(
     *,
     elicit: bool = True,
 ) -> CallToolResult | InputRequiredResult:
-    """One ``tools/call`` round; a JSON-RPC error is re-raised outside the client's task group."""
-    callback = _never_called if elicit else None
-    error: MCPError | None = None
-    async with Client(server.url("/mcp"), mode=MODERN, elicitation_callback=callback) as client:  # type: ignore[arg-type]
-        try:
-            return await client.session.call_tool(
-                TOOL,
-                {"destination": destination},
-                allow_input_required=True,
-                input_responses=responses,  # type: ignore[arg-type]
-                request_state=state,
-            )
-        except MCPError as refused:
-            error = refused
-    raise error
+    return await tool_round(
+        server.url("/mcp"),
+        TOOL,
+        {"destination": destination},
+        state=state,
+        responses=responses,
+        elicit=elicit,
+    )
 
 
 async def first_round(server: ServerProcess, destination: str = "Lisbon") -> InputRequiredResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 from a2a.client import Client as A2AClient
 from a2a.types import Message, SendMessageRequest, Task
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
@@ -12,7 +13,16 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-__all__ = ("flight_answer", "never_elicit", "send_for_task", "tool_round", "user_message")
+from tests.support.server import ServerProcess
+
+__all__ = (
+    "continuation_status",
+    "flight_answer",
+    "never_elicit",
+    "send_for_task",
+    "tool_round",
+    "user_message",
+)
 
 
 async def never_elicit(_context: Any, _params: Any) -> ElicitResult:
@@ -34,13 +44,16 @@ async def tool_round(
     *,
     state: str | None = None,
     responses: dict[str, ElicitResult] | None = None,
+    elicit: bool = True,
 ) -> CallToolResult | InputRequiredResult:
     """One 2026-07-28 ``tools/call`` round on ``target`` (what ``mcp.Client`` connects to).
 
-    A JSON-RPC error is re-raised once the client has closed, outside its task group.
+    ``elicit=False`` leaves the elicitation capability undeclared. A JSON-RPC error is
+    re-raised once the client has closed, outside its task group.
     """
+    callback = never_elicit if elicit else None
     error: MCPError | None = None
-    async with Client(target, mode="2026-07-28", elicitation_callback=never_elicit) as client:  # type: ignore[arg-type]
+    async with Client(target, mode="2026-07-28", elicitation_callback=callback) as client:  # type: ignore[arg-type]
         try:
             return await client.session.call_tool(
                 tool,
@@ -70,3 +83,11 @@ async def send_for_task(client: A2AClient, message: Message) -> Task:
         if response.HasField("task"):
             return response.task
     raise AssertionError
+
+
+def continuation_status(server: ServerProcess, continuation_id: str) -> str:
+    """The continuation's status, read over the server's REST API."""
+    response = httpx.get(server.url(f"/v1/continuations/{continuation_id}"), timeout=10)
+    response.raise_for_status()
+    status: str = response.json()["continuation"]["status"]
+    return status
