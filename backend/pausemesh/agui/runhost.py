@@ -504,16 +504,15 @@ class _Run:
             await self._execute(plan)
             closing = record.open_receipt
             decisions = self._decisions(plan, continuations)
+            dropped = {
+                i.tool_call_id for i in _cohort_interrupts(closing) if i.tool_call_id is not UNSET
+            }
         elif resume:
             _log.warning(
                 "ignoring %d resume entries for unknown interrupts on thread %s",
                 len(resume),
                 self.thread_id,
             )
-        if closing is not None:
-            dropped = {
-                i.tool_call_id for i in _cohort_interrupts(closing) if i.tool_call_id is not UNSET
-            }
 
         self.started = True
         yield await self._emit(
@@ -644,11 +643,10 @@ class _Run:
     async def _finish(
         self, transcript: Transcript, pauses: list[PauseRequest], closing: Any
     ) -> bytes:
-        record = self.record
-        closed = closing if closing is not None else record.closed_receipt
+        closed = closing if closing is not None else self.record.closed_receipt
         now = self.host.clock.now()
         if not pauses:
-            await self._save_end(record, transcript, None, closed, now)
+            await self._save_end(transcript, None, closed, now)
             return await self._emit(
                 [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id)]
             )
@@ -668,7 +666,7 @@ class _Run:
             "interrupts": msgspec.to_builtins(finished.outcome.interrupts),
         }
         # The cohort is durable before the client hears of it.
-        await self._save_end(record, transcript, cohort, closed, now)
+        await self._save_end(transcript, cohort, closed, now)
         return await self._emit(
             [
                 MessagesSnapshotEvent(messages=_to_messages(transcript.messages)),
@@ -678,26 +676,16 @@ class _Run:
         )
 
     async def _save_end(
-        self,
-        record: ThreadRecord,
-        transcript: Transcript,
-        open_receipt: Any,
-        closed_receipt: Any,
-        now: datetime,
+        self, transcript: Transcript, open_receipt: Any, closed_receipt: Any, now: datetime
     ) -> None:
         """Save the run's transcript with the receipts it ends with (open: a pending cohort)."""
-        await self._save(
-            msgspec.structs.replace(
-                record,
-                messages=transcript.messages,
-                state=transcript.state,
-                open_receipt=open_receipt,
-                closed_receipt=closed_receipt,
-            ),
-            now,
+        record = msgspec.structs.replace(
+            self.record,
+            messages=transcript.messages,
+            state=transcript.state,
+            open_receipt=open_receipt,
+            closed_receipt=closed_receipt,
         )
-
-    async def _save(self, record: ThreadRecord, now: datetime) -> None:
         try:
             self.record = await self.host.threads.save(record, now=now)
         except VersionConflictError:
