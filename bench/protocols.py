@@ -30,16 +30,15 @@ import asyncio  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-import uuid  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
 from a2a.client import ClientConfig, create_client  # noqa: E402
-from a2a.types import Message, SendMessageRequest, TaskState  # noqa: E402
-from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]  # noqa: E402
+from a2a.types import SendMessageRequest, TaskState  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult  # noqa: E402
+from tests.support.protocol_clients import user_message  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
 
@@ -63,24 +62,15 @@ async def mcp_pause(client: Client, n: int) -> None:
         raise RuntimeError(done)
 
 
-def _message(*, text: str = "", data: Any = None, task_id: str = "") -> Message:
-    body: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
-    body["parts"] = [{"data": data}] if data is not None else [{"text": text}]
-    if task_id:
-        body["taskId"] = task_id
-    message: Message = ParseDict(body, Message())
-    return message
-
-
 async def a2a_pause(client: Any, n: int) -> None:
     task = None
     async for response in client.send_message(
-        SendMessageRequest(message=_message(text=f"City {n}"))
+        SendMessageRequest(message=user_message(text=f"City {n}"))
     ):
         task = response.task
     if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
         raise RuntimeError(task)
-    follow_up = _message(data={"flight": "PM202"}, task_id=task.id)
+    follow_up = user_message(data={"flight": "PM202"}, task_id=task.id)
     async for response in client.send_message(SendMessageRequest(message=follow_up)):
         task = response.task
     if task.status.state != TaskState.TASK_STATE_COMPLETED:
