@@ -33,9 +33,6 @@ class SchemaValidatorCache:
         self._max = max_entries
         self._validators: OrderedDict[bytes, Draft202012Validator] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._validators)
-
     def validator_for(self, schema: object) -> Draft202012Validator:
         """The compiled validator of ``schema``; ``InvalidInputError(INVALID_RESPONSE_SCHEMA)``
         if it is not an object or not a valid Draft 2020-12 schema."""
@@ -74,13 +71,3 @@ class SchemaValidatorCache:
 
     def is_valid(self, schema: object, instance: Any) -> bool:
         return bool(self.validator_for(schema).is_valid(instance))
-
-    def errors(self, schema: object, instance: Any, *, limit: int = 10) -> list[str]:
-        """Up to ``limit`` human-readable reasons ``instance`` fails ``schema`` (for logs/UI)."""
-        out: list[str] = []
-        for error in self.validator_for(schema).iter_errors(instance):
-            path = "".join(f"/{p}" for p in error.absolute_path) or "/"
-            out.append(f"{path}: {error.message}")
-            if len(out) >= limit:
-                break
-        return out
