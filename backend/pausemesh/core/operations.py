@@ -45,6 +45,7 @@ __all__ = (
     "OperationLedger",
     "OperationRecord",
     "OperationResult",
+    "begun",
     "check_completion",
     "check_terms",
     "decide",
@@ -201,6 +202,14 @@ class OperationLedger(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+def begun(operation_id: str, record: OperationRecord | None) -> OperationRecord:
+    """For ``complete``: the stored record, or ``OPERATION_NOT_FOUND`` if there is none."""
+    if record is None:
+        msg = "operation was never begun"
+        raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+    return record
 
 
 def check_completion(record: OperationRecord, attempt_id: str, digest: str) -> bool:

@@ -9,11 +9,12 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError, StoreError
+from pausemesh.core.errors import StoreError
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
     OperationRecord,
+    begun,
     check_completion,
     decide,
     new_attempt,
@@ -56,10 +57,7 @@ class InMemoryOperationLedger:
     ) -> OperationRecord:
         self._check_open()
         digest = result_hash(result)
-        record = self._records.get(operation_id)
-        if record is None:
-            msg = "operation was never begun"
-            raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+        record = begun(operation_id, self._records.get(operation_id))
         if check_completion(record, attempt_id, digest):
             return record
         completed = msgspec.structs.replace(

@@ -18,11 +18,12 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError, StoreError
+from pausemesh.core.errors import StoreError
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
     OperationRecord,
+    begun,
     check_completion,
     decide,
     new_attempt,
@@ -127,10 +128,7 @@ class PostgresOperationLedger(SharedDatabaseStore):
         self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
     ) -> OperationRecord:
         digest = result_hash(result)
-        record = await self.get(operation_id)
-        if record is None:
-            msg = "operation was never begun"
-            raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+        record = begun(operation_id, await self.get(operation_id))
         if check_completion(record, attempt_id, digest):
             return record
         await self.database.ensure_schema()
@@ -140,8 +138,7 @@ class PostgresOperationLedger(SharedDatabaseStore):
         if row is not None:
             return _record(row)
         # A concurrent complete won: the same outcome is fine, another one conflicts.
-        record = await self.get(operation_id)
-        assert record is not None  # noqa: S101 - rows are never deleted (trigger)
+        record = begun(operation_id, await self.get(operation_id))
         check_completion(record, attempt_id, digest)
         return record
 

@@ -17,11 +17,11 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
     OperationRecord,
+    begun,
     check_completion,
     decide,
     new_attempt,
@@ -120,10 +120,7 @@ class SqliteOperationLedger:
         result_json = canonical_json(result)
 
         def op(conn: sqlite3.Connection) -> OperationRecord:
-            record = _select(conn, operation_id)
-            if record is None:
-                msg = "operation was never begun"
-                raise InvalidInputError(msg, code="OPERATION_NOT_FOUND", operation_id=operation_id)
+            record = begun(operation_id, _select(conn, operation_id))
             if check_completion(record, attempt_id, digest):
                 return record
             conn.execute(
