@@ -89,25 +89,20 @@ _NULLABLE_TOP = frozenset(
 _NULLABLE_MESSAGE = frozenset(
     ("name", "encryptedValue", "metadata", "subagentRunId", "toolCalls", "error")
 )
+# An assistant message with ``content: null`` (tool calls only) means no content.
+_NULLABLE_ASSISTANT = _NULLABLE_MESSAGE | {"content"}
+
+
+def _drop_message_nulls(message: dict[str, Any]) -> dict[str, Any]:
+    nullable = _NULLABLE_ASSISTANT if message.get("role") == "assistant" else _NULLABLE_MESSAGE
+    return {k: v for k, v in message.items() if not (v is None and k in nullable)}
 
 
 def _drop_nulls(raw: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in raw.items() if not (v is None and k in _NULLABLE_TOP)}
     messages = out.get("messages")
     if isinstance(messages, list):
-        out["messages"] = [
-            {k: v for k, v in m.items() if not (v is None and k in _NULLABLE_MESSAGE)}
-            if isinstance(m, dict)
-            else m
-            for m in messages
-        ]
-        # An assistant message with ``content: null`` (tool calls only) means no content.
-        out["messages"] = [
-            {k: v for k, v in m.items() if not (k == "content" and v is None)}
-            if isinstance(m, dict) and m.get("role") == "assistant"
-            else m
-            for m in out["messages"]
-        ]
+        out["messages"] = [_drop_message_nulls(m) if isinstance(m, dict) else m for m in messages]
     return out
 
 
