@@ -129,10 +129,6 @@ def _bad_answer(error: ProtocolAdapterError) -> MCPError:
     )
 
 
-def _action_of_cancel(reason: object) -> McpAction:
-    return "decline" if reason == "mcp:decline" else "cancel"
-
-
 def _parse_result(
     continuation: Continuation,
     request: dict[str, Any],
@@ -248,7 +244,7 @@ class McpPauses:
                 if current.status != "cancelled":
                     raise MCPError(code=INVALID_PARAMS, message=_ANSWERED_DIFFERENTLY) from None
                 settled = current
-            return McpAnswer(continuation=settled, action=_action_of_cancel(settled.reason))
+            return _cancelled(settled)
         content = outcome.content if isinstance(outcome.content, dict) else {}
         try:
             settled = await service.resume_trusted(
@@ -262,7 +258,7 @@ class McpPauses:
             raise MCPError(code=INVALID_PARAMS, message=_ANSWERED_DIFFERENTLY) from None
         except ContinuationCancelledError:
             current = await service.get(cid, principal=principal)
-            return McpAnswer(continuation=current, action=_action_of_cancel(current.reason))
+            return _cancelled(current)
         except ContinuationExpiredError:
             raise invalid_request_state() from None
         answer = settled.resume_payload
@@ -295,9 +291,7 @@ class McpPauses:
         if continuation.status == "expired":
             raise invalid_request_state()
         if continuation.status == "cancelled":
-            return McpAnswer(
-                continuation=continuation, action=_action_of_cancel(continuation.reason)
-            )
+            return _cancelled(continuation)
         return continuation
 
     def _input_required(
@@ -414,11 +408,11 @@ class McpPauses:
         never pass through the MCP client; ``content`` is whatever non-secret summary the
         callback recorded (e.g. ``{"connected": true}``).
         """
-        principal = principal_of(ctx)
-        capabilities = _capabilities(ctx)
         question = _Question(tool, dict(arguments), message, None, key, expires_in)
         if _is_modern(ctx) and ctx.request_state is not None:
             return await self._authorization_retry(ctx, question, url_for)
+        principal = principal_of(ctx)
+        capabilities = _capabilities(ctx)
         try:
             require_url_capability(capabilities)
         except ProtocolAdapterError:
@@ -530,7 +524,7 @@ class McpPauses:
             if current.status == "resumed":
                 return _authorized(current)
             if current.status == "cancelled":
-                return McpAnswer(continuation=current, action=_action_of_cancel(current.reason))
+                return _cancelled(current)
             if current.status == "expired":
                 return McpAnswer(continuation=current, action="cancel")
             await asyncio.sleep(_CALLBACK_POLL_SECONDS)
@@ -573,6 +567,12 @@ class McpPauses:
 
 
 _CALLBACK_POLL_SECONDS = 0.2
+
+
+def _cancelled(continuation: Continuation) -> McpAnswer:
+    """A cancelled pause's answer: ``decline`` if the person declined, else ``cancel``."""
+    action: McpAction = "decline" if continuation.reason == "mcp:decline" else "cancel"
+    return McpAnswer(continuation=continuation, action=action)
 
 
 def _authorized(continuation: Continuation) -> McpAnswer:
