@@ -213,24 +213,16 @@ def _elicitation_capability(capabilities: Mapping[str, Any]) -> dict[str, Any]:
     return elicitation
 
 
-def _require_form(capabilities: Mapping[str, Any]) -> None:
+def require_form_capability(capabilities: Mapping[str, Any]) -> None:
+    """Raise ``UNSUPPORTED_PROTOCOL_CAPABILITY`` unless the client can render a form."""
     elicitation = _elicitation_capability(capabilities)
     # The legacy empty object means form mode only (MCP 2025-11-25 §Capabilities).
     if "form" not in elicitation and elicitation:
         raise _error(_CAPABILITY, "MCP client did not declare form-mode elicitation")
 
 
-def require_form_capability(capabilities: Mapping[str, Any]) -> None:
-    """Raise ``UNSUPPORTED_PROTOCOL_CAPABILITY`` unless the client can render a form."""
-    _require_form(capabilities)
-
-
 def require_url_capability(capabilities: Mapping[str, Any]) -> None:
     """Raise ``UNSUPPORTED_PROTOCOL_CAPABILITY`` unless the client can open a URL elicitation."""
-    _require_url(capabilities)
-
-
-def _require_url(capabilities: Mapping[str, Any]) -> None:
     if "url" not in _elicitation_capability(capabilities):
         raise _error(_CAPABILITY, "MCP client did not declare URL-mode elicitation")
 
@@ -265,7 +257,7 @@ def to_mcp_elicit_request(
     capabilities = context.client_capabilities
     params: dict[str, Any]
     if payload.kind == "authorization":
-        _require_url(capabilities)
+        require_url_capability(capabilities)
         if not isinstance(context.url_binding, McpUrlBinding):
             raise _error(_BINDING, "URL-mode elicitation requires a urlBinding")
         check_authorization_url(context.url_binding.url, policy)
@@ -276,7 +268,7 @@ def to_mcp_elicit_request(
             "url": context.url_binding.url,
         }
     else:
-        _require_form(capabilities)
+        require_form_capability(capabilities)
         if isinstance(context.url_binding, McpUrlBinding):
             raise _error(_BINDING, "A form-mode elicitation must not carry a urlBinding")
         params = {"mode": "form", "message": payload.message, "requestedSchema": payload.schema}
