@@ -8,28 +8,17 @@ from the client (``[ag-ui]`` enforce/compat warnings would mean we sent somethin
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.agui import NODE, NODE_DIR, needs_node
 from tests.support.server import ServerProcess
 
-NODE_DIR = Path(__file__).resolve().parent / "node"
-NODE = shutil.which("node")
-
-# Outside CI a machine without Node skips these with the reason; CI (CI=true) runs them always,
-# so a missing `npm ci` fails there instead of passing silently.
-pytestmark = pytest.mark.skipif(
-    os.environ.get("CI") != "true"
-    and (NODE is None or not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir()),
-    reason="needs node and `npm ci` in tests/protocols/node (make install does it)",
-)
+pytestmark = needs_node
 
 
 @pytest.fixture(name="server", scope="module")

@@ -9,13 +9,8 @@ through the client's ``verifyEvents`` ordering check. Needs node and ``npm ci`` 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from pausemesh.agui.events import (
     PROTOCOL_VERSION,
@@ -48,17 +43,9 @@ from pausemesh.agui.events import (
     encode_event,
 )
 from tests.protocols.test_agui_events import EVERY_EVENT, _interrupt_finish
+from tests.support.agui import NODE, NODE_DIR, needs_node
 
-NODE_DIR = Path(__file__).resolve().parent / "node"
-NODE = shutil.which("node")
-
-# Outside CI a machine without Node skips these with the reason; CI (CI=true) runs them always,
-# so a missing `npm ci` fails there instead of passing silently.
-pytestmark = pytest.mark.skipif(
-    os.environ.get("CI") != "true"
-    and (NODE is None or not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir()),
-    reason="needs node and `npm ci` in tests/protocols/node (make install does it)",
-)
+pytestmark = needs_node
 
 RUNS: list[Event] = [
     # An interrupted run, shaped like the run host's.

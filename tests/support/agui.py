@@ -9,24 +9,42 @@ Every event read through ``read_frames``/``post_run`` is checked on the way in:
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from ag_ui._generated import models as official
 from ag_ui.core import Event as OfficialEvent
 from pydantic import BaseModel, TypeAdapter
 
 __all__ = (
+    "NODE",
+    "NODE_DIR",
     "Frame",
     "RunResult",
     "StreamChecker",
     "assert_conformant",
     "header_principal",
+    "needs_node",
     "post_run",
     "read_frames",
     "run_body",
+)
+
+NODE_DIR = Path(__file__).resolve().parents[1] / "protocols" / "node"
+NODE = shutil.which("node")
+
+# Outside CI a machine without Node skips these with the reason; CI (CI=true) runs them always,
+# so a missing `npm ci` fails there instead of passing silently.
+needs_node = pytest.mark.skipif(
+    os.environ.get("CI") != "true"
+    and (NODE is None or not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir()),
+    reason="needs node and `npm ci` in tests/protocols/node (make install does it)",
 )
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(OfficialEvent)
