@@ -76,8 +76,7 @@ def build_service(
     clock: Clock | None = None,
     observer: Observer | None = None,
 ) -> ContinuationService:
-    active, previous = resolve_key_ring(settings)
-    key = key or active
+    key, previous = resolve_key_ring(settings, key)
     ring = {old.key_id: old.key for old in previous}
     ring[key.key_id] = key.key
     return ContinuationService(

@@ -297,13 +297,16 @@ def resolve_secret_key(settings: Settings) -> SecretKey:
     return _key_from_bytes(path.read_bytes(), str(path))
 
 
-def resolve_key_ring(settings: Settings) -> tuple[SecretKey, list[SecretKey]]:
+def resolve_key_ring(
+    settings: Settings, active: SecretKey | None = None
+) -> tuple[SecretKey, list[SecretKey]]:
     """The active key and the retired ones still accepted (``PAUSEMESH_PREVIOUS_SECRET_KEYS``).
 
     New tokens use the active key; a continuation keeps the key id it was created under, so
-    rotating keeps every pending pause resumable while its old key stays in the ring.
+    rotating keeps every pending pause resumable while its old key stays in the ring. Pass
+    ``active`` when it is already resolved, so the key is not loaded twice.
     """
-    active = resolve_secret_key(settings)
+    active = active or resolve_secret_key(settings)
     previous = [
         _key_from_bytes(key.encode(), "PAUSEMESH_PREVIOUS_SECRET_KEYS")
         for key in (settings.previous_secret_keys or "").split(",")
