@@ -33,6 +33,9 @@ from msgspec import UNSET
 
 from pausemesh.agui.agent import Agent, Decision, Operations, PauseRequest, RunContext
 from pausemesh.agui.cohort import (
+    INVALID_INPUT,
+    REPLAY_CONFLICT,
+    RESUME_EXPIRED,
     AguiRunError,
     CancelCommand,
     CohortReceipt,
@@ -151,34 +154,24 @@ def _cohort_ids(cohort: Any) -> set[str]:
     return {i["continuationId"] for i in cohort["receipt"]["interrupts"]}
 
 
-def pending_interrupts(record: ThreadRecord) -> list[dict[str, Any]]:
-    if record.open_receipt is None:
-        return []
-    interrupts: list[dict[str, Any]] = list(record.open_receipt["interrupts"])
-    return interrupts
-
-
 def thread_snapshot(record: ThreadRecord) -> dict[str, Any]:
     """``GET /agui/threads/{id}``: what a client needs to rebuild the thread."""
     return {
         "threadId": record.thread_id,
         "messages": record.messages,
         "state": record.state,
-        "pendingInterrupts": pending_interrupts(record),
+        "pendingInterrupts": []
+        if record.open_receipt is None
+        else record.open_receipt["interrupts"],
         "lastSequence": record.last_sequence,
     }
 
 
 def _service_error(error: PauseMeshError) -> _Stop:
     if isinstance(error, _CONFLICTS):
-        return _Stop(
-            "PAUSEMESH_AGUI_REPLAY_CONFLICT",
-            "AG-UI resume conflicts with the completed interrupt outcome",
-        )
+        return _Stop(REPLAY_CONFLICT, "AG-UI resume conflicts with the completed interrupt outcome")
     if isinstance(error, ContinuationExpiredError):
-        return _Stop(
-            "PAUSEMESH_AGUI_RESUME_EXPIRED", "AG-UI resume references an expired interrupt"
-        )
+        return _Stop(RESUME_EXPIRED, "AG-UI resume references an expired interrupt")
     return _Stop(error.code, error.message)
 
 
@@ -374,9 +367,7 @@ class _Run:
         try:
             receipt = receipt_from_json(cohort["receipt"])
         except (msgspec.ValidationError, msgspec.DecodeError, KeyError, TypeError):
-            raise _Stop(
-                "PAUSEMESH_AGUI_INVALID_INPUT", "AG-UI issuance receipt is invalid"
-            ) from None
+            raise _Stop(INVALID_INPUT, "AG-UI issuance receipt is invalid") from None
         continuations = [
             await self.host.service.get(i.continuation_id, principal=self.principal)
             for i in receipt.interrupts
@@ -394,7 +385,7 @@ class _Run:
         )
         if isinstance(result, AguiRunError):
             abandoned = self._abandoned_expired(receipt, continuations)
-            if result.code != "PAUSEMESH_AGUI_RESUME_EXPIRED" or abandoned is None:
+            if result.code != RESUME_EXPIRED or abandoned is None:
                 raise _Stop(result.code, result.message)
             return abandoned, continuations
         return result, continuations
