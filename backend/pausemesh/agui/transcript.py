@@ -227,8 +227,7 @@ def apply_json_patch(document: Any, operations: list[dict[str, Any]]) -> Any:
         elif kind == "remove":
             _remove(doc, path)
         elif kind == "replace":
-            _get(doc, path)
-            if _tokens(path):
+            if _tokens(path):  # the root is replaced whole; elsewhere the target must exist
                 _remove(doc, path)
             doc = _add(doc, path, copy.deepcopy(op.get("value")))
         elif kind in ("move", "copy"):
