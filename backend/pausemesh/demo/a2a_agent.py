@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -36,10 +35,11 @@ from pausemesh.core.errors import (
     IdempotencyConflictError,
     TokenAlreadyUsedError,
 )
+from pausemesh.core.ids import uuid7
 from pausemesh.core.model import Continuation
 from pausemesh.demo.airline import CONNECT_PATH
 from pausemesh.demo.flights import flight_choice_schema, flight_question
-from pausemesh.demo.mcp_tools import book_once
+from pausemesh.demo.mcp_tools import book_once, booking_summary, demo_ledger
 from pausemesh.web.plugin import PauseMeshPlugin
 
 __all__ = ("TravelA2AExecutor", "travel_agent_card")
@@ -105,12 +105,11 @@ class TravelA2AExecutor(AgentExecutor):
         cid = continuation_id_of(task)
         if task is not None and cid is not None:
             service = self._pausemesh.runtime.service
-            continuation = await service.get(cid, principal=principal_of_call(context.call_context))
+            principal = principal_of_call(context.call_context)
+            continuation = await service.get(cid, principal=principal)
             if continuation.is_pending:
                 await service.cancel(
-                    continuation_id=cid,
-                    reason="a2a:cancelled",
-                    principal=principal_of_call(context.call_context),
+                    continuation_id=cid, reason="a2a:cancelled", principal=principal
                 )
         await TaskUpdater(event_queue, str(context.task_id), str(context.context_id)).cancel()
 
@@ -118,7 +117,7 @@ class TravelA2AExecutor(AgentExecutor):
         task_id, context_id = str(context.task_id), str(context.context_id)
         text = context.get_user_input().strip()
         principal = principal_of_call(context.call_context)
-        cid = str(uuid.uuid4())
+        cid = uuid7()
         if text.lower().startswith(_CONNECT_INTENT):
             # An authorization pause: the link is the only thing that travels; the sign-in
             # and its credentials stay between the user, the airline and this server.
@@ -207,10 +206,7 @@ class TravelA2AExecutor(AgentExecutor):
             )
 
     async def _book(self, updater: TaskUpdater, settled: Continuation) -> None:
-        ledger = self._pausemesh.runtime.storage.operations
-        if ledger is None:
-            msg = "the demo needs the operation ledger"
-            raise RuntimeError(msg)
+        ledger = demo_ledger(self._pausemesh)
         destination = settled.metadata.get("a2a", {}).get("destination", _DEFAULT_DESTINATION)
         answer = settled.resume_payload
         flight = answer.get("flight") if isinstance(answer, dict) else None
@@ -222,12 +218,5 @@ class TravelA2AExecutor(AgentExecutor):
         booking = await book_once(ledger, settled.continuation_id, destination, flight)
         await updater.add_artifact(_parts({"data": booking}), name="booking")
         await updater.complete(
-            updater.new_agent_message(
-                _parts(
-                    {
-                        "text": f"Booked flight {booking['flight']} to {booking['destination']},"
-                        f" confirmation {booking['confirmation']}."
-                    }
-                )
-            )
+            updater.new_agent_message(_parts({"text": booking_summary(booking)}))
         )

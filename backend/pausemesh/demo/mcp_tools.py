@@ -24,7 +24,7 @@ from pausemesh.demo.flights import (
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.web.plugin import PauseMeshPlugin
 
-__all__ = ("book_once", "register_book_flight")
+__all__ = ("book_once", "booking_summary", "demo_ledger", "register_book_flight")
 
 # How long a concurrent duplicate waits for the winner's booking to be recorded.
 _IN_FLIGHT_POLLS = 200
@@ -53,6 +53,22 @@ async def book_once(
         result: dict[str, Any] = outcome.result
         return result
     raise OutcomeUnknownError(business_key)
+
+
+def demo_ledger(pausemesh: PauseMeshPlugin) -> OperationLedger:
+    """The operation ledger the demo books through (the demo runs with one)."""
+    ledger = pausemesh.runtime.storage.operations
+    if ledger is None:
+        msg = "the demo needs the operation ledger"
+        raise RuntimeError(msg)
+    return ledger
+
+
+def booking_summary(booking: dict[str, Any]) -> str:
+    return (
+        f"Booked flight {booking['flight']} to {booking['destination']},"
+        f" confirmation {booking['confirmation']}."
+    )
 
 
 def _text(text: str) -> list[ContentBlock]:
@@ -84,17 +100,13 @@ def register_book_flight(server: MCPServer, pauses: McpPauses, pausemesh: PauseM
                 content=_text("No flight was booked."),
                 structured_content={"booked": False, "action": answer.action},
             )
-        ledger = pausemesh.runtime.storage.operations
-        if ledger is None:
-            msg = "the demo needs the operation ledger"
-            raise RuntimeError(msg)
         booking = await book_once(
-            ledger, answer.continuation.continuation_id, destination, answer.content["flight"]
+            demo_ledger(pausemesh),
+            answer.continuation.continuation_id,
+            destination,
+            answer.content["flight"],
         )
         return CallToolResult(
-            content=_text(
-                f"Booked flight {booking['flight']} to {booking['destination']},"
-                f" confirmation {booking['confirmation']}."
-            ),
+            content=_text(booking_summary(booking)),
             structured_content={"booked": True, **booking},
         )
