@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -27,6 +27,7 @@ from pausemesh.core.operations import (
     new_attempt,
     result_hash,
 )
+from pausemesh.stores.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.sqlite import SqliteDatabase
 
 __all__ = ("SqliteOperationLedger", "open_sqlite_operation_ledger")
@@ -35,15 +36,6 @@ _COLUMNS = (
     "operation_id, domain, business_key, tool, arguments_json, terms_hash, attempt_id,"
     " attempted_at_us, result_json, result_hash, completed_at_us"
 )
-
-
-def _us(when: datetime) -> int:
-    delta = when.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _from_us(value: int) -> datetime:
-    return datetime.fromtimestamp(value // 1_000_000, tz=UTC).replace(microsecond=value % 1_000_000)
 
 
 def _record(row: Sequence[Any]) -> OperationRecord:
@@ -55,10 +47,10 @@ def _record(row: Sequence[Any]) -> OperationRecord:
         arguments=msgspec.json.decode(row[4]),
         terms_hash=row[5],
         attempt_id=row[6],
-        attempted_at=_from_us(row[7]),
+        attempted_at=from_epoch_us(row[7]),
         result=None if row[8] is None else msgspec.json.decode(row[8]),
         result_hash=row[9],
-        completed_at=None if row[10] is None else _from_us(row[10]),
+        completed_at=None if row[10] is None else from_epoch_us(row[10]),
     )
 
 
@@ -102,7 +94,7 @@ class SqliteOperationLedger:
                     arguments_json,
                     wanted.terms_hash,
                     wanted.attempt_id,
-                    _us(wanted.attempted_at),
+                    epoch_us(wanted.attempted_at),
                 ),
             )
             if cursor.rowcount == 1:
@@ -126,7 +118,7 @@ class SqliteOperationLedger:
             conn.execute(
                 "UPDATE operations SET result_json = ?, result_hash = ?, completed_at_us = ?"
                 " WHERE operation_id = ? AND attempt_id = ? AND result_hash IS NULL",
-                (result_json, digest, _us(now), operation_id, attempt_id),
+                (result_json, digest, epoch_us(now), operation_id, attempt_id),
             )
             completed = _select(conn, operation_id)
             assert completed is not None  # noqa: S101 - read back inside the same transaction

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
 from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.stores.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.sqlite import SqliteDatabase
 from pausemesh.stores.thread_notify import ThreadNotifier
 
@@ -28,14 +29,6 @@ _SELECT_ONE = (
 )
 
 
-def _us(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
-
-
-def _from_us(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
-
-
 def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
@@ -43,7 +36,7 @@ def _json(value: Any) -> str:
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
     lease = None
     if row[9] is not None:
-        lease = RunLease(lease_id=row[9], run_id=row[10], expires_at=_from_us(row[11]))
+        lease = RunLease(lease_id=row[9], run_id=row[10], expires_at=from_epoch_us(row[11]))
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],
@@ -52,8 +45,8 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
         open_receipt=None if row[4] is None else msgspec.json.decode(row[4]),
         version=row[5],
         last_sequence=row[6],
-        created_at=_from_us(row[7]),
-        updated_at=_from_us(row[8]),
+        created_at=from_epoch_us(row[7]),
+        updated_at=from_epoch_us(row[8]),
         closed_receipt=None if row[12] is None else msgspec.json.decode(row[12]),
         lease=lease,
     )
@@ -75,7 +68,7 @@ class SqliteThreadStore:
     async def create_or_load(
         self, thread_id: str, *, owner: str | None, now: datetime
     ) -> ThreadRecord:
-        at = _us(now)
+        at = epoch_us(now)
 
         def op(conn: sqlite3.Connection) -> ThreadRecord:
             conn.execute(
@@ -104,7 +97,7 @@ class SqliteThreadStore:
                 "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
                 " closed_receipt_json = ?, version = version + 1, updated_at_us = ?"
                 " WHERE thread_id = ? AND version = ?",
-                (messages, state, receipt, closed, _us(now), record.thread_id, record.version),
+                (messages, state, receipt, closed, epoch_us(now), record.thread_id, record.version),
             )
             if cursor.rowcount != 1:
                 actual = _load(conn, record.thread_id).version
@@ -121,7 +114,7 @@ class SqliteThreadStore:
                 "UPDATE agui_threads SET lease_id = ?, lease_run_id = ?, lease_expires_at_us = ?"
                 " WHERE thread_id = ? AND (lease_id IS NULL OR lease_id = ?"
                 " OR lease_expires_at_us <= ?)",
-                (lease_id, run_id, _us(expires_at), thread_id, lease_id, _us(now)),
+                (lease_id, run_id, epoch_us(expires_at), thread_id, lease_id, epoch_us(now)),
             )
             if cursor.rowcount != 1:
                 _load(conn, thread_id)  # raises ThreadNotFoundError for an unknown thread
