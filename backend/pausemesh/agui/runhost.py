@@ -248,7 +248,7 @@ class RunHost:
                 thread_id, after_sequence=after, limit=_TAIL_PAGE
             )
             if entries:
-                yield b"".join(encode_frame(e.event_json.encode(), e.sequence) for e in entries)
+                yield b"".join(encode_frame(e.event_json, e.sequence) for e in entries)
                 after = entries[-1].sequence
                 continue
             woke = await self.threads.wait_for_events(
