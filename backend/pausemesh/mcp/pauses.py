@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -52,6 +51,7 @@ from pausemesh.core.errors import (
     ProtocolAdapterError,
     TokenAlreadyUsedError,
 )
+from pausemesh.core.ids import uuid7
 from pausemesh.core.model import Continuation
 from pausemesh.core.service import ContinuationService
 from pausemesh.mcp.elicitation import (
@@ -205,7 +205,7 @@ class McpPauses:
         )
         created = await service.create(
             payload=payload,
-            correlation_id=f"mcp:{uuid.uuid4()}",
+            correlation_id=f"mcp:{uuid7()}",
             expires_at=expires_at,
             metadata={"mcp": {"tool": question.tool, "arguments": question.arguments}},
             owner=principal,
