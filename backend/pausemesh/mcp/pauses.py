@@ -73,9 +73,9 @@ from pausemesh.mcp.state import (
     invalid_request_state,
     new_pause_state,
 )
-from pausemesh.web.protocol_mount import PRINCIPAL_SCOPE_KEY, principal_in_scope
+from pausemesh.web.protocol_mount import principal_in_scope
 
-__all__ = ("PRINCIPAL_SCOPE_KEY", "McpAnswer", "McpPauses", "principal_of")
+__all__ = ("McpAnswer", "McpPauses", "principal_of")
 
 _log = logging.getLogger("pausemesh.mcp")
 
