@@ -133,12 +133,10 @@ class InMemoryThreadStore:
     async def wait_for_events(
         self, thread_id: str, *, after_sequence: int, wait_seconds: float
     ) -> bool:
-        event = self._notifier.current(thread_id)
-        record = self._require(thread_id)
-        if record.last_sequence > after_sequence:
-            return True
-        await ThreadNotifier.wait(event, wait_seconds)
-        return self._require(thread_id).last_sequence > after_sequence
+        async def head() -> int:
+            return self._require(thread_id).last_sequence
+
+        return await self._notifier.wait_past(thread_id, after_sequence, wait_seconds, head)
 
     async def close(self) -> None:
         self._closed = True

@@ -185,11 +185,9 @@ class SqliteThreadStore:
     async def wait_for_events(
         self, thread_id: str, *, after_sequence: int, wait_seconds: float
     ) -> bool:
-        event = self._notifier.current(thread_id)
-        if await self._head(thread_id) > after_sequence:
-            return True
-        await ThreadNotifier.wait(event, wait_seconds)
-        return await self._head(thread_id) > after_sequence
+        return await self._notifier.wait_past(
+            thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id)
+        )
 
     async def close(self) -> None:
         if self._owns_database:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 __all__ = ("ThreadNotifier",)
 
@@ -34,3 +35,17 @@ class ThreadNotifier:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait_seconds):
                 await event.wait()
+
+    async def wait_past(
+        self,
+        thread_id: str,
+        after_sequence: int,
+        wait_seconds: float,
+        head: Callable[[], Awaitable[int]],
+    ) -> bool:
+        """``wait_for_events`` over ``head`` (the thread's last sequence, read from the log)."""
+        event = self.current(thread_id)
+        if await head() > after_sequence:
+            return True
+        await self.wait(event, wait_seconds)
+        return await head() > after_sequence
