@@ -51,13 +51,11 @@ def _record(row: Any) -> ThreadRecord:
     if row[7] is not None:
         lease = RunLease(lease_id=row[7], run_id=row[8], expires_at=row[9])
     try:
-        body = msgspec.json.decode(row[2])
+        # A body that is not a JSON object is a ValidationError, itself a DecodeError.
+        body = msgspec.json.decode(row[2], type=dict[str, Any])
     except msgspec.DecodeError:
         msg = "stored thread record does not decode"
         raise StoreError(msg, code="CORRUPT_STREAM") from None
-    if not isinstance(body, dict):
-        msg = "stored thread record does not decode"
-        raise StoreError(msg, code="CORRUPT_STREAM")
     # Fields added to the record later take their defaults in rows written before them.
     fields: dict[str, Any] = {
         name: body.get(name) for name in _BODY_FIELDS if name in body or name in _REQUIRED
