@@ -28,7 +28,7 @@ from mcp_types import (
 
 from pausemesh.demo.flights import BOOKING_DOMAIN, flight_choice_schema
 from tests.support.mcp_state import continuation_of
-from tests.support.protocol_clients import continuation_status, tool_round
+from tests.support.protocol_clients import continuation_status, flight_answer, tool_round
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -67,10 +67,6 @@ def text_of(result: CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
     return block.text
-
-
-def accept(flight: str) -> dict[str, ElicitResult]:
-    return {"flight": ElicitResult(action="accept", content={"flight": flight})}
 
 
 async def _call(
@@ -126,7 +122,7 @@ async def test_modern_call_asks_with_the_flight_form_and_a_sealed_state(
 async def test_modern_answer_books_once_and_confirms(server: ServerProcess, data_dir: Path) -> None:
     first = await first_round(server)
 
-    done = await retry(server, first.request_state, accept("PM202"))
+    done = await retry(server, first.request_state, flight_answer("PM202"))
 
     assert isinstance(done, CallToolResult)
     assert not done.is_error
@@ -143,8 +139,8 @@ async def test_modern_answer_books_once_and_confirms(server: ServerProcess, data
 async def test_the_same_retry_twice_books_once(server: ServerProcess, data_dir: Path) -> None:
     first = await first_round(server)
 
-    one = await retry(server, first.request_state, accept("PM303"))
-    two = await retry(server, first.request_state, accept("PM303"))
+    one = await retry(server, first.request_state, flight_answer("PM303"))
+    two = await retry(server, first.request_state, flight_answer("PM303"))
 
     assert isinstance(one, CallToolResult)
     assert isinstance(two, CallToolResult)
@@ -158,7 +154,7 @@ async def test_twenty_concurrent_retries_book_once(server: ServerProcess, data_d
     first = await first_round(server)
 
     results = await asyncio.gather(
-        *(retry(server, first.request_state, accept("PM202")) for _ in range(20))
+        *(retry(server, first.request_state, flight_answer("PM202")) for _ in range(20))
     )
 
     contents = [r.structured_content for r in results if isinstance(r, CallToolResult)]
@@ -171,10 +167,10 @@ async def test_twenty_concurrent_retries_book_once(server: ServerProcess, data_d
 
 async def test_a_different_answer_after_the_fact_is_refused(server: ServerProcess) -> None:
     first = await first_round(server)
-    await retry(server, first.request_state, accept("PM101"))
+    await retry(server, first.request_state, flight_answer("PM101"))
 
     with pytest.raises(MCPError) as refused:
-        await retry(server, first.request_state, accept("PM202"))
+        await retry(server, first.request_state, flight_answer("PM202"))
     assert refused.value.error.code == -32602
 
 
@@ -203,7 +199,7 @@ async def test_an_answer_outside_the_schema_is_refused_and_the_pause_stays_pendi
     assert refused.value.error.code == -32602
     assert continuation_status(server, cid) == "pending"
     # Still answerable: the same state with a good answer completes.
-    done = await retry(server, first.request_state, accept("PM101"))
+    done = await retry(server, first.request_state, flight_answer("PM101"))
     assert isinstance(done, CallToolResult)
     assert not done.is_error
 
@@ -233,7 +229,7 @@ async def test_a_tampered_request_state_gets_the_invalid_state_error(
 
     for forged in _tampered(first.request_state):
         with pytest.raises(MCPError) as refused:
-            await retry(server, forged, accept("PM101"))
+            await retry(server, forged, flight_answer("PM101"))
         assert refused.value.error.code == -32602
         assert refused.value.error.message == "Invalid or expired requestState"
     assert continuation_status(server, continuation_of(first.request_state)) == "pending"
@@ -243,7 +239,7 @@ async def test_a_state_is_bound_to_the_tool_arguments(server: ServerProcess) -> 
     first = await first_round(server, destination="Lisbon")
 
     with pytest.raises(MCPError) as refused:
-        await retry(server, first.request_state, accept("PM101"), destination="Porto")
+        await retry(server, first.request_state, flight_answer("PM101"), destination="Porto")
 
     assert refused.value.error.message == "Invalid or expired requestState"
 
@@ -286,8 +282,8 @@ async def test_the_retry_completes_after_a_restart_and_on_another_replica(
         assert first.request_state is not None
         assert continuation_status(primary, continuation_of(first.request_state)) == "pending"
         with _demo(own) as replica:
-            done = await retry(replica, first.request_state, accept("PM202"))
-            replay = await retry(primary, first.request_state, accept("PM202"))
+            done = await retry(replica, first.request_state, flight_answer("PM202"))
+            replay = await retry(primary, first.request_state, flight_answer("PM202"))
 
     assert isinstance(done, CallToolResult)
     assert isinstance(replay, CallToolResult)
