@@ -44,6 +44,8 @@ def test_patch_operations_follow_rfc_6902(ops: list[dict[str, Any]], expected: A
         [{"op": "test", "path": "/c~1d", "value": 2}],
         [{"op": "frobnicate", "path": "/a"}],
         [{"op": "add", "path": "no-slash", "value": 1}],
+        [{"op": "remove", "path": ""}],
+        [{"op": "move", "from": "", "path": "/a/x"}],
     ],
 )
 def test_a_bad_patch_is_refused_and_changes_nothing(ops: list[dict[str, Any]]) -> None:

@@ -193,6 +193,9 @@ def _get(doc: Any, pointer: str) -> Any:
 
 def _remove(doc: Any, pointer: str) -> Any:
     tokens = _tokens(pointer)
+    if not tokens:  # the state must stay a document; an agent can replace it, not delete it
+        msg = "JSON patch cannot remove the document root"
+        raise InvalidInputError(msg, code="AGENT_PROTOCOL_ERROR")
     value = _get(doc, pointer)
     parent = _parent(doc, tokens)
     if isinstance(parent, list):
