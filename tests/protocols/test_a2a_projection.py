@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -22,26 +22,10 @@ from pausemesh.a2a.task import (
     to_a2a_interrupted_task,
 )
 from pausemesh.core.errors import ProtocolAdapterError
-from pausemesh.core.model import Continuation, ContinuationStatus
+from pausemesh.core.model import ContinuationStatus
+from tests.support.continuations import make_continuation
 
-CREATED = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 BINDING = A2ATaskBinding(task_id="task-1", context_id="thread-1")
-
-
-def make_continuation(
-    payload: Any, *, status: ContinuationStatus = "pending", continuation_id: str = "cont-1"
-) -> Continuation:
-    return Continuation(
-        schema_version=1,
-        continuation_id=continuation_id,
-        correlation_id="thread-1",
-        version=1 if status == "pending" else 2,
-        status=status,
-        created_at=CREATED,
-        expires_at=CREATED + timedelta(minutes=15),
-        payload=payload,
-        metadata={},
-    )
 
 
 INPUT = make_continuation({"kind": "input", "message": "Which flight?", "responseSchema": {}})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -28,8 +27,8 @@ from pausemesh.mcp.elicitation import (
     parse_mcp_elicit_result,
     to_mcp_elicitation_complete_notification,
 )
+from tests.support.continuations import make_continuation
 
-CREATED = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FLIGHT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -90,22 +89,6 @@ VALID_ANSWER: dict[str, Any] = {
 FORM_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 URL_CAPS: dict[str, Any] = {"elicitation": {"url": {}}}
 SAFE_URL = "https://auth.example.com/connect?state=abc&client_id=pm"
-
-
-def make_continuation(
-    payload: Any, *, status: ContinuationStatus = "pending", correlation_id: str = "thread-1"
-) -> Continuation:
-    return Continuation(
-        schema_version=1,
-        continuation_id="cont-1",
-        correlation_id=correlation_id,
-        version=1 if status == "pending" else 2,
-        status=status,
-        created_at=CREATED,
-        expires_at=CREATED + timedelta(minutes=15),
-        payload=payload,
-        metadata={},
-    )
 
 
 def input_continuation(schema: Any = FLIGHT_SCHEMA, **extra: Any) -> Continuation:
