@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from tests.support.protocol_clients import send_for_task, tool_round, user_message
+from tests.support.rest import assert_problem
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -109,4 +110,4 @@ async def test_a_request_without_a_principal_is_unauthenticated(
 ) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         response = await http.post(server.url(path), json={"jsonrpc": "2.0", "id": 1})
-    assert response.status_code == 401
+    assert_problem(response, 401, "UNAUTHENTICATED")

@@ -54,7 +54,7 @@ from pausemesh.core.errors import ContinuationNotFoundError
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_json
+from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_problem
 
 __all__ = ("A2APlugin", "continuation_id_of")
 
@@ -235,7 +235,7 @@ class A2APlugin(ProtocolMount):
         async def a2a_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             app = plugin._app
             if app is None:
-                await send_json(send, 503, {"error": "the A2A endpoint has not started"})
+                await send_problem(send, 503, "NOT_STARTED", "the A2A endpoint has not started")
                 return
             if not await plugin.admit(scope, receive, send):
                 return

@@ -37,7 +37,7 @@ from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.settings import is_loopback_host
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_json
+from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_problem
 
 __all__ = ("McpPlugin", "McpToolRegistrar")
 
@@ -142,7 +142,7 @@ class McpPlugin(ProtocolMount):
         @asgi(plugin.path, is_mount=True, copy_scope=True)
         async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             if not plugin._running:
-                await send_json(send, 503, {"error": "the MCP endpoint has not started"})
+                await send_problem(send, 503, "NOT_STARTED", "the MCP endpoint has not started")
                 return
             if not await plugin.admit(scope, receive, send):
                 return

@@ -4,15 +4,15 @@ Each mount is a ``ProtocolMount``: a companion plugin of the app's ``PauseMeshPl
 runtime, service and stores it borrows). A request is admitted like every PauseMesh route, through
 the host's principal resolver; the principal is left in the ASGI scope under
 ``PRINCIPAL_SCOPE_KEY`` for the SDK side (``principal_in_scope``). What is refused before the SDK
-runs gets a small JSON body (``send_json``).
+runs gets an RFC 9457 problem body (``send_problem``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 from litestar import Request
 from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
@@ -20,8 +20,9 @@ from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receiv
 
 from pausemesh.web.auth import UnauthenticatedError, resolve_principal
 from pausemesh.web.plugin import PauseMeshPlugin
+from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, problem_body
 
-__all__ = ("PRINCIPAL_SCOPE_KEY", "ProtocolMount", "principal_in_scope", "send_json")
+__all__ = ("PRINCIPAL_SCOPE_KEY", "ProtocolMount", "principal_in_scope", "send_problem")
 
 PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
 """ASGI scope key where a protocol mount leaves the resolved principal."""
@@ -33,15 +34,19 @@ def principal_in_scope(scope: object) -> str | None:
     return principal if isinstance(principal, str) else None
 
 
-async def send_json(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
+async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
+    """An RFC 9457 problem straight onto the ASGI channel (the mounts answer before Litestar)."""
+    payload = msgspec.json.encode(problem_body(status, code, detail))
+    headers = [
+        (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+        (b"content-length", str(len(payload)).encode()),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b"PauseMesh"))
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
         "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-        ],
+        "headers": headers,
     }
     await send(start)
     end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
@@ -79,7 +84,7 @@ class ProtocolMount(InitPlugin):
         try:
             principal = await resolve_principal(self.pausemesh.config.principal_resolver, request)
         except UnauthenticatedError:
-            await send_json(send, 401, {"error": "Authentication is required"})
+            await send_problem(send, 401, "UNAUTHENTICATED", "Authentication is required")
             return False
         scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
         return True
