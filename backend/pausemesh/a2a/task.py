@@ -13,12 +13,13 @@ continuation id appears only in PauseMesh-owned places (the status message id, m
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
 
 from pausemesh.core.canonical import check_json_value
+from pausemesh.core.clock import iso_millis
 from pausemesh.core.errors import InvalidInputError, ProtocolAdapterError
 from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_protocol_id
@@ -71,7 +72,7 @@ def _iso(moment: datetime) -> str:
     """ISO-8601 UTC with millisecond precision and ``Z`` (A2A §5.6.1)."""
     if moment.tzinfo is None:
         raise _error(_MESSAGE, "Continuation timestamps must be timezone-aware")
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_millis(moment)
 
 
 class _Payload(msgspec.Struct, frozen=True, kw_only=True):

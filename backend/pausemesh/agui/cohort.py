@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
 import msgspec
@@ -52,6 +52,7 @@ from pausemesh.agui.input import ResumeEntry, RunAgentInput
 from pausemesh.agui.preflight import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, passes_preflight
 from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.canonical import canonical_json, canonical_sha256
+from pausemesh.core.clock import iso_millis
 from pausemesh.core.errors import InvalidInputError, PauseMeshError, ProtocolAdapterError
 from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_protocol_id
@@ -68,7 +69,6 @@ __all__ = (
     "ReceiptInterrupt",
     "ResumeCommand",
     "ResumePlan",
-    "format_expiry",
     "issue_interrupts",
     "parse_pause_payload",
     "pause_payload",
@@ -170,11 +170,6 @@ def parse_pause_payload(payload: object) -> PausePayload:
         response_schema=schema,
         tool_call_id=tool_call_id,
     )
-
-
-def format_expiry(when: datetime) -> str:
-    """ISO 8601 UTC with milliseconds and ``Z`` (what JavaScript's ``Date`` reads)."""
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # --- receipts --------------------------------------------------------------------------------
@@ -294,7 +289,7 @@ def _issue(
             message = error.message if isinstance(error, PauseMeshError) else str(error)
             msg = f"Continuation payload is not an AG-UI pause: {message}"
             raise ProtocolAdapterError(msg, code="INVALID_PROTOCOL_MESSAGE") from None
-        expires_at = format_expiry(continuation.expires_at)
+        expires_at = iso_millis(continuation.expires_at)
         interrupts.append(
             Interrupt(
                 id=continuation.continuation_id,
@@ -569,7 +564,7 @@ def _check_current(
             payload_hash = ""
         if (
             continuation.correlation_id != receipt.thread_id
-            or format_expiry(continuation.expires_at) != issued.expires_at
+            or iso_millis(continuation.expires_at) != issued.expires_at
             or continuation.version != expected_version
             or payload_hash != issued.payload_hash
         ):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-__all__ = ("ManualClock", "SystemClock")
+__all__ = ("ManualClock", "SystemClock", "iso_millis")
 
 
 class SystemClock:
@@ -26,3 +26,9 @@ class ManualClock:
 
     def set(self, when: datetime) -> None:
         self._now = when
+
+
+def iso_millis(moment: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and ``Z``: JavaScript's ``toISOString`` form, which
+    every protocol projection (AG-UI, MCP, A2A) emits so receipts hash alike everywhere."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

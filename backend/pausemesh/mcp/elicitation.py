@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from pausemesh.core.canonical import canonical_json, canonical_sha256
+from pausemesh.core.clock import iso_millis
 from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_protocol_id
@@ -164,11 +164,6 @@ def decode_mcp_projection_context(body: object) -> McpProjectionContext:
     return context
 
 
-def _iso(moment: datetime) -> str:
-    """JavaScript ``toISOString`` form (UTC, milliseconds, ``Z``), as the reference emits."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 # -- payload ------------------------------------------------------------------------------
 
 
@@ -235,7 +230,7 @@ def _meta(continuation: Continuation, context: McpProjectionContext) -> dict[str
         PAUSEMESH_META_KEY: {
             "continuationId": continuation.continuation_id,
             "correlationId": continuation.correlation_id,
-            "expiresAt": _iso(continuation.expires_at),
+            "expiresAt": iso_millis(continuation.expires_at),
             "requestId": context.request_id,
             "schemaVersion": RECEIPT_SCHEMA_VERSION,
         }
@@ -392,7 +387,7 @@ def _require_request_binding(
     checks = (
         meta.continuation_id == continuation.continuation_id,
         meta.correlation_id == continuation.correlation_id,
-        meta.expires_at == _iso(continuation.expires_at),
+        meta.expires_at == iso_millis(continuation.expires_at),
         _same_id(meta.request_id, request.id),
         meta.schema_version == RECEIPT_SCHEMA_VERSION,
         mode == expected_mode,
