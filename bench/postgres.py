@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,23 +59,12 @@ DEFAULT_URL = os.environ.get(
 )
 
 
-async def _service_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
-    database = await PostgresDatabase.connect(
-        args.database_url, schema=args.schema, min_size=args.pool, max_size=args.pool
-    )
-    store = PostgresEventStore(database, owns_database=False)
-    service = ContinuationService(store=store)
+async def _count_lifecycles(
+    args: argparse.Namespace, go: asyncio.Event, lifecycle: Callable[[], Awaitable[None]]
+) -> int:
+    """Warm up, report ready, then count lifecycles for ``args.seconds`` once ``go`` is set."""
     stop = False
     done = 0
-
-    async def lifecycle() -> None:
-        created = await service.create(payload=PAYLOAD)
-        await service.resume(
-            continuation_id=created.continuation.continuation_id,
-            resume_token=created.resume_token,
-            idempotency_key="k",
-            payload={"flight": "PM101"},
-        )
 
     async def loop() -> None:
         nonlocal done
@@ -90,6 +80,26 @@ async def _service_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
     await asyncio.sleep(args.seconds)
     stop, measured = True, done
     await asyncio.gather(*tasks)
+    return measured
+
+
+async def _service_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
+    database = await PostgresDatabase.connect(
+        args.database_url, schema=args.schema, min_size=args.pool, max_size=args.pool
+    )
+    store = PostgresEventStore(database, owns_database=False)
+    service = ContinuationService(store=store)
+
+    async def lifecycle() -> None:
+        created = await service.create(payload=PAYLOAD)
+        await service.resume(
+            continuation_id=created.continuation.continuation_id,
+            resume_token=created.resume_token,
+            idempotency_key="k",
+            payload={"flight": "PM101"},
+        )
+
+    measured = await _count_lifecycles(args, go, lifecycle)
     await database.close()
     return measured
 
@@ -133,8 +143,6 @@ async def _raw_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
     created_json = json.dumps({"type": "continuation.created", "payload": PAYLOAD, "x": "y" * 200})
     resumed_json = json.dumps({"type": "continuation.resumed", "resumePayload": {"f": "PM101"}})
     expires = datetime.now(UTC) + timedelta(hours=1)
-    stop = False
-    done = 0
 
     head_insert = f"""
         INSERT INTO {q}.continuation_streams VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
@@ -167,21 +175,7 @@ async def _raw_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
             await conn.execute(event_insert, cid, 2, resumed_json)
 
     lifecycle = transaction_lifecycle if args.worker == "raw-tx" else statement_lifecycle
-
-    async def loop() -> None:
-        nonlocal done
-        await go.wait()
-        while not stop:
-            await lifecycle()
-            done += 1
-
-    await asyncio.gather(*(lifecycle() for _ in range(args.pool)))
-    tasks = [asyncio.create_task(loop()) for _ in range(args.concurrency)]
-    print("ready", flush=True)
-    await go.wait()
-    await asyncio.sleep(args.seconds)
-    stop, measured = True, done
-    await asyncio.gather(*tasks)
+    measured = await _count_lifecycles(args, go, lifecycle)
     await pool.close()
     return measured
 
