@@ -11,6 +11,7 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent, decode_event, encode_event
+from pausemesh.stores.epoch import epoch_us
 
 __all__ = ("MAX_EVENTS_PER_STREAM", "check_batch", "decode_stream", "expires_at_of")
 
@@ -65,5 +66,5 @@ def expires_at_of(events: Sequence[ContinuationEvent]) -> int | None:
     """Deadline (epoch microseconds) if the batch creates a stream, for the expiry index."""
     first = events[0] if events else None
     if isinstance(first, ContinuationCreated):
-        return int(first.expires_at.timestamp() * 1_000_000)
+        return epoch_us(first.expires_at)
     return None

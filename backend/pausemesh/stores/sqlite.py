@@ -22,6 +22,7 @@ import aiosqlite
 from pausemesh.core.errors import PauseMeshError, StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationEvent
 from pausemesh.stores.batch import check_batch, decode_stream, expires_at_of
+from pausemesh.stores.epoch import epoch_us
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
 
@@ -403,7 +404,7 @@ class SqliteEventStore:
             "SELECT continuation_id FROM continuation_streams"
             " WHERE pending_expires_at_us IS NOT NULL AND pending_expires_at_us <= ?"
             " ORDER BY pending_expires_at_us LIMIT ?",
-            (int(now.timestamp() * 1_000_000), limit),
+            (epoch_us(now), limit),
         )
         return [row[0] for row in rows]
 
