@@ -46,8 +46,8 @@ from pausemesh.agui.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.model import Continuation
+from pausemesh.core.schema import SchemaValidatorCache
 
 FLIGHTS = ["PM101", "PM202", "PM303"]
 SCHEMA: dict[str, Any] = {

@@ -14,10 +14,10 @@ from typing import Any
 
 from pausemesh import __version__
 from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
+from pausemesh.core.hosts import is_loopback_host
 from pausemesh.settings import (
     Settings,
     SettingsError,
-    is_loopback_host,
     load_settings,
     resolve_secret_key,
 )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import ipaddress
 import os
 import secrets
 from collections.abc import Mapping
@@ -30,7 +29,6 @@ __all__ = (
     "SecretKey",
     "Settings",
     "SettingsError",
-    "is_loopback_host",
     "load_settings",
     "resolve_key_ring",
     "resolve_secret_key",
@@ -313,15 +311,6 @@ def resolve_key_ring(
         if key.strip()
     ]
     return active, [key for key in previous if key.key_id != active.key_id]
-
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def with_overrides(settings: Settings, **changes: Any) -> Settings:

@@ -11,10 +11,10 @@ import pytest
 
 from pausemesh.bootstrap import build_service, open_sqlite_storage
 from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.hosts import is_loopback_host
 from pausemesh.settings import (
     Settings,
     SettingsError,
-    is_loopback_host,
     load_settings,
     resolve_key_ring,
     resolve_secret_key,

@@ -27,11 +27,11 @@ from pausemesh.agui.cohort import (
 )
 from pausemesh.agui.events import RunFinishedInterruptOutcome, encode_event
 from pausemesh.agui.input import ResumeEntry, decode_run_input
-from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.model import Continuation
+from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.stores import InMemoryEventStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from jsonschema.exceptions import best_match
 
-from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.model import Continuation
+from pausemesh.core.schema import SchemaValidatorCache
 
 __all__ = ("answer_of", "check_answer")
 

@@ -49,8 +49,8 @@ from starlette.requests import Request as StarletteRequest
 
 from pausemesh.a2a.answers import answer_of, check_answer
 from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore, principal_of_call
-from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.core.errors import ContinuationNotFoundError
+from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin

@@ -64,7 +64,6 @@ from pausemesh.agui.events import (
     encode_frame,
 )
 from pausemesh.agui.input import RunAgentInput
-from pausemesh.agui.schema import SchemaValidatorCache
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.errors import (
     ContinuationCancelledError,
@@ -79,6 +78,7 @@ from pausemesh.core.errors import (
 from pausemesh.core.model import Continuation
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
+from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
 

@@ -9,15 +9,15 @@ rest. Without that policy URL mode is refused: a generic server cannot vouch for
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from pausemesh.core.errors import ProtocolAdapterError
+from pausemesh.core.hosts import is_loopback_host
 
-__all__ = ("McpProjectionPolicy", "check_authorization_url", "is_loopback_host")
+__all__ = ("McpProjectionPolicy", "check_authorization_url")
 
 _BINDING = "INVALID_PROTOCOL_BINDING"
 
@@ -59,20 +59,6 @@ class McpProjectionPolicy:
 
 def _fail(message: str) -> ProtocolAdapterError:
     return ProtocolAdapterError(message, code=_BINDING)
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost``, ``*.localhost``, ``::1`` or an IPv4 address in 127.0.0.0/8."""
-    host = host.lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address):
-        return address == ipaddress.IPv6Address("::1")
-    return address.is_loopback
 
 
 def _is_credential_key(key: str) -> bool:
