@@ -25,8 +25,7 @@ import uvloop
 
 from pausemesh.core import ContinuationService
 from pausemesh.core.ids import uuid7
-from pausemesh.stores import open_sqlite_store
-from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
+from pausemesh.stores.sqlite import SQLITE_MIGRATIONS, open_sqlite_store
 
 PAYLOAD = {
     "kind": "input",

@@ -41,9 +41,8 @@ import asyncpg
 import uvloop
 
 from pausemesh.core import ContinuationService
-from pausemesh.stores.postgres import PostgresEventStore
-from pausemesh.stores.postgres_database import PostgresDatabase
-from pausemesh.stores.postgres_migrate import migrate
+from pausemesh.stores.postgres import PostgresDatabase, PostgresEventStore
+from pausemesh.stores.postgres.migrate import migrate
 
 PAYLOAD = {
     "kind": "input",

@@ -18,9 +18,12 @@ from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.settings import SecretKey, Settings, resolve_key_ring, resolve_secret_key
-from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
-from pausemesh.stores.sqlite_operations import SqliteOperationLedger
-from pausemesh.stores.sqlite_threads import SqliteThreadStore
+from pausemesh.stores.sqlite import (
+    SqliteDatabase,
+    SqliteEventStore,
+    SqliteOperationLedger,
+    SqliteThreadStore,
+)
 from pausemesh.stores.storage import Storage
 
 __all__ = (
@@ -55,10 +58,13 @@ async def open_sqlite_storage(path: str) -> Storage:
 
 async def open_postgres_storage(settings: Settings) -> Storage:
     """The PostgreSQL stores on one pool (``pausemesh migrate`` must have run first)."""
+    if settings.database_url is None:
+        msg = "open_postgres_storage needs settings.database_url"
+        raise ValueError(msg)
     # Imported here so a SQLite-only process never loads asyncpg.
     from pausemesh.stores.postgres import open_postgres_storage as open_postgres  # noqa: PLC0415
 
-    return await open_postgres(settings)
+    return await open_postgres(settings.database_url, schema=settings.database_schema)
 
 
 async def open_storage(settings: Settings) -> Storage:

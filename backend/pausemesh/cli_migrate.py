@@ -14,7 +14,7 @@ import sys
 
 from pausemesh.core.errors import StoreError
 from pausemesh.settings import SettingsError
-from pausemesh.stores.postgres_schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS, quote_schema
+from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS, quote_schema
 
 __all__ = ("add_migrate_arguments", "run_migrate")
 
@@ -48,7 +48,7 @@ def run_migrate(args: argparse.Namespace) -> None:
     except ValueError as error:
         raise SettingsError(str(error)) from None
     # Imported here: asyncpg is only needed by this command, not by `pausemesh --version`.
-    from pausemesh.stores.postgres_migrate import grant_runtime_role, migrate  # noqa: PLC0415
+    from pausemesh.stores.postgres.migrate import grant_runtime_role, migrate  # noqa: PLC0415
 
     try:
         report = asyncio.run(migrate(url, schema=schema))

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 from playwright.sync_api import Browser, expect
 
-from pausemesh.stores.postgres_migrate import migrate
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.browser import (
     Shots,
     ask,

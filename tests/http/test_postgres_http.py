@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from pausemesh.stores.postgres_migrate import migrate
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.rest import assert_problem, create, resume
 from tests.support.server import ServerProcess

@@ -12,10 +12,8 @@ import asyncpg
 import pytest
 
 from pausemesh.core import ContinuationService
-from pausemesh.stores.postgres import postgres_storage
-from pausemesh.stores.postgres_database import PostgresDatabase
-from pausemesh.stores.postgres_migrate import migrate
-from pausemesh.stores.postgres_threads import PostgresThreadStore
+from pausemesh.stores.postgres import PostgresDatabase, PostgresThreadStore, postgres_storage
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 
 pytestmark = pytest.mark.postgres

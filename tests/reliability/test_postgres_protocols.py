@@ -20,7 +20,7 @@ from a2a.utils.errors import A2AError
 from mcp_types import CallToolResult, InputRequiredResult
 
 from pausemesh.demo.flights import BOOKING_DOMAIN
-from pausemesh.stores.postgres_migrate import migrate
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.mcp_state import continuation_of
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.protocol_clients import flight_answer, send_for_task, tool_round, user_message

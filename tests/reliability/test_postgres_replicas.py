@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pausemesh.stores.postgres_migrate import migrate
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.server import ServerProcess
 

@@ -15,11 +15,13 @@ import pytest
 from pausemesh.core import ContinuationService, ManualClock
 from pausemesh.core.errors import StoreError
 from pausemesh.core.operations import EXECUTE, RECONCILIATION_ONLY
-from pausemesh.stores.postgres import PostgresEventStore
-from pausemesh.stores.postgres_database import PostgresDatabase
-from pausemesh.stores.postgres_migrate import RUNTIME_GRANTS, grant_runtime_role, migrate
-from pausemesh.stores.postgres_operations import PostgresOperationLedger
-from pausemesh.stores.postgres_threads import PostgresThreadStore
+from pausemesh.stores.postgres import (
+    PostgresDatabase,
+    PostgresEventStore,
+    PostgresOperationLedger,
+    PostgresThreadStore,
+)
+from pausemesh.stores.postgres.migrate import RUNTIME_GRANTS, grant_runtime_role, migrate
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 
 pytestmark = pytest.mark.postgres

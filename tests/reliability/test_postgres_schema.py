@@ -16,10 +16,9 @@ import pytest
 from pausemesh.core import ContinuationService
 from pausemesh.core.errors import InvalidInputError, StoreError
 from pausemesh.core.model import ContinuationCancelled
-from pausemesh.stores.postgres import PostgresEventStore, open_postgres_store
-from pausemesh.stores.postgres_database import PostgresDatabase
-from pausemesh.stores.postgres_migrate import migrate
-from pausemesh.stores.postgres_schema import LEDGER_TABLE, POSTGRES_MIGRATIONS
+from pausemesh.stores.postgres import PostgresDatabase, PostgresEventStore, open_postgres_store
+from pausemesh.stores.postgres.migrate import migrate
+from pausemesh.stores.postgres.schema import LEDGER_TABLE, POSTGRES_MIGRATIONS
 from tests.support.postgres import (
     DATABASE_URL,
     drop_schema,

@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from pausemesh.stores.postgres_database import PostgresDatabase
-from pausemesh.stores.postgres_migrate import migrate
-from pausemesh.stores.postgres_threads import PostgresThreadStore
+from pausemesh.stores.postgres import PostgresDatabase, PostgresThreadStore
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 
 pytestmark = pytest.mark.postgres

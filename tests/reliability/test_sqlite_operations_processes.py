@@ -11,7 +11,7 @@ import pytest
 
 from pausemesh.core.errors import OutcomeUnknownError
 from pausemesh.core.operations import OUTCOME_UNKNOWN, RECONCILIATION_ONLY, run_once
-from pausemesh.stores.sqlite_operations import open_sqlite_operation_ledger
+from pausemesh.stores.sqlite import open_sqlite_operation_ledger
 from tests.support.workers import race, release, spawn_worker
 
 ARGS = {"flight": "PM202", "passengers": 1}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pausemesh.core import ContinuationService
-from pausemesh.stores import open_sqlite_store
+from pausemesh.stores.sqlite import open_sqlite_store
 from tests.support.workers import race, spawn_worker
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.core.operations import run_once
-from pausemesh.stores.sqlite_operations import open_sqlite_operation_ledger
+from pausemesh.stores.sqlite import open_sqlite_operation_ledger
 
 ARGS = {"flight": "PM202", "passengers": 1}
 

@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pausemesh.core.operations import OperationLedger
-from pausemesh.stores.memory_operations import InMemoryOperationLedger
-from pausemesh.stores.sqlite_operations import open_sqlite_operation_ledger
+from pausemesh.stores.memory import InMemoryOperationLedger
+from pausemesh.stores.sqlite import open_sqlite_operation_ledger
 
 __all__ = ("LEDGER_FACTORIES", "open_ledger")
 

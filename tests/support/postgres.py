@@ -22,11 +22,13 @@ import pytest
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
 from pausemesh.core.threads import ThreadStore
-from pausemesh.stores.postgres import PostgresEventStore
-from pausemesh.stores.postgres_database import PostgresDatabase
-from pausemesh.stores.postgres_migrate import migrate
-from pausemesh.stores.postgres_operations import PostgresOperationLedger
-from pausemesh.stores.postgres_threads import PostgresThreadStore
+from pausemesh.stores.postgres import (
+    PostgresDatabase,
+    PostgresEventStore,
+    PostgresOperationLedger,
+    PostgresThreadStore,
+)
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.operation_ledgers import LEDGER_FACTORIES
 from tests.support.stores import STORE_FACTORIES
 from tests.support.thread_stores import THREAD_STORE_FACTORIES

@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 
 from pausemesh.core import ContinuationService, PauseMeshError
-from pausemesh.stores import open_sqlite_store
+from pausemesh.stores.sqlite import open_sqlite_store
 
 
 async def _race(db: str, cid: str, token: str, count: int, key_prefix: str, cancels: int) -> None:

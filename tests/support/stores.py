@@ -7,7 +7,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pausemesh.core.ports import EventStore
-from pausemesh.stores import InMemoryEventStore, open_sqlite_store
+from pausemesh.stores.memory import InMemoryEventStore
+from pausemesh.stores.sqlite import open_sqlite_store
 
 __all__ = ("STORE_FACTORIES", "open_store")
 

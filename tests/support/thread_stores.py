@@ -7,9 +7,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pausemesh.core.threads import ThreadStore
-from pausemesh.stores.memory_threads import InMemoryThreadStore
-from pausemesh.stores.sqlite import SqliteDatabase
-from pausemesh.stores.sqlite_threads import SqliteThreadStore
+from pausemesh.stores.memory import InMemoryThreadStore
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
 
 __all__ = ("THREAD_STORE_FACTORIES", "open_thread_store")
 

@@ -32,7 +32,7 @@ from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.model import Continuation
 from pausemesh.core.schema import SchemaValidatorCache
-from pausemesh.stores import InMemoryEventStore
+from pausemesh.stores.memory import InMemoryEventStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EXPIRES = T0 + timedelta(minutes=15)

@@ -18,7 +18,7 @@ from pausemesh.core.operations import (
     decide,
     new_attempt,
 )
-from pausemesh.stores.sqlite_operations import open_sqlite_operation_ledger
+from pausemesh.stores.sqlite import open_sqlite_operation_ledger
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

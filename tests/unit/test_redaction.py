@@ -14,7 +14,7 @@ from pausemesh.core.errors import TokenMismatchError
 from pausemesh.core.observations import Observation
 from pausemesh.core.observer import CollectingObserver, LoggingObserver, RedactingFilter
 from pausemesh.core.tokens import hash_token
-from pausemesh.stores import open_sqlite_store
+from pausemesh.stores.sqlite import open_sqlite_store
 
 
 class _TeeObserver:
@@ -72,7 +72,7 @@ async def test_observations_and_logs_of_a_full_lifecycle_carry_no_secret(
 async def test_an_observer_that_raises_never_changes_an_outcome(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from pausemesh.stores import InMemoryEventStore  # noqa: PLC0415 - local to this test
+    from pausemesh.stores.memory import InMemoryEventStore  # noqa: PLC0415 - local to this test
 
     service = ContinuationService(store=InMemoryEventStore(), observer=_Exploding())
     created = await service.create(payload=1)

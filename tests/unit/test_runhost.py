@@ -24,9 +24,7 @@ from pausemesh.agui.events import (
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.runhost import RunHost
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
-from pausemesh.stores import InMemoryEventStore
-from pausemesh.stores.memory_operations import InMemoryOperationLedger
-from pausemesh.stores.memory_threads import InMemoryThreadStore
+from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
 from tests.support.agui import RunResult, StreamChecker, read_frames
 
 Agent = Callable[[RunContext], AsyncIterator[AgentOutput]]

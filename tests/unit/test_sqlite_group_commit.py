@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from pausemesh.core.errors import VersionConflictError
-from pausemesh.stores import SqliteEventStore, open_sqlite_store
-from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
+from pausemesh.stores.sqlite import SQLITE_MIGRATIONS, SqliteEventStore, open_sqlite_store
 from tests.support.events import created, resumed
 
 

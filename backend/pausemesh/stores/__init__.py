@@ -1,6 +1,7 @@
-"""Store adapters: in-memory (tests), SQLite (embedded default), PostgreSQL (replicas)."""
+"""Store adapters for the core's ports, a folder per backend.
 
-from pausemesh.stores.memory import InMemoryEventStore
-from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore, open_sqlite_store
-
-__all__ = ("InMemoryEventStore", "SqliteDatabase", "SqliteEventStore", "open_sqlite_store")
+``memory/`` (the fake for tests), ``sqlite/`` (the embedded default) and ``postgres/`` (several
+replicas on one database); ``storage.py``, ``batch.py``, ``migrations.py``, ``epoch.py`` and
+``thread_notify.py`` are shared by the backends. Import a backend from its package, e.g.
+``from pausemesh.stores.sqlite import open_sqlite_store``.
+"""

@@ -1,9 +1,10 @@
-"""The embedded SQLite store (aiosqlite): WAL, ``synchronous=FULL``, group commit.
+"""The embedded SQLite database (aiosqlite): WAL, ``synchronous=FULL``, group commit.
 
 ``SqliteDatabase`` owns two connections on one file: a writer, on which concurrent write
 operations of this process are grouped into one ``BEGIN IMMEDIATE … COMMIT`` (each inside
 its own SAVEPOINT, so one operation's CAS failure never touches another's), and a reader.
 Other processes on the same file serialize through SQLite's lock and the busy timeout.
+The migration ledger is applied on open (``_apply_migrations``) and checked for readiness.
 """
 
 from __future__ import annotations
@@ -13,20 +14,16 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import aiosqlite
 
-from pausemesh.core.errors import PauseMeshError, StoreError, VersionConflictError
-from pausemesh.core.model import ContinuationEvent
-from pausemesh.stores.batch import check_batch, decode_stream, expires_at_of
-from pausemesh.stores.epoch import epoch_us
+from pausemesh.core.errors import PauseMeshError, StoreError
 from pausemesh.stores.migrations import Migration, check_ledger
-from pausemesh.stores.sqlite_schema import SQLITE_MIGRATIONS
+from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 
-__all__ = ("SqliteDatabase", "SqliteEventStore", "open_sqlite_store")
+__all__ = ("SqliteDatabase",)
 
 T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection], Any]
@@ -339,84 +336,3 @@ class SqliteDatabase:
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 await self._writer.close()
-
-
-class SqliteEventStore:
-    """``EventStore`` over a ``SqliteDatabase``; it may share the database with other stores."""
-
-    def __init__(self, database: SqliteDatabase, *, owns_database: bool = True) -> None:
-        self.database = database
-        self._owns_database = owns_database
-
-    async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]:
-        rows = await self.database.read(
-            "SELECT event_json FROM continuation_events WHERE continuation_id = ? ORDER BY version",
-            (continuation_id,),
-        )
-        return decode_stream(continuation_id, [row[0] for row in rows])
-
-    async def append(
-        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
-    ) -> None:
-        encoded = [e.decode() for e in check_batch(continuation_id, expected_version, events)]
-        if not encoded:
-            rows = await self.database.read(
-                "SELECT version FROM continuation_streams WHERE continuation_id = ?",
-                (continuation_id,),
-            )
-            actual = rows[0][0] if rows else 0
-            if actual != expected_version:
-                raise VersionConflictError(continuation_id, expected_version, actual)
-            return
-        new_version = expected_version + len(encoded)
-        deadline = expires_at_of(events)
-
-        def op(conn: sqlite3.Connection) -> None:
-            if expected_version == 0:
-                cursor = conn.execute(
-                    "INSERT INTO continuation_streams VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    (continuation_id, new_version, deadline),
-                )
-            else:
-                cursor = conn.execute(
-                    "UPDATE continuation_streams SET version = ?, pending_expires_at_us = ?"
-                    " WHERE continuation_id = ? AND version = ?",
-                    (new_version, deadline, continuation_id, expected_version),
-                )
-            if cursor.rowcount != 1:
-                row = conn.execute(
-                    "SELECT version FROM continuation_streams WHERE continuation_id = ?",
-                    (continuation_id,),
-                ).fetchone()
-                raise VersionConflictError(continuation_id, expected_version, row[0] if row else 0)
-            conn.executemany(
-                "INSERT INTO continuation_events VALUES (?, ?, ?)",
-                [
-                    (continuation_id, expected_version + i + 1, text)
-                    for i, text in enumerate(encoded)
-                ],
-            )
-
-        await self.database.write(op)
-
-    async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
-        rows = await self.database.read(
-            "SELECT continuation_id FROM continuation_streams"
-            " WHERE pending_expires_at_us IS NOT NULL AND pending_expires_at_us <= ?"
-            " ORDER BY pending_expires_at_us LIMIT ?",
-            (epoch_us(now), limit),
-        )
-        return [row[0] for row in rows]
-
-    async def check_readiness(self) -> None:
-        await self.database.check_readiness()
-
-    async def close(self) -> None:
-        if self._owns_database:
-            await self.database.close()
-
-
-async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) -> SqliteEventStore:
-    """Open (creating and migrating if needed) a SQLite file and return its event store."""
-    database = await SqliteDatabase(path, busy_timeout_ms=busy_timeout_ms).open()
-    return SqliteEventStore(database)

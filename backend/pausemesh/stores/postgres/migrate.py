@@ -15,8 +15,8 @@ import asyncpg
 
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.stores.migrations import Migration
-from pausemesh.stores.postgres_database import map_store_error, pending_migrations
-from pausemesh.stores.postgres_schema import (
+from pausemesh.stores.postgres.database import map_store_error, pending_migrations
+from pausemesh.stores.postgres.schema import (
     DEFAULT_SCHEMA,
     LEDGER_DDL,
     LEDGER_TABLE,

@@ -24,8 +24,8 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
-from pausemesh.stores.postgres_database import Conn, PostgresDatabase, SharedDatabaseStore
-from pausemesh.stores.postgres_listen import ThreadListener
+from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDatabaseStore
+from pausemesh.stores.postgres.listen import ThreadListener
 
 __all__ = ("PostgresThreadStore",)
 

@@ -4,8 +4,6 @@ Appends are a compare-and-swap through a stream-head row, written with the event
 statement (one transaction, one round trip): the head moves from ``expected`` to
 ``expected + n`` or the statement inserts nothing. Concurrent appends of one replica share the
 pool's connections, and the server groups their commits into shared WAL flushes.
-``open_postgres_storage`` opens the event store, thread store and operation ledger of an app on
-one pool.
 """
 
 # ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
@@ -14,27 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
 from pausemesh.stores.batch import MAX_EVENTS_PER_STREAM, check_batch, decode_stream
-from pausemesh.stores.postgres_database import Conn, PostgresDatabase
-from pausemesh.stores.postgres_operations import PostgresOperationLedger
-from pausemesh.stores.postgres_schema import DEFAULT_SCHEMA
-from pausemesh.stores.postgres_threads import PostgresThreadStore
-from pausemesh.stores.storage import Storage
+from pausemesh.stores.postgres.database import Conn, PostgresDatabase
+from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
 
-if TYPE_CHECKING:
-    from pausemesh.settings import Settings
-
-__all__ = (
-    "PostgresDatabase",
-    "PostgresEventStore",
-    "open_postgres_storage",
-    "open_postgres_store",
-    "postgres_storage",
-)
+__all__ = ("PostgresEventStore", "open_postgres_store")
 
 
 class PostgresEventStore:
@@ -178,39 +164,3 @@ async def open_postgres_store(
         await database.close()
         raise
     return PostgresEventStore(database)
-
-
-async def postgres_storage(database: PostgresDatabase, *, close_database: bool = False) -> Storage:
-    """Every PostgreSQL store of an app on ``database``, after checking its migration.
-
-    For hosts that own their asyncpg pool: ``PostgresDatabase(pool, schema=...)`` and this;
-    closing the ``Storage`` then leaves the pool open unless ``close_database``. Refuses a
-    schema that is not migrated exactly (``StoreError`` with a MIGRATION_* code).
-    """
-    await database.check_migrations()
-    return Storage(
-        events=PostgresEventStore(database, owns_database=False),
-        threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
-        operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
-        # Closing the thread store returns the listener's connection either way.
-        on_close=[database.close] if close_database else [],
-    )
-
-
-async def open_postgres_storage(settings: Settings) -> Storage:
-    """The app's stores on a pool the app owns (``settings.database_url``/``database_schema``).
-
-    The app lifespan closes it. Refuses to start against a schema that is not migrated
-    exactly: run ``pausemesh migrate`` first.
-    """
-    if settings.database_url is None:
-        msg = "open_postgres_storage needs settings.database_url"
-        raise ValueError(msg)
-    database = await PostgresDatabase.connect(
-        settings.database_url, schema=settings.database_schema
-    )
-    try:
-        return await postgres_storage(database, close_database=True)
-    except BaseException:
-        await database.close()
-        raise

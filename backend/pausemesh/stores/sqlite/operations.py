@@ -28,7 +28,7 @@ from pausemesh.core.operations import (
     result_hash,
 )
 from pausemesh.stores.epoch import epoch_us, from_epoch_us
-from pausemesh.stores.sqlite import SqliteDatabase
+from pausemesh.stores.sqlite.database import SqliteDatabase
 
 __all__ = ("SqliteOperationLedger", "open_sqlite_operation_ledger")
 

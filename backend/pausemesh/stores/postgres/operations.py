@@ -29,7 +29,7 @@ from pausemesh.core.operations import (
     new_attempt,
     result_hash,
 )
-from pausemesh.stores.postgres_database import Conn, PostgresDatabase, SharedDatabaseStore
+from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDatabaseStore
 
 __all__ = ("PostgresOperationLedger",)
 

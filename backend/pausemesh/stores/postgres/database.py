@@ -2,7 +2,7 @@
 
 The pool is either created by ``PostgresDatabase.connect`` (then the database owns and closes
 it: the app lifespan) or passed in by a host (then it is never closed here). Nothing here runs
-DDL: ``migrate()`` in ``postgres_migrate.py`` does, run by a DDL role; the app only checks the
+DDL: ``migrate()`` in ``migrate.py`` does, run by a DDL role; the app only checks the
 migration ledger (at start, before the first write, and in readiness).
 """
 
@@ -20,7 +20,7 @@ from asyncpg import exceptions as pg_errors
 
 from pausemesh.core.errors import PauseMeshError, StoreError
 from pausemesh.stores.migrations import Migration, check_ledger
-from pausemesh.stores.postgres_schema import (
+from pausemesh.stores.postgres.schema import (
     DEFAULT_SCHEMA,
     LEDGER_TABLE,
     POSTGRES_MIGRATIONS,

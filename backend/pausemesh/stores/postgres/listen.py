@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from pausemesh.stores.postgres_database import PostgresDatabase
+from pausemesh.stores.postgres.database import PostgresDatabase
 from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("ThreadListener", "channel_for")

@@ -1,0 +1,51 @@
+"""Every PostgreSQL store of an app (events, threads, operations) on one ``PostgresDatabase``.
+
+Plain values in, no settings: the composition root reads the configuration and passes the DSN
+and schema here.
+"""
+
+from __future__ import annotations
+
+from pausemesh.stores.postgres.database import PostgresDatabase
+from pausemesh.stores.postgres.events import PostgresEventStore
+from pausemesh.stores.postgres.operations import PostgresOperationLedger
+from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
+from pausemesh.stores.postgres.threads import PostgresThreadStore
+from pausemesh.stores.storage import Storage
+
+__all__ = ("open_postgres_storage", "postgres_storage")
+
+
+async def postgres_storage(database: PostgresDatabase, *, close_database: bool = False) -> Storage:
+    """Every PostgreSQL store of an app on ``database``, after checking its migration.
+
+    For hosts that own their asyncpg pool: ``PostgresDatabase(pool, schema=...)`` and this;
+    closing the ``Storage`` then leaves the pool open unless ``close_database``. Refuses a
+    schema that is not migrated exactly (``StoreError`` with a MIGRATION_* code).
+    """
+    await database.check_migrations()
+    return Storage(
+        events=PostgresEventStore(database, owns_database=False),
+        threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
+        operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
+        # Closing the thread store returns the listener's connection either way.
+        on_close=[database.close] if close_database else [],
+    )
+
+
+async def open_postgres_storage(
+    dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 2, max_size: int = 16
+) -> Storage:
+    """The app's stores on a pool they own (closed with the ``Storage``: the app lifespan).
+
+    Refuses to start against a schema that is not migrated exactly: run ``pausemesh migrate``
+    first.
+    """
+    database = await PostgresDatabase.connect(
+        dsn, schema=schema, min_size=min_size, max_size=max_size
+    )
+    try:
+        return await postgres_storage(database, close_database=True)
+    except BaseException:
+        await database.close()
+        raise

@@ -1,0 +1,101 @@
+"""The SQLite event store: continuation streams over a ``SqliteDatabase``.
+
+Each append is one compare-and-swap on the stream's head row plus its events, queued as one
+operation of the database's group commit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pausemesh.core.errors import VersionConflictError
+from pausemesh.core.model import ContinuationEvent
+from pausemesh.stores.batch import check_batch, decode_stream, expires_at_of
+from pausemesh.stores.epoch import epoch_us
+from pausemesh.stores.sqlite.database import SqliteDatabase
+
+__all__ = ("SqliteEventStore", "open_sqlite_store")
+
+
+class SqliteEventStore:
+    """``EventStore`` over a ``SqliteDatabase``; it may share the database with other stores."""
+
+    def __init__(self, database: SqliteDatabase, *, owns_database: bool = True) -> None:
+        self.database = database
+        self._owns_database = owns_database
+
+    async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]:
+        rows = await self.database.read(
+            "SELECT event_json FROM continuation_events WHERE continuation_id = ? ORDER BY version",
+            (continuation_id,),
+        )
+        return decode_stream(continuation_id, [row[0] for row in rows])
+
+    async def append(
+        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+    ) -> None:
+        encoded = [e.decode() for e in check_batch(continuation_id, expected_version, events)]
+        if not encoded:
+            rows = await self.database.read(
+                "SELECT version FROM continuation_streams WHERE continuation_id = ?",
+                (continuation_id,),
+            )
+            actual = rows[0][0] if rows else 0
+            if actual != expected_version:
+                raise VersionConflictError(continuation_id, expected_version, actual)
+            return
+        new_version = expected_version + len(encoded)
+        deadline = expires_at_of(events)
+
+        def op(conn: sqlite3.Connection) -> None:
+            if expected_version == 0:
+                cursor = conn.execute(
+                    "INSERT INTO continuation_streams VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    (continuation_id, new_version, deadline),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE continuation_streams SET version = ?, pending_expires_at_us = ?"
+                    " WHERE continuation_id = ? AND version = ?",
+                    (new_version, deadline, continuation_id, expected_version),
+                )
+            if cursor.rowcount != 1:
+                row = conn.execute(
+                    "SELECT version FROM continuation_streams WHERE continuation_id = ?",
+                    (continuation_id,),
+                ).fetchone()
+                raise VersionConflictError(continuation_id, expected_version, row[0] if row else 0)
+            conn.executemany(
+                "INSERT INTO continuation_events VALUES (?, ?, ?)",
+                [
+                    (continuation_id, expected_version + i + 1, text)
+                    for i, text in enumerate(encoded)
+                ],
+            )
+
+        await self.database.write(op)
+
+    async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
+        rows = await self.database.read(
+            "SELECT continuation_id FROM continuation_streams"
+            " WHERE pending_expires_at_us IS NOT NULL AND pending_expires_at_us <= ?"
+            " ORDER BY pending_expires_at_us LIMIT ?",
+            (epoch_us(now), limit),
+        )
+        return [row[0] for row in rows]
+
+    async def check_readiness(self) -> None:
+        await self.database.check_readiness()
+
+    async def close(self) -> None:
+        if self._owns_database:
+            await self.database.close()
+
+
+async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) -> SqliteEventStore:
+    """Open (creating and migrating if needed) a SQLite file and return its event store."""
+    database = await SqliteDatabase(path, busy_timeout_ms=busy_timeout_ms).open()
+    return SqliteEventStore(database)
