@@ -11,9 +11,8 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent, decode_event, encode_event
-from pausemesh.stores.epoch import epoch_us
 
-__all__ = ("MAX_EVENTS_PER_STREAM", "check_batch", "decode_stream", "expires_at_of")
+__all__ = ("MAX_EVENTS_PER_STREAM", "check_batch", "decode_stream")
 
 # A lifecycle is two events; the cap leaves room for future event kinds, not for abuse.
 MAX_EVENTS_PER_STREAM = 32
@@ -60,11 +59,3 @@ def decode_stream(continuation_id: str, rows: Sequence[bytes | str]) -> list[Con
             raise StoreError(msg, code="CORRUPT_STREAM")
         events.append(event)
     return events
-
-
-def expires_at_of(events: Sequence[ContinuationEvent]) -> int | None:
-    """Deadline (epoch microseconds) if the batch creates a stream, for the expiry index."""
-    first = events[0] if events else None
-    if isinstance(first, ContinuationCreated):
-        return epoch_us(first.expires_at)
-    return None

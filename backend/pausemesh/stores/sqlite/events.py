@@ -12,12 +12,20 @@ from datetime import datetime
 from pathlib import Path
 
 from pausemesh.core.errors import VersionConflictError
-from pausemesh.core.model import ContinuationEvent
-from pausemesh.stores.batch import check_batch, decode_stream, expires_at_of
-from pausemesh.stores.epoch import epoch_us
+from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.stores.batch import check_batch, decode_stream
 from pausemesh.stores.sqlite.database import SqliteDatabase
+from pausemesh.stores.sqlite.epoch import epoch_us
 
 __all__ = ("SqliteEventStore", "open_sqlite_store")
+
+
+def _expires_at_us(events: Sequence[ContinuationEvent]) -> int | None:
+    """Deadline (epoch microseconds) if the batch creates a stream, for the expiry index."""
+    first = events[0] if events else None
+    if isinstance(first, ContinuationCreated):
+        return epoch_us(first.expires_at)
+    return None
 
 
 class SqliteEventStore:
@@ -48,7 +56,7 @@ class SqliteEventStore:
                 raise VersionConflictError(continuation_id, expected_version, actual)
             return
         new_version = expected_version + len(encoded)
-        deadline = expires_at_of(events)
+        deadline = _expires_at_us(events)
 
         def op(conn: sqlite3.Connection) -> None:
             if expected_version == 0:

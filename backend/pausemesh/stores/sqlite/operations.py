@@ -27,8 +27,8 @@ from pausemesh.core.operations import (
     new_attempt,
     result_hash,
 )
-from pausemesh.stores.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.sqlite.database import SqliteDatabase
+from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 
 __all__ = ("SqliteOperationLedger", "open_sqlite_operation_ledger")
 

@@ -15,8 +15,8 @@ import msgspec
 
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
 from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
-from pausemesh.stores.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.sqlite.database import SqliteDatabase
+from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("SqliteThreadStore",)
