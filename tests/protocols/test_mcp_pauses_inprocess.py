@@ -26,9 +26,9 @@ from pausemesh.core.service import ContinuationService
 from pausemesh.demo.mcp_tools import register_book_flight
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
-from pausemesh.mcp.router import McpPlugin
 from pausemesh.settings import Settings
 from pausemesh.web.config import PauseMeshConfig
+from pausemesh.web.mcp_mount import McpPlugin
 from pausemesh.web.plugin import PauseMeshPlugin
 from tests.support.mcp_state import continuation_of
 from tests.support.protocol_clients import flight_answer, tool_round

@@ -25,7 +25,6 @@ from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, Task, Task
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
 from pausemesh.a2a.answers import answer_of
-from pausemesh.a2a.router import continuation_id_of
 from pausemesh.a2a.store import principal_of_call
 from pausemesh.a2a.task import A2ATaskBinding, to_a2a_interrupted_task
 from pausemesh.core.canonical import canonical_sha256
@@ -40,6 +39,7 @@ from pausemesh.core.model import Continuation
 from pausemesh.demo.airline import CONNECT_PATH
 from pausemesh.demo.flights import flight_choice_schema, flight_question
 from pausemesh.demo.mcp_tools import book_once, booking_summary, demo_ledger
+from pausemesh.web.a2a_mount import continuation_id_of
 from pausemesh.web.plugin import PauseMeshPlugin
 
 __all__ = ("TravelA2AExecutor", "travel_agent_card")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pausemesh.a2a.router import A2APlugin
 from pausemesh.demo.a2a_agent import TravelA2AExecutor, travel_agent_card
 from pausemesh.demo.airline import airline_url_policy, register_airline_connect
 from pausemesh.demo.mcp_tools import register_book_flight
-from pausemesh.mcp.router import McpPlugin
+from pausemesh.web.a2a_mount import A2APlugin
+from pausemesh.web.mcp_mount import McpPlugin
 
 __all__ = ("demo_protocol_plugins",)
 

@@ -3,13 +3,13 @@
 Each mount is a ``ProtocolMount``: a companion plugin of the app's ``PauseMeshPlugin`` (whose
 runtime, service and stores it borrows). A request is admitted like every PauseMesh route, through
 the host's principal resolver; the principal is left in the ASGI scope under
-``PRINCIPAL_SCOPE_KEY`` for the SDK side (``principal_in_scope``). What is refused before the SDK
+``PRINCIPAL_SCOPE_KEY`` for the SDK side (``principal_in_scope``, both from
+``core.principal_handoff``). What is refused before the SDK
 runs gets an RFC 9457 problem body (``send_problem``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -18,20 +18,12 @@ from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
+from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
 from pausemesh.web.auth import UnauthenticatedError, resolve_principal
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, problem_body
 
 __all__ = ("PRINCIPAL_SCOPE_KEY", "ProtocolMount", "principal_in_scope", "send_problem")
-
-PRINCIPAL_SCOPE_KEY = "pausemesh.principal"
-"""ASGI scope key where a protocol mount leaves the resolved principal."""
-
-
-def principal_in_scope(scope: object) -> str | None:
-    """The principal a mount left in this ASGI scope (None: anonymous, or not behind a mount)."""
-    principal = scope.get(PRINCIPAL_SCOPE_KEY) if isinstance(scope, Mapping) else None
-    return principal if isinstance(principal, str) else None
 
 
 async def send_problem(send: Send, status: int, code: str, detail: str) -> None:

@@ -32,12 +32,13 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 
 from pausemesh.core.hosts import is_loopback_host
+from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_problem
+from pausemesh.web.protocol_mount import ProtocolMount, send_problem
 
 __all__ = ("McpPlugin", "McpToolRegistrar")
 

@@ -50,11 +50,12 @@ from starlette.requests import Request as StarletteRequest
 from pausemesh.a2a.answers import answer_of, check_answer
 from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore, principal_of_call
 from pausemesh.core.errors import ContinuationNotFoundError
+from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_problem
+from pausemesh.web.protocol_mount import ProtocolMount, send_problem
 
 __all__ = ("A2APlugin", "continuation_id_of")
 
