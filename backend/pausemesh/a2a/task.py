@@ -22,6 +22,7 @@ from pausemesh.core.canonical import check_json_value
 from pausemesh.core.clock import iso_millis
 from pausemesh.core.errors import InvalidInputError, ProtocolAdapterError
 from pausemesh.core.model import Continuation
+from pausemesh.core.pause import PausePayload, parse_pause_payload
 from pausemesh.core.validation import check_protocol_id
 
 __all__ = (
@@ -75,12 +76,7 @@ def _iso(moment: datetime) -> str:
     return iso_millis(moment)
 
 
-class _Payload(msgspec.Struct, frozen=True, kw_only=True):
-    kind: Literal["input", "authorization"]
-    message: str
-
-
-def _require_pending(continuation: Continuation) -> _Payload:
+def _require_pending(continuation: Continuation) -> PausePayload:
     if continuation.status != "pending":
         raise _error(
             _TRANSITION, f"Cannot use a {continuation.status} continuation for an A2A task"
@@ -88,16 +84,10 @@ def _require_pending(continuation: Continuation) -> _Payload:
     check_protocol_id(continuation.continuation_id, "continuationId", _MESSAGE)
     _iso(continuation.created_at)
     _iso(continuation.expires_at)
-    payload = continuation.payload
-    if not isinstance(payload, dict):
-        raise _error(_MESSAGE, "Continuation payload must be an object")
-    kind = payload.get("kind", "input")
-    message = payload.get("message")
-    if kind not in {"input", "authorization"}:
-        raise _error(_MESSAGE, "Continuation payload kind must be 'input' or 'authorization'")
-    if not isinstance(message, str) or not message:
-        raise _error(_MESSAGE, "Continuation payload message must be a non-empty string")
-    return _Payload(kind=kind, message=message)
+    try:
+        return parse_pause_payload(continuation.payload)
+    except (TypeError, ValueError) as error:
+        raise _error(_MESSAGE, f"Continuation payload is not a pause: {error}") from None
 
 
 def _require_binding(continuation: Continuation, binding: A2ATaskBinding) -> A2ATaskBinding:
