@@ -1,10 +1,12 @@
 """The demo's A2A agent: the travel assistant's flight question as an input-required task.
 
-* A new message (its text is the destination) opens a durable pause: a keyed continuation
-  whose correlation id is the A2A context, projected with ``to_a2a_interrupted_task`` into a
-  ``TASK_STATE_INPUT_REQUIRED`` task carrying the continuation id in its metadata.
+The pauses are ``A2aPauses`` (``pausemesh.a2a.pauses``); this module only decides what to ask
+and what to do with the answer.
+
+* A new message (its text is the destination) asks which flight: the task becomes
+  ``TASK_STATE_INPUT_REQUIRED`` with the continuation id in its metadata.
 * A follow-up ``SendMessage`` with that task id (already checked against the pause's schema
-  by the router) resumes the continuation exactly once and books through the operation
+  by the mount) resumes the continuation exactly once; the agent books through the operation
   ledger with the continuation id as business key, then completes the task with the booking
   as an artifact. A duplicate, concurrent or cross-replica follow-up finds the continuation
   already resumed and reconciles to the same booking.
@@ -21,25 +23,14 @@ from typing import Any
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, Task, TaskState
+from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
-from pausemesh.a2a.answers import answer_of
-from pausemesh.a2a.store import principal_of_call
-from pausemesh.a2a.task import A2ATaskBinding, to_a2a_interrupted_task
-from pausemesh.core.canonical import canonical_sha256
-from pausemesh.core.errors import (
-    ContinuationCancelledError,
-    ContinuationExpiredError,
-    IdempotencyConflictError,
-    TokenAlreadyUsedError,
-)
-from pausemesh.core.ids import uuid7
+from pausemesh.a2a.pauses import A2aNotices, A2aPauses
 from pausemesh.core.model import Continuation
 from pausemesh.demo.airline import CONNECT_PATH
 from pausemesh.demo.flights import flight_choice_schema, flight_question
 from pausemesh.demo.mcp_tools import book_once, booking_summary, demo_ledger
-from pausemesh.web.a2a_mount import continuation_id_of
 from pausemesh.web.plugin import PauseMeshPlugin
 
 __all__ = ("TravelA2AExecutor", "travel_agent_card")
@@ -91,119 +82,53 @@ def _parts(*values: dict[str, Any]) -> list[Part]:
 class TravelA2AExecutor(AgentExecutor):
     def __init__(self, pausemesh: PauseMeshPlugin) -> None:
         self._pausemesh = pausemesh
+        self._pauses = A2aPauses(
+            lambda: pausemesh.runtime.service,
+            notices=A2aNotices(rejected="The account was not linked."),
+        )
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task = context.current_task
-        cid = continuation_id_of(task)
-        if task is None or cid is None:
+        answer = await self._pauses.follow_up(context, event_queue)
+        if answer is None:
             await self._ask(context, event_queue)
-        else:
-            await self._answer(context, event_queue, task, cid)
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task = context.current_task
-        cid = continuation_id_of(task)
-        if task is not None and cid is not None:
-            service = self._pausemesh.runtime.service
-            principal = principal_of_call(context.call_context)
-            continuation = await service.get(cid, principal=principal)
-            if continuation.is_pending:
-                await service.cancel(
-                    continuation_id=cid, reason="a2a:cancelled", principal=principal
-                )
-        await TaskUpdater(event_queue, str(context.task_id), str(context.context_id)).cancel()
-
-    async def _ask(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task_id, context_id = str(context.task_id), str(context.context_id)
-        text = context.get_user_input().strip()
-        principal = principal_of_call(context.call_context)
-        cid = uuid7()
-        if text.lower().startswith(_CONNECT_INTENT):
-            # An authorization pause: the link is the only thing that travels; the sign-in
-            # and its credentials stay between the user, the airline and this server.
-            payload: dict[str, Any] = {
-                "kind": "authorization",
-                "message": "Sign in to PauseMesh Air to link your account:"
-                f" {_origin(context)}{CONNECT_PATH}?state={cid}",
-            }
-            metadata: dict[str, Any] = {"a2a": {"taskId": task_id, "intent": "connect"}}
-        else:
-            destination = text or _DEFAULT_DESTINATION
-            payload = {
-                "kind": "input",
-                "message": flight_question(destination),
-                "responseSchema": flight_choice_schema(),
-            }
-            metadata = {"a2a": {"taskId": task_id, "destination": destination}}
-        created = await self._pausemesh.runtime.service.create(
-            payload=payload,
-            continuation_id=cid,
-            correlation_id=context_id,
-            metadata=metadata,
-            owner=principal,
-            keyed=True,
-        )
-        binding = A2ATaskBinding(task_id=task_id, context_id=context_id)
-        projected = to_a2a_interrupted_task(created.continuation, binding)["task"]
-        task: Task = ParseDict(projected, Task())
-        if context.message is not None:
-            task.history.append(context.message)
-        await event_queue.enqueue_event(task)
-
-    async def _answer(
-        self, context: RequestContext, event_queue: EventQueue, task: Task, cid: str
-    ) -> None:
-        service = self._pausemesh.runtime.service
-        principal = principal_of_call(context.call_context)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        answer = answer_of(context.message)
-        if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
-            await self._authorization_control(updater, task, cid, answer, principal)
             return
-        try:
-            settled = await service.resume_trusted(
-                continuation_id=cid,
-                idempotency_key="a2a:" + canonical_sha256(["a2a-answer-v1", cid, answer]),
-                payload=answer,
-                principal=principal,
-                resolved_by=principal,
-            )
-        except (TokenAlreadyUsedError, IdempotencyConflictError):
-            # Answered already (a duplicate or another replica won): the stored answer counts.
-            settled = await service.get(cid, principal=principal)
-        except ContinuationCancelledError:
-            await updater.cancel(updater.new_agent_message(_parts({"text": "Cancelled."})))
-            return
-        except ContinuationExpiredError:
-            await updater.failed(
-                updater.new_agent_message(_parts({"text": "The question expired."}))
-            )
-            return
-        await self._book(updater, settled)
-
-    async def _authorization_control(
-        self, updater: TaskUpdater, task: Task, cid: str, answer: Any, principal: str | None
-    ) -> None:
-        """``reject`` cancels the pause; ``retry`` continues once the callback resumed it."""
-        service = self._pausemesh.runtime.service
-        continuation = await service.get(cid, principal=principal)
-        action = answer.get("action") if isinstance(answer, dict) else None
-        if continuation.status == "resumed":
+        if answer.action != "accept":
+            return  # the task was moved on already (cancelled, expired, rejected, waiting)
+        updater = TaskUpdater(event_queue, str(context.task_id), str(context.context_id))
+        if answer.continuation.payload.get("kind") == "authorization":
             await updater.complete(
                 updater.new_agent_message(_parts({"text": "Your airline account is linked."}))
             )
-        elif continuation.status == "pending" and action == "reject":
-            await service.cancel(continuation_id=cid, reason="a2a:reject", principal=principal)
-            await updater.reject(
-                updater.new_agent_message(_parts({"text": "The account was not linked."}))
+            return
+        await self._book(updater, answer.continuation)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await self._pauses.cancel(context, event_queue)
+
+    async def _ask(self, context: RequestContext, event_queue: EventQueue) -> None:
+        text = context.get_user_input().strip()
+        if text.lower().startswith(_CONNECT_INTENT):
+            # An authorization pause: the link is the only thing that travels; the sign-in
+            # and its credentials stay between the user, the airline and this server.
+            origin = _origin(context)
+            await self._pauses.authorize(
+                context,
+                event_queue,
+                message_for=lambda cid: (
+                    "Sign in to PauseMesh Air to link your account:"
+                    f" {origin}{CONNECT_PATH}?state={cid}"
+                ),
+                metadata={"intent": "connect"},
             )
-        elif continuation.status == "pending":
-            # Not signed in yet: still waiting, with the same explanation and link.
-            await updater.requires_auth(task.status.message)
-        else:
-            await updater.failed(
-                updater.new_agent_message(_parts({"text": "The sign-in request ended."}))
-            )
+            return
+        destination = text or _DEFAULT_DESTINATION
+        await self._pauses.ask(
+            context,
+            event_queue,
+            message=flight_question(destination),
+            schema=flight_choice_schema(),
+            metadata={"destination": destination},
+        )
 
     async def _book(self, updater: TaskUpdater, settled: Continuation) -> None:
         ledger = demo_ledger(self._pausemesh)

@@ -21,7 +21,6 @@ from urllib.parse import unquote
 
 from a2a.auth.user import User
 from a2a.server.agent_execution import AgentExecutor
-from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.request_handlers import DefaultRequestHandlerV2
@@ -39,7 +38,6 @@ from a2a.types import (
     Task,
 )
 from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import TaskNotFoundError
 from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
@@ -47,33 +45,20 @@ from litestar.types import Receive, Scope, Send
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 
-from pausemesh.a2a.answers import answer_of, check_answer
+from pausemesh.a2a.pauses import A2aPauses
 from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore, principal_of_call
-from pausemesh.core.errors import ContinuationNotFoundError
 from pausemesh.core.principal_handoff import principal_in_scope
-from pausemesh.core.schema import SchemaValidatorCache
-from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import ProtocolMount, send_problem
 
-__all__ = ("A2APlugin", "continuation_id_of")
+__all__ = ("A2APlugin",)
 
 # Parked input-required tasks are released quickly so a follow-up re-reads the store
 # (another replica may have moved the task on: a2a-python#1188).
 _INTERRUPTED_TASK_TIMEOUT = 1.0
 
 ExecutorFactory = Callable[[PauseMeshPlugin], AgentExecutor]
-
-
-def continuation_id_of(task: Task | None) -> str | None:
-    """The continuation behind an interrupted task (``metadata.pausemesh.continuationId``)."""
-    if task is None or "pausemesh" not in task.metadata:
-        return None
-    value = task.metadata["pausemesh"]
-    # A protobuf Struct: no .get(), only `in` and indexing.
-    cid = value["continuationId"] if "continuationId" in value else None  # noqa: SIM401
-    return cid if isinstance(cid, str) else None
 
 
 class _Principal(User):
@@ -104,17 +89,10 @@ class _PrincipalContextBuilder(DefaultServerCallContextBuilder):
 class _PauseAwareRequestHandler(DefaultRequestHandlerV2):
     """Refuses a follow-up that does not fit the pause before any executor runs."""
 
-    def __init__(
-        self,
-        *,
-        service: Callable[[], ContinuationService],
-        tasks: ThreadBackedTaskStore,
-        **options: Any,
-    ) -> None:
+    def __init__(self, *, pauses: A2aPauses, tasks: ThreadBackedTaskStore, **options: Any) -> None:
         super().__init__(task_store=tasks, **options)
-        self._service = service
+        self._pauses = pauses
         self._tasks = tasks
-        self._validators = SchemaValidatorCache()
 
     async def _check_follow_up(self, message: Message, context: ServerCallContext) -> None:
         if not message.task_id:
@@ -125,17 +103,7 @@ class _PauseAwareRequestHandler(DefaultRequestHandlerV2):
         if not message.context_id:
             # A2A: the context is inferred from the task when only the task id is sent.
             message.context_id = task.context_id
-        if task.status.state not in INTERRUPTED_TASK_STATES:
-            return  # and a terminal one
-        cid = continuation_id_of(task)
-        if cid is None:
-            return
-        try:
-            continuation = await self._service().get(cid, principal=principal_of_call(context))
-        except ContinuationNotFoundError:
-            raise TaskNotFoundError from None
-        if continuation.is_pending:
-            check_answer(continuation, answer_of(message), self._validators)
+        await self._pauses.check_follow_up(task, message, principal_of_call(context))
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -204,7 +172,7 @@ class A2APlugin(ProtocolMount):
     def _build_app(self) -> tuple[Starlette, _PauseAwareRequestHandler]:
         card = self.agent_card()
         handler = _PauseAwareRequestHandler(
-            service=lambda: self.pausemesh.runtime.service,
+            pauses=A2aPauses(lambda: self.pausemesh.runtime.service),
             agent_executor=self._executor(self.pausemesh),
             tasks=ThreadBackedTaskStore(self._threads),
             agent_card=card,
