@@ -19,6 +19,7 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 from jsonschema.exceptions import best_match
 
 from pausemesh.core.model import Continuation
+from pausemesh.core.pause import parse_pause_payload
 from pausemesh.core.schema import SchemaValidatorCache
 
 __all__ = ("answer_of", "check_answer")
@@ -41,8 +42,11 @@ def answer_of(message: Message | None) -> Any:
 
 
 def check_answer(continuation: Continuation, answer: Any, validators: SchemaValidatorCache) -> None:
-    payload = continuation.payload if isinstance(continuation.payload, dict) else {}
-    if payload.get("kind") == "authorization":
+    try:
+        pause = parse_pause_payload(continuation.payload)
+    except (TypeError, ValueError):
+        raise InvalidParamsError(message="This task's pause cannot be answered") from None
+    if pause.kind == "authorization":
         if not (
             isinstance(answer, dict)
             and set(answer) == {"action"}
@@ -53,7 +57,7 @@ def check_answer(continuation: Continuation, answer: Any, validators: SchemaVali
                 ' {"action": "reject" | "retry"} may be sent here'
             )
         return
-    schema = payload.get("responseSchema")
+    schema = pause.response_schema
     if schema is None:
         return
     error = best_match(validators.validator_for(schema).iter_errors(answer))
