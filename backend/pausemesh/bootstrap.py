@@ -17,7 +17,8 @@ from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
-from pausemesh.settings import SecretKey, Settings, resolve_key_ring, resolve_secret_key
+from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
+from pausemesh.settings import Settings
 from pausemesh.stores.sqlite import (
     SqliteDatabase,
     SqliteEventStore,

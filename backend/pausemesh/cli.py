@@ -14,13 +14,10 @@ from typing import Any
 
 from pausemesh import __version__
 from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
+from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
-from pausemesh.settings import (
-    Settings,
-    SettingsError,
-    load_settings,
-    resolve_secret_key,
-)
+from pausemesh.keys import resolve_secret_key
+from pausemesh.settings import Settings, load_settings
 
 __all__ = ("build_parser", "main")
 

@@ -12,8 +12,7 @@ import asyncio
 import os
 import sys
 
-from pausemesh.core.errors import StoreError
-from pausemesh.settings import SettingsError
+from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS, quote_schema
 
 __all__ = ("add_migrate_arguments", "run_migrate")

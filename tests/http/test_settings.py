@@ -10,15 +10,10 @@ from pathlib import Path
 import pytest
 
 from pausemesh.bootstrap import build_service, open_sqlite_storage
-from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.errors import InvalidInputError, SettingsError
 from pausemesh.core.hosts import is_loopback_host
-from pausemesh.settings import (
-    Settings,
-    SettingsError,
-    load_settings,
-    resolve_key_ring,
-    resolve_secret_key,
-)
+from pausemesh.keys import resolve_key_ring, resolve_secret_key
+from pausemesh.settings import Settings, load_settings
 
 
 def test_defaults_match_the_documented_ones() -> None:

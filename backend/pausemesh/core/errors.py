@@ -20,6 +20,10 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── ThreadBusyError                           THREAD_BUSY
     ├── OperationConflictError                    OPERATION_CONFLICT: same business key, other terms
     ├── OutcomeUnknownError                       OUTCOME_UNKNOWN: attempted, no recorded outcome
+    ├── UnauthenticatedError                      UNAUTHENTICATED: the host's resolver named nobody
+    ├── PayloadTooLargeError                      PAYLOAD_TOO_LARGE: a request body over the limit
+    ├── SettingsError (ValueError)                INVALID_SETTING: a setting is missing or malformed
+    ├── NotStartedError (RuntimeError)            NOT_STARTED: a request before the lifespan ran
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
                                                   MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
@@ -37,15 +41,19 @@ __all__ = (
     "IdempotencyConflictError",
     "InvalidInputError",
     "InvalidTransitionError",
+    "NotStartedError",
     "OperationConflictError",
     "OutcomeUnknownError",
     "PauseMeshError",
+    "PayloadTooLargeError",
     "ProtocolAdapterError",
+    "SettingsError",
     "StoreError",
     "ThreadBusyError",
     "ThreadNotFoundError",
     "TokenAlreadyUsedError",
     "TokenMismatchError",
+    "UnauthenticatedError",
     "UnsupportedSchemaVersionError",
     "VersionConflictError",
 )
@@ -209,6 +217,36 @@ class OutcomeUnknownError(PauseMeshError):
             "Operation was attempted and its outcome is unknown; it will not be retried",
             operation_id=operation_id,
         )
+
+
+class UnauthenticatedError(PauseMeshError):
+    """The host's principal resolver returned no principal (or raised)."""
+
+    default_code = "UNAUTHENTICATED"
+
+    def __init__(self) -> None:
+        super().__init__("Authentication is required")
+
+
+class PayloadTooLargeError(PauseMeshError):
+    """A request body grew past the configured limit while it streamed in (never parsed)."""
+
+    default_code = "PAYLOAD_TOO_LARGE"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The request body exceeds {limit} bytes", limit=limit)
+
+
+class SettingsError(PauseMeshError, ValueError):
+    """A setting is missing or malformed; the message names it (raised at start, never later)."""
+
+    default_code = "INVALID_SETTING"
+
+
+class NotStartedError(PauseMeshError, RuntimeError):
+    """A request arrived before PauseMesh's lifespan ran (a mount without its lifespan)."""
+
+    default_code = "NOT_STARTED"
 
 
 class StoreError(PauseMeshError, RuntimeError):
