@@ -1,9 +1,10 @@
 """The host-supplied principal resolver: who is calling, or 401.
 
 PauseMesh is not an identity provider. A host passes an async callable that takes the
-Litestar ``Request`` and returns a principal id (its user, tenant, API client...). Returning
-``None`` or raising means "not authenticated". Continuations created by a principal are
-visible only to that principal (others get 404).
+request (Litestar's, or Starlette's for the native Starlette routes) and returns a principal
+id (its user, tenant, API client...). Returning ``None`` or an empty id, or raising, means
+"not authenticated". Continuations created by a principal are visible only to that principal
+(others get 404). ``resolve_principal`` is the one place this rule lives, for every binding.
 """
 
 from __future__ import annotations
@@ -11,29 +12,29 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from litestar import Request
 
-from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.errors import UnauthenticatedError
 
-__all__ = ("PrincipalResolver", "UnauthenticatedError", "import_resolver", "resolve_principal")
+__all__ = ("PrincipalResolver", "import_resolver", "resolve_principal")
 
 PrincipalResolver = Callable[[Request[Any, Any, Any]], Awaitable[str | None]]
+
+RequestT = TypeVar("RequestT")
 
 _log = logging.getLogger("pausemesh.web")
 
 
-class UnauthenticatedError(PauseMeshError):
-    default_code = "UNAUTHENTICATED"
-
-    def __init__(self) -> None:
-        super().__init__("Authentication is required")
-
-
 async def resolve_principal(
-    resolver: PrincipalResolver | None, request: Request[Any, Any, Any]
+    resolver: Callable[[RequestT], Awaitable[str | None]] | None, request: RequestT
 ) -> str | None:
+    """The caller's principal; ``None`` when the server has no resolver (loopback-only).
+
+    Raises ``UnauthenticatedError`` (401) when the resolver returns ``None``, an empty or
+    non-string id, or raises: a failing resolver is an unauthenticated caller, never a 500.
+    """
     if resolver is None:
         return None
     try:

@@ -25,7 +25,7 @@ from litestar.plugins import InitPlugin
 
 from pausemesh.agui.routes import AguiController, agui_dependencies
 from pausemesh.bootstrap import Runtime, open_runtime
-from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import resolve_principal
@@ -34,7 +34,6 @@ from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
 from pausemesh.web.health import healthz, readyz
 from pausemesh.web.problems import (
-    PauseMeshNotStartedError,
     http_exception_to_problem,
     internal_error_to_problem,
     pausemesh_error_to_problem,
@@ -67,9 +66,9 @@ class PauseMeshPlugin(InitPlugin):
 
     @property
     def runtime(self) -> Runtime:
-        """The running runtime; raises ``PauseMeshNotStartedError`` outside the lifespan."""
+        """The running runtime; raises ``NotStartedError`` outside the lifespan."""
         if self._runtime is None:
-            raise PauseMeshNotStartedError(_NOT_STARTED)
+            raise NotStartedError(_NOT_STARTED)
         return self._runtime
 
     # -- lifespan -----------------------------------------------------------------------

@@ -1,13 +1,17 @@
 """RFC 9457 problem details: every error leaves as ``application/problem+json`` with a code.
 
 Domain errors stay HTTP-free (``pausemesh.core.errors``); this module is the one place
-their codes become statuses. Nothing here echoes a token, a stack trace or a driver message.
+their codes become statuses and the one encoder of problem bodies: ``encode_problem`` (a
+status, a code, a detail) and ``problem_for`` (a ``PauseMeshError``) give the status, the
+bytes and the headers, which every binding sends as they are (the Litestar handlers below,
+the raw ASGI protocol mounts, the Starlette AG-UI routes). Nothing here echoes a token, a
+stack trace or a driver message.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from litestar import Request, Response
@@ -20,21 +24,25 @@ from pausemesh.core.errors import (
     ContinuationNotFoundError,
     IdempotencyConflictError,
     InvalidTransitionError,
+    NotStartedError,
     PauseMeshError,
+    PayloadTooLargeError,
     StoreError,
     TokenAlreadyUsedError,
     TokenMismatchError,
+    UnauthenticatedError,
     VersionConflictError,
 )
 
 __all__ = (
     "PROBLEM_MEDIA_TYPE",
-    "PauseMeshNotStartedError",
+    "EncodedProblem",
     "Problem",
+    "encode_problem",
     "http_exception_to_problem",
     "internal_error_to_problem",
     "pausemesh_error_to_problem",
-    "problem_body",
+    "problem_for",
     "problem_response",
     "problem_responses",
     "status_for",
@@ -58,8 +66,12 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     errors: list[dict[str, str]] | None = None
 
 
-class PauseMeshNotStartedError(RuntimeError):
-    """A request arrived before the PauseMesh lifespan ran (a mount without its lifespan)."""
+class EncodedProblem(NamedTuple):
+    """A problem ready for any binding: the status, the JSON bytes and the headers to send."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
 
 
 _STATUS_BY_CLASS: tuple[tuple[type[PauseMeshError], int], ...] = (
@@ -71,6 +83,9 @@ _STATUS_BY_CLASS: tuple[tuple[type[PauseMeshError], int], ...] = (
     (IdempotencyConflictError, 409),
     (InvalidTransitionError, 409),
     (VersionConflictError, 409),
+    (UnauthenticatedError, 401),
+    (PayloadTooLargeError, 413),
+    (NotStartedError, 500),
     (StoreError, 503),
 )
 _STATUS_BY_CODE = {
@@ -114,49 +129,64 @@ def status_for(error: PauseMeshError) -> int:
     return 400
 
 
-def problem_body(
+def encode_problem(
     status: int, code: str, detail: str, *, errors: list[dict[str, str]] | None = None
-) -> Problem:
-    """The framework-neutral body; every binding (Litestar, Starlette) encodes this one."""
-    return Problem(
-        type=f"urn:pausemesh:problem:{code.lower().replace('_', '-')}",
-        title=_TITLES.get(status, "Error"),
-        status=status,
-        detail=detail,
-        code=code,
-        errors=errors,
+) -> EncodedProblem:
+    """The one problem-body encoder; every binding sends what it returns unchanged."""
+    body = _encoder.encode(
+        Problem(
+            type=f"urn:pausemesh:problem:{code.lower().replace('_', '-')}",
+            title=_TITLES.get(status, "Error"),
+            status=status,
+            detail=detail,
+            code=code,
+            errors=errors,
+        )
     )
+    headers = {"content-type": PROBLEM_MEDIA_TYPE}
+    if status == 401:
+        headers["www-authenticate"] = "PauseMesh"
+    return EncodedProblem(status, body, headers)
 
 
-def problem_response(
-    status: int,
-    code: str,
-    detail: str,
-    *,
-    errors: list[dict[str, str]] | None = None,
-    headers: dict[str, str] | None = None,
-) -> Response[bytes]:
-    return Response(
-        content=_encoder.encode(problem_body(status, code, detail, errors=errors)),
-        status_code=status,
-        media_type=PROBLEM_MEDIA_TYPE,
-        headers=headers,
-    )
-
-
-def pausemesh_error_to_problem(_: Request[Any, Any, Any], error: Exception) -> Response[bytes]:
-    assert isinstance(error, PauseMeshError)  # noqa: S101 - registered for this class only
+def problem_for(error: PauseMeshError) -> EncodedProblem:
+    """A ``PauseMeshError`` as a problem: its status, its code and a detail safe to show."""
     status = status_for(error)
+    if isinstance(error, NotStartedError):
+        # A deployment mistake, not a request's: the detail names the line to add.
+        _log.error("%s", error.message)
+        return encode_problem(status, error.code, error.message)
     if status >= 500:
         # The store's own words may name files, hosts or SQL; the log keeps them.
         _log.warning("store unavailable: %s (%s)", error.code, error.message)
-        return problem_response(status, error.code, "The store is unavailable; retry later")
-    headers = {"WWW-Authenticate": "PauseMesh"} if status == 401 else None
+        return encode_problem(status, error.code, "The store is unavailable; retry later")
     errors = None
     field = error.details.get("field")
     if isinstance(field, str):
         errors = [{"field": field}]
-    return problem_response(status, error.code, error.message, errors=errors, headers=headers)
+    return encode_problem(status, error.code, error.message, errors=errors)
+
+
+def _response(problem: EncodedProblem) -> Response[bytes]:
+    headers = {k: v for k, v in problem.headers.items() if k != "content-type"}
+    return Response(
+        content=problem.body,
+        status_code=problem.status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=headers or None,
+    )
+
+
+def problem_response(
+    status: int, code: str, detail: str, *, errors: list[dict[str, str]] | None = None
+) -> Response[bytes]:
+    """A Litestar response carrying ``encode_problem``'s body and headers."""
+    return _response(encode_problem(status, code, detail, errors=errors))
+
+
+def pausemesh_error_to_problem(_: Request[Any, Any, Any], error: Exception) -> Response[bytes]:
+    assert isinstance(error, PauseMeshError)  # noqa: S101 - registered for this class only
+    return _response(problem_for(error))
 
 
 def _validation_errors(error: ValidationException) -> list[dict[str, str]] | None:
@@ -206,9 +236,9 @@ def undecodable_body_to_problem(_: Request[Any, Any, Any], error: Exception) -> 
 
 
 def internal_error_to_problem(_: Request[Any, Any, Any], error: Exception) -> Response[bytes]:
-    if isinstance(error, PauseMeshNotStartedError):
-        _log.error("%s", error)
-        return problem_response(500, "NOT_STARTED", str(error))
+    if isinstance(error, PauseMeshError):
+        # Reached from the app-level handler, which sees errors raised outside the router.
+        return _response(problem_for(error))
     _log.error("unhandled error in a PauseMesh route", exc_info=error)
     return problem_response(500, "INTERNAL_ERROR", "The continuation operation failed")
 

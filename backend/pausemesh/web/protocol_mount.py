@@ -12,29 +12,26 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from litestar import Request
 from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
+from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
-from pausemesh.web.auth import UnauthenticatedError, resolve_principal
+from pausemesh.web.auth import resolve_principal
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, problem_body
+from pausemesh.web.problems import encode_problem
 
 __all__ = ("PRINCIPAL_SCOPE_KEY", "ProtocolMount", "principal_in_scope", "send_problem")
 
 
 async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
     """An RFC 9457 problem straight onto the ASGI channel (the mounts answer before Litestar)."""
-    payload = msgspec.json.encode(problem_body(status, code, detail))
-    headers = [
-        (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
-        (b"content-length", str(len(payload)).encode()),
-    ]
-    if status == 401:
-        headers.append((b"www-authenticate", b"PauseMesh"))
+    problem = encode_problem(status, code, detail)
+    payload = problem.body
+    headers = [(k.encode(), v.encode()) for k, v in problem.headers.items()]
+    headers.append((b"content-length", str(len(payload)).encode()))
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
         "status": status,

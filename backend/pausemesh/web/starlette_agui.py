@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-import msgspec
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,10 +33,11 @@ from pausemesh.agui.input import RunAgentInput, check_thread_id
 from pausemesh.agui.runhost import RunHost, thread_snapshot
 from pausemesh.agui.transport import SSE_HEADERS, read_run_input, replay_cursor
 from pausemesh.bootstrap import open_runtime
-from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLargeError
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
-from pausemesh.web.problems import PROBLEM_MEDIA_TYPE, problem_body, status_for
+from pausemesh.web.auth import resolve_principal
+from pausemesh.web.problems import problem_for
 
 __all__ = ("StarletteAgui", "StarlettePrincipalResolver")
 
@@ -47,20 +47,6 @@ _NOT_STARTED = (
     "PauseMesh has not started: its lifespan did not run. Pass `lifespan=pausemesh.lifespan`"
     " to the app, or enter `pausemesh.running()` from the host's own lifespan."
 )
-_encoder = msgspec.json.Encoder()
-
-
-class _ProblemError(Exception):
-    def __init__(self, status: int, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.code = code
-        self.detail = detail
-
-
-def _problem(status: int, code: str, detail: str) -> Response:
-    body = _encoder.encode(problem_body(status, code, detail))
-    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
 
 
 class StarletteAgui:
@@ -87,7 +73,7 @@ class StarletteAgui:
     @property
     def host(self) -> RunHost:
         if self._host is None:
-            raise _ProblemError(500, "NOT_STARTED", _NOT_STARTED)
+            raise NotStartedError(_NOT_STARTED)
         return self._host
 
     @asynccontextmanager
@@ -176,21 +162,11 @@ class StarletteAgui:
         async for chunk in request.stream():
             body += chunk
             if len(body) > limit:
-                raise _ProblemError(
-                    413, "PAYLOAD_TOO_LARGE", f"The request body exceeds {limit} bytes"
-                )
+                raise PayloadTooLargeError(limit)
         return read_run_input(bytes(body))
 
     async def _principal(self, request: Request) -> str | None:
-        if self.principal_resolver is None:
-            return None
-        try:
-            principal = await self.principal_resolver(request)
-        except Exception:  # noqa: BLE001 - a resolver that fails is an unauthenticated caller
-            principal = None
-        if principal is None:
-            raise _ProblemError(401, "UNAUTHENTICATED", "Authentication is required")
-        return principal
+        return await resolve_principal(self.principal_resolver, request)
 
     @staticmethod
     def _guard(
@@ -199,9 +175,8 @@ class StarletteAgui:
         async def guarded(request: Request) -> Response:
             try:
                 return await endpoint(request)
-            except _ProblemError as error:
-                return _problem(error.status, error.code, error.detail)
             except PauseMeshError as error:
-                return _problem(status_for(error), error.code, error.message)
+                problem = problem_for(error)
+                return Response(problem.body, problem.status, headers=problem.headers)
 
         return guarded
