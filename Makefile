@@ -25,9 +25,11 @@ demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMES
 serve: install
 	$(BIN)/pausemesh serve
 
-lint: install
+lint: install  ## ruff, the formatter and the import layers (lint-imports)
 	$(BIN)/ruff check backend tests bench examples
 	$(BIN)/ruff format --check backend tests bench examples
+	@# The layers of docs/adr/0004-layering.md ([tool.importlinter] in pyproject.toml).
+	$(BIN)/lint-imports --no-logo
 
 typecheck: install
 	$(BIN)/mypy
@@ -51,4 +53,4 @@ bench: install
 	$(BIN)/python bench/agui.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
