@@ -21,14 +21,13 @@ from fastapi import FastAPI
 from litestar import Litestar
 from starlette.types import ASGIApp
 
+from pausemesh import Settings, create_app
 from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
 from pausemesh.agui.events import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from pausemesh.settings import Settings, load_settings
-from pausemesh.web.app import create_app
 
 __all__ = ("app", "create_host_app", "deploy_agent")
 
@@ -81,4 +80,4 @@ def create_host_app(settings: Settings, *, enter_lifespan: bool = True) -> FastA
     return api
 
 
-app = create_host_app(load_settings(env_file=None))
+app = create_host_app(Settings.load(env_file=None))

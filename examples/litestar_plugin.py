@@ -16,15 +16,13 @@ from collections.abc import AsyncIterator
 
 from litestar import Litestar, get
 
+from pausemesh import PauseMeshConfig, PauseMeshPlugin, Settings
 from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
 from pausemesh.agui.events import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from pausemesh.settings import Settings, load_settings
-from pausemesh.web.config import PauseMeshConfig
-from pausemesh.web.plugin import PauseMeshPlugin
 
 __all__ = ("app", "create_host_app", "refund_agent")
 
@@ -67,4 +65,4 @@ def create_host_app(settings: Settings) -> Litestar:
     return Litestar(route_handlers=[index], plugins=[pausemesh])
 
 
-app = create_host_app(load_settings(env_file=None))
+app = create_host_app(Settings.load(env_file=None))

@@ -18,13 +18,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from pausemesh import Settings
 from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
 from pausemesh.agui.events import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from pausemesh.settings import Settings, load_settings
 from pausemesh.web.starlette_agui import StarletteAgui
 
 __all__ = ("app", "create_host_app", "meeting_agent")
@@ -68,4 +68,4 @@ def create_host_app(settings: Settings) -> Starlette:
     )
 
 
-app = create_host_app(load_settings(env_file=None))
+app = create_host_app(Settings.load(env_file=None))

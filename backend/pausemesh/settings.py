@@ -92,6 +92,17 @@ class Settings:
     principal_resolver: str | None = None
     insecure_no_auth: bool = False
 
+    @classmethod
+    def load(
+        cls,
+        *,
+        environ: Mapping[str, str] | None = None,
+        env_file: str | Path | None = ".env",
+        overrides: Mapping[str, object] | None = None,
+    ) -> Settings:
+        """The settings of this process, validated (``load_settings``; hosts call this one)."""
+        return load_settings(environ=environ, env_file=env_file, overrides=overrides)
+
     @property
     def uses_postgres(self) -> bool:
         return self.database_url is not None
