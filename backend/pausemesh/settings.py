@@ -12,6 +12,7 @@ stated once. The server key itself (reading, creating, rotating) is ``pausemesh.
 from __future__ import annotations
 
 import os
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -139,16 +140,15 @@ class _Field:
     optional: bool
 
 
-_UnionType = type(int | None)
-
-
 @cache
 def _declared() -> dict[str, _Field]:
     hints = typing.get_type_hints(Settings, include_extras=True)
     declared: dict[str, _Field] = {}
     for name, annotation in hints.items():
         inner = [a for a in typing.get_args(annotation) if a is not type(None)]
-        optional = typing.get_origin(annotation) in {typing.Union, _UnionType} and len(inner) == 1
+        optional = (
+            typing.get_origin(annotation) in {typing.Union, types.UnionType} and len(inner) == 1
+        )
         base = inner[0] if optional else annotation
         meta = Meta()
         if typing.get_origin(base) is Annotated:

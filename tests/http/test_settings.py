@@ -6,6 +6,7 @@ import os
 import stat
 from dataclasses import fields
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 
@@ -159,3 +160,19 @@ def test_previous_keys_are_validated_and_redacted() -> None:
     assert len(previous) == 2
     assert active.key_id not in {key.key_id for key in previous}
     assert "b" * 40 not in repr(settings)
+
+
+@pytest.mark.parametrize("name", ["port", "token_ttl_seconds", "max_payload_bytes"])
+def test_an_integer_setting_accepts_its_declared_bounds_and_nothing_past_them(name: str) -> None:
+    _, meta = get_args(get_type_hints(Settings, include_extras=True)[name])  # Annotated[int, Meta]
+    env = "PAUSEMESH_" + name.upper()
+    for edge in (meta.ge, meta.le):
+        assert getattr(load_settings(environ={env: str(edge)}, env_file=None), name) == edge
+    for past in (meta.ge - 1, meta.le + 1):
+        with pytest.raises(SettingsError, match=f"{env} must be an integer between"):
+            load_settings(environ={env: str(past)}, env_file=None)
+
+
+def test_the_schema_name_is_stored_lower_cased() -> None:
+    loaded = load_settings(environ={"PAUSEMESH_DATABASE_SCHEMA": "PauseMesh_2"}, env_file=None)
+    assert loaded.database_schema == "pausemesh_2"
