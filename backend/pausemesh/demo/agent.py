@@ -19,8 +19,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from pausemesh.agui.agent import AgentOutput, Decision, PauseRequest, RunContext
-from pausemesh.agui.events import (
+from pausemesh.agui import (
+    AgentOutput,
+    Decision,
+    PauseRequest,
+    RunContext,
     StateSnapshotEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
