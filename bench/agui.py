@@ -2,7 +2,8 @@
 """AG-UI benchmark.
 
 Part 1 (``bench_validation``): whole-batch resume validation for cohorts of 1, 10 and 100
-interrupts — body bytes in, ``ResumePlan`` out (preflight, typing, receipt recompute,
+interrupts — body bytes in, ``ResumePlan`` out, as a run does it: the route's
+``read_run_input`` (preflight, typing, once) then ``validate_resume`` (receipt recompute,
 current-cohort checks, JSON Schema per answer). It should grow linearly: the per-interrupt
 cost at 100 should be close to the per-interrupt cost at 10 (the 1-interrupt figure also
 carries the fixed per-request cost).
@@ -39,14 +40,18 @@ from typing import Any
 import httpx
 import msgspec
 
-from pausemesh.agui.agent import AgentOutput, RunContext
-from pausemesh.agui.cohort import ResumePlan, issue_interrupts, pause_payload, validate_resume
-from pausemesh.agui.events import (
+from pausemesh.agui import (
+    AgentOutput,
+    RunContext,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from pausemesh.agui.input import read_run_input
+from pausemesh.agui.receipts import issue_interrupts
+from pausemesh.agui.resume import ResumePlan, validate_resume
 from pausemesh.core.model import Continuation
+from pausemesh.core.pause import pause_payload
 from pausemesh.core.schema import SchemaValidatorCache
 
 FLIGHTS = ["PM101", "PM202", "PM303"]
@@ -97,13 +102,13 @@ def _time_validation(n: int, seconds: float) -> float:
     """Mean seconds per validation of an ``n``-interrupt batch."""
     members, receipt, body = _cohort(n)
     schemas = SchemaValidatorCache()
-    check = validate_resume(body, receipt, members, now=NOW, schemas=schemas)
+    check = validate_resume(read_run_input(body), receipt, members, now=NOW, schemas=schemas)
     if not isinstance(check, ResumePlan) or len(check.commands) != n:
         msg = f"benchmark batch of {n} did not validate: {check}"
         raise RuntimeError(msg)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        validate_resume(body, receipt, members, now=NOW, schemas=schemas)
+        validate_resume(read_run_input(body), receipt, members, now=NOW, schemas=schemas)
         count += 1
     return (time.perf_counter() - start) / count
 

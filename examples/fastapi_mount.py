@@ -22,8 +22,10 @@ from litestar import Litestar
 from starlette.types import ASGIApp
 
 from pausemesh import Settings, create_app
-from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
-from pausemesh.agui.events import (
+from pausemesh.agui import (
+    AgentOutput,
+    PauseRequest,
+    RunContext,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,

@@ -17,8 +17,10 @@ from collections.abc import AsyncIterator
 from litestar import Litestar, get
 
 from pausemesh import PauseMeshConfig, PauseMeshPlugin, Settings
-from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
-from pausemesh.agui.events import (
+from pausemesh.agui import (
+    AgentOutput,
+    PauseRequest,
+    RunContext,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,

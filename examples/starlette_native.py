@@ -19,13 +19,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pausemesh import Settings
-from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
-from pausemesh.agui.events import (
+from pausemesh.agui import (
+    AgentOutput,
+    PauseRequest,
+    RunContext,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from pausemesh.web.starlette_agui import StarletteAgui
+from pausemesh.web.agui_starlette import StarletteAgui
 
 __all__ = ("app", "create_host_app", "meeting_agent")
 

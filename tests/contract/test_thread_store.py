@@ -11,11 +11,28 @@ import msgspec
 import pytest
 
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
-from pausemesh.core.threads import ThreadStore
+from pausemesh.core.threads import CohortReceipt, IssuedCohort, ReceiptInterrupt, ThreadStore
 from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=2)
+COHORT = IssuedCohort(
+    receipt=CohortReceipt(
+        schema_version=1,
+        cohort_id="agui-cohort:x",
+        thread_id="t1",
+        run_id="r1",
+        interrupts=(
+            ReceiptInterrupt(
+                continuation_id="c1",
+                expires_at="2026-01-01T12:15:00.000Z",
+                issued_version=1,
+                payload_hash="0" * 64,
+            ),
+        ),
+    ),
+    interrupts=({"id": "c1", "reason": "input_required", "message": "Which?"},),
+)
 
 
 @pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
@@ -49,7 +66,7 @@ async def test_get_returns_none_for_an_unknown_thread(threads: ThreadStore) -> N
 
 async def test_save_is_a_compare_and_swap_on_version(threads: ThreadStore) -> None:
     record = await threads.create_or_load("t1", owner=None, now=NOW)
-    receipt = {"cohortId": "agui-cohort:x", "interrupts": [{"continuationId": "c1"}]}
+    receipt = COHORT
     changed = msgspec.structs.replace(
         record,
         messages=[{"id": "m1", "role": "user", "content": "hi"}],

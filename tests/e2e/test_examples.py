@@ -212,7 +212,7 @@ async def test_native_routes_without_their_lifespan_fail_loudly(tmp_path: Path) 
     from examples import starlette_native  # noqa: PLC0415
     from starlette.applications import Starlette  # noqa: PLC0415
 
-    from pausemesh.web.starlette_agui import StarletteAgui  # noqa: PLC0415
+    from pausemesh.web.agui_starlette import StarletteAgui  # noqa: PLC0415
 
     pausemesh = StarletteAgui(
         Settings(database_path=str(tmp_path / "x.db")), agent=starlette_native.meeting_agent
@@ -232,7 +232,7 @@ async def test_native_routes_scope_threads_to_the_resolved_principal(tmp_path: P
     from starlette.applications import Starlette  # noqa: PLC0415
     from starlette.requests import Request  # noqa: PLC0415
 
-    from pausemesh.web.starlette_agui import StarletteAgui  # noqa: PLC0415
+    from pausemesh.web.agui_starlette import StarletteAgui  # noqa: PLC0415
 
     async def resolver(request: Request) -> str | None:
         return request.headers.get("x-user")

@@ -20,7 +20,7 @@ from starlette.requests import Request as StarletteRequest
 from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
-from pausemesh.web.starlette_agui import StarletteAgui
+from pausemesh.web.agui_starlette import StarletteAgui
 
 Resolver = Callable[[Any], Awaitable[str | None]]
 

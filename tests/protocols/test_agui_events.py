@@ -15,9 +15,7 @@ import pytest
 from ag_ui._generated import models as official
 from ag_ui.core import RunAgentInput as OfficialRunAgentInput
 
-from pausemesh.agui.cohort import issue_interrupts, pause_payload
 from pausemesh.agui.events import (
-    KEEPALIVE_FRAME,
     PROTOCOL_VERSION,
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
@@ -67,12 +65,14 @@ from pausemesh.agui.events import (
     UserMessage,
     decode_event,
     encode_event,
-    encode_frame,
 )
 from pausemesh.agui.input import decode_run_input
 from pausemesh.agui.messages import DeveloperMessage, ImagePart, ReasoningMessage, UrlSource
+from pausemesh.agui.receipts import issue_interrupts
+from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.model import Continuation
+from pausemesh.core.pause import pause_payload
 from tests.support.agui import assert_conformant
 
 

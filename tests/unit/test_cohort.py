@@ -10,28 +10,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pausemesh.agui.cohort import (
-    AGUI_CANCEL_REASON,
-    AUTHORIZATION_REASON,
-    AguiRunError,
-    CancelCommand,
+from pausemesh.agui.events import RunFinishedInterruptOutcome, encode_event
+from pausemesh.agui.input import ResumeEntry, decode_run_input, read_run_input
+from pausemesh.agui.receipts import (
     CohortReceipt,
-    ResumeCommand,
-    ResumePlan,
     issue_interrupts,
-    pause_payload,
+    issued_cohort,
     receipt_from_json,
     receipt_to_json,
+)
+from pausemesh.agui.resume import (
+    AGUI_CANCEL_REASON,
+    CancelCommand,
+    ResumeCommand,
+    ResumePlan,
     resume_idempotency_key,
     validate_resume,
 )
-from pausemesh.agui.events import RunFinishedInterruptOutcome, encode_event
-from pausemesh.agui.input import ResumeEntry, decode_run_input
+from pausemesh.agui.resume_json import check_resume
+from pausemesh.agui.run_error import AguiRunError
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.canonical import canonical_sha256
-from pausemesh.core.errors import ProtocolAdapterError
+from pausemesh.core.errors import PauseMeshError, ProtocolAdapterError, StoreError
 from pausemesh.core.model import Continuation
+from pausemesh.core.pause import AUTHORIZATION_REASON, pause_payload
 from pausemesh.core.schema import SchemaValidatorCache
+from pausemesh.core.threads import decode_cohort
 from pausemesh.stores.memory import InMemoryEventStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -85,7 +89,7 @@ def cancel(cid: str) -> dict[str, Any]:
 def validate(
     body: object, receipt: object, members: list[Continuation], *, now: datetime = T0, **kw: int
 ) -> ResumePlan | AguiRunError:
-    return validate_resume(body, receipt, members, now=now, schemas=SCHEMAS, **kw)
+    return check_resume(body, receipt, members, now=now, schemas=SCHEMAS, **kw)
 
 
 def refused(result: ResumePlan | AguiRunError, code: str) -> AguiRunError:
@@ -229,6 +233,68 @@ def test_idempotency_key_is_deterministic_and_independent_of_key_order() -> None
     assert first.startswith("agui:")
     assert len(first) == 5 + 64
     assert first != resume_idempotency_key("other", "c", {"x": 1, "y": 2})
+
+
+@pytest.mark.parametrize(
+    ("thread", "payload"),
+    [
+        (THREAD, {"flight": "LH123"}),
+        ('th"read\\é', [1, 2.5, None, True, {"b": [], "a": "ü\u2028"}]),
+        ("t", "just a string"),
+        ("t", 1e300),
+        ("t", None),
+    ],
+)
+def test_idempotency_key_is_the_sha256_of_the_canonical_tuple(thread: str, payload: Any) -> None:
+    # The key is spliced from the payload's canonical text (computed once per member).
+    expected = "agui:" + canonical_sha256(["agui-v1", thread, "int-0", "resolved", payload])
+    assert resume_idempotency_key(thread, "int-0", payload) == expected
+
+
+def test_the_route_path_typed_once_validates_like_the_untyped_entry_point() -> None:
+    members, receipt = cohort(2)
+    raw = msgspec.json.encode(run_input([answer("int-0"), cancel("int-1")]))
+    typed = validate_resume(read_run_input(raw), receipt, members, now=T0, schemas=SCHEMAS)
+    assert isinstance(typed, ResumePlan)
+    assert typed == validate(raw, receipt, members)
+
+
+def test_the_typed_path_refuses_with_the_same_codes() -> None:
+    members, receipt = cohort(2)
+    partial = read_run_input(msgspec.json.encode(run_input([answer("int-0")])))
+    result = validate_resume(partial, receipt, members, now=T0, schemas=SCHEMAS)
+    refused(result, "PAUSEMESH_AGUI_RESUME_SET_MISMATCH")
+
+
+def test_a_refusal_is_one_pausemesh_error_that_is_also_the_run_error() -> None:
+    members, receipt = cohort(1)
+    result = refused(validate(run_input(None), receipt, members), "PAUSEMESH_AGUI_RESUME_REQUIRED")
+    assert isinstance(result, PauseMeshError)
+    assert AguiRunError.from_error(result) is result
+    event = AguiRunError.from_error(PauseMeshError("gone", code="THREAD_BUSY")).to_event()
+    assert (event.code, event.message) == ("THREAD_BUSY", "gone")
+
+
+def test_an_issued_cohort_round_trips_through_its_stored_json() -> None:
+    members = [pending("c1", pause_payload("Which flight?", response_schema=FLIGHT_SCHEMA))]
+    finished, receipt = issue_interrupts(members, thread_id=THREAD, run_id="r1")
+    stored = issued_cohort(finished, receipt)
+    again = decode_cohort(msgspec.json.encode(stored))
+    assert again == stored
+    assert again is not None
+    assert again.receipt == receipt
+    assert again.interrupt_ids == ("c1",)
+    assert again.interrupts[0]["responseSchema"] == FLIGHT_SCHEMA
+
+
+@pytest.mark.parametrize(
+    "text", [b"{not json", b"[]", b'{"receipt": {"cohortId": 3}, "interrupts": []}']
+)
+def test_a_stored_cohort_that_does_not_decode_is_a_corrupt_stream(text: bytes) -> None:
+    with pytest.raises(StoreError) as caught:
+        decode_cohort(text)
+    assert caught.value.code == "CORRUPT_STREAM"
+    assert decode_cohort(None) is None
 
 
 def test_accepts_body_bytes_and_typed_input_alike() -> None:

@@ -22,7 +22,7 @@ from pausemesh.agui.events import (
     ToolCallStartEvent,
 )
 from pausemesh.agui.input import convert_run_input
-from pausemesh.agui.runhost import RunHost
+from pausemesh.agui.run import RunHost
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
 from tests.support.agui import RunResult, StreamChecker, read_frames
@@ -85,8 +85,9 @@ async def test_one_run_with_two_pauses_issues_one_cohort_in_order() -> None:
     record = await host.threads.get("t1")
     assert record is not None
     cohort = record.open_receipt
-    assert isinstance(cohort, dict)
-    assert [i["id"] for i in cohort["interrupts"]] == [first["id"], second["id"]]
+    assert cohort is not None
+    assert [i["id"] for i in cohort.interrupts] == [first["id"], second["id"]]
+    assert cohort.interrupt_ids == (first["id"], second["id"])
 
 
 async def test_a_partial_batch_is_refused_and_the_whole_batch_is_accepted_in_any_order() -> None:
@@ -354,5 +355,5 @@ async def test_replaying_an_earlier_answer_after_the_agent_asked_again_is_idempo
     )
     record = await host.threads.get("t1")
     assert record is not None
-    assert isinstance(record.open_receipt, dict)
-    assert [i["id"] for i in record.open_receipt["interrupts"]] == [second["id"]]
+    assert record.open_receipt is not None
+    assert [i["id"] for i in record.open_receipt.interrupts] == [second["id"]]

@@ -1,12 +1,9 @@
-"""AG-UI 1.0 events as frozen msgspec Structs, and their SSE framing.
+"""AG-UI 1.0 events as frozen msgspec Structs (their SSE framing is in ``agui/sse.py``).
 
 Events are a tagged union on ``type``; wire keys are camelCase; an optional field with no
 value is ``UNSET`` and omitted, never ``null`` ("absent means absent"). Required JSON
 payloads that may legitimately be ``null`` (``CUSTOM.value``, ``STATE_SNAPSHOT.snapshot``)
 are plain ``Any``.
-
-SSE framing is LF only (the official client does not parse CRLF frames): one event per
-``id: <sequence>\\ndata: <json>\\n\\n`` frame, and ``: keep-alive\\n\\n`` comments while idle.
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ from pausemesh.agui.messages import (
 )
 
 __all__ = (
-    "KEEPALIVE_FRAME",
     "PROTOCOL_VERSION",
     "ActivityDeltaEvent",
     "ActivityMessage",
@@ -88,11 +84,9 @@ __all__ = (
     "UserMessage",
     "decode_event",
     "encode_event",
-    "encode_frame",
 )
 
 PROTOCOL_VERSION: Final = "1.0"
-KEEPALIVE_FRAME: Final = b": keep-alive\n\n"
 
 
 class _Wire(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
@@ -410,24 +404,3 @@ def encode_event(event: Event) -> bytes:
 def decode_event(data: bytes | str) -> Event:
     """Parse one event we emitted earlier (e.g. from a thread log)."""
     return _decoder.decode(data)
-
-
-def encode_frame(event: Event | bytes | str, sequence: int | None = None) -> bytes:
-    """One SSE frame: ``id: <sequence>\\ndata: <json>\\n\\n`` (no ``id`` line without a sequence).
-
-    ``event`` may be an already-encoded JSON text (bytes or str, e.g. from the thread log), so
-    a replay sends the logged bytes as they were.
-    """
-    if isinstance(event, str):
-        data = event.encode()
-    elif isinstance(event, bytes):
-        data = event
-    else:
-        data = _encoder.encode(event)
-    if b"\n" in data or b"\r" in data:
-        # A raw line break would end the data line early; compact JSON never has one.
-        msg = "an SSE data line must not contain a line break"
-        raise ValueError(msg)
-    if sequence is None:
-        return b"data: " + data + b"\n\n"
-    return b"id: %d\ndata: %s\n\n" % (sequence, data)

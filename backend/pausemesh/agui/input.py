@@ -28,6 +28,7 @@ __all__ = (
     "check_thread_id",
     "convert_run_input",
     "decode_run_input",
+    "read_run_input",
 )
 
 ResumeStatus = Literal["resolved", "cancelled"]
@@ -148,3 +149,15 @@ def check_thread_id(value: object) -> str:
         msg = "threadId uses a prefix reserved for another protocol's records"
         raise InvalidInputError(msg, code="INVALID_ID", field="threadId")
     return thread_id
+
+
+def read_run_input(body: bytes) -> RunAgentInput:
+    """A request body as a validated ``RunAgentInput`` (4xx errors before any stream starts).
+
+    The one place a run's input is bounded (preflight) and typed; everything after it works on
+    the typed value.
+    """
+    run_input = decode_run_input(body)
+    check_thread_id(run_input.thread_id)
+    check_id(run_input.run_id, "runId")
+    return run_input

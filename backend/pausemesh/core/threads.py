@@ -9,6 +9,9 @@ they change on their own schedule:
 - ``last_sequence``, the head of the event log, advanced by every append.
 
 Log entries keep the event as the exact JSON text that was sent, so a replay is byte-identical.
+
+An interrupt cohort is stored typed (``IssuedCohort``: the host-only ``CohortReceipt`` and the
+interrupts as sent); every store encodes it as JSON and decodes it with ``decode_cohort``.
 """
 
 from __future__ import annotations
@@ -19,13 +22,19 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
+from pausemesh.core.errors import StoreError
+
 __all__ = (
     "DEFAULT_LEASE_SECONDS",
     "PROTOCOL_THREAD_PREFIXES",
+    "CohortReceipt",
+    "IssuedCohort",
+    "ReceiptInterrupt",
     "RunLease",
     "ThreadLogEntry",
     "ThreadRecord",
     "ThreadStore",
+    "decode_cohort",
 )
 
 PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:",)
@@ -45,21 +54,68 @@ class RunLease(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime
 
 
+class ReceiptInterrupt(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    continuation_id: str
+    expires_at: str
+    issued_version: int
+    payload_hash: str
+
+
+class CohortReceipt(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Host-only record of one issued cohort; ``cohort_id`` content-addresses the rest."""
+
+    schema_version: int
+    cohort_id: str
+    thread_id: str
+    run_id: str
+    interrupts: tuple[ReceiptInterrupt, ...]
+
+    @property
+    def interrupt_ids(self) -> tuple[str, ...]:
+        return tuple(i.continuation_id for i in self.interrupts)
+
+
+class IssuedCohort(msgspec.Struct, frozen=True, kw_only=True):
+    """One interrupt cohort as a thread keeps it: the receipt, and the interrupts as sent (the
+    AG-UI wire JSON, which core does not type) for restoring them after a reload."""
+
+    receipt: CohortReceipt
+    interrupts: tuple[dict[str, Any], ...]
+
+    @property
+    def interrupt_ids(self) -> tuple[str, ...]:
+        return self.receipt.interrupt_ids
+
+
+_COHORT: msgspec.json.Decoder[IssuedCohort] = msgspec.json.Decoder(IssuedCohort)
+
+
+def decode_cohort(data: bytes | str | None) -> IssuedCohort | None:
+    """A stored cohort (JSON text, or None for none); ``StoreError`` if it does not decode."""
+    if data is None:
+        return None
+    try:
+        return _COHORT.decode(data)
+    except msgspec.DecodeError:
+        msg = "stored interrupt cohort does not decode"
+        raise StoreError(msg, code="CORRUPT_STREAM") from None
+
+
 class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: str
     # The principal that created the thread; others are told it does not exist. None = no auth.
     owner: str | None
     messages: list[Any]
     state: Any
-    # The open interrupt cohort (its receipt and issued interrupts, JSON) or None when none is open.
-    open_receipt: Any | None
+    # The open interrupt cohort, or None when none is open.
+    open_receipt: IssuedCohort | None
     version: int
     last_sequence: int
     created_at: datetime
     updated_at: datetime
     # The most recently closed cohort (same shape), so a replayed resume can be recognized:
     # an identical one is idempotent, a different answer is refused.
-    closed_receipt: Any | None = None
+    closed_receipt: IssuedCohort | None = None
     lease: RunLease | None = None
 
 

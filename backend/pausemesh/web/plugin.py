@@ -23,11 +23,11 @@ from litestar.exceptions import HTTPException
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPlugin
 
-from pausemesh.agui.routes import AguiController, agui_dependencies
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
 from pausemesh.stores.storage import Storage
+from pausemesh.web.agui_routes import AguiController, agui_dependencies
 from pausemesh.web.auth import resolve_principal
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller

@@ -1,6 +1,6 @@
 """Protocol projections over REST: AG-UI, MCP and A2A views of one pending continuation.
 
-The projection functions live with their protocols (``pausemesh.agui.cohort``,
+The projection functions live with their protocols (``pausemesh.agui.receipts``,
 ``pausemesh.mcp.elicitation``, ``pausemesh.a2a.task``); this module only adapts the REST
 bodies to them and their results to ``ProjectionBody``. The MCP URL-mode policy comes from
 the host (``PauseMeshConfig.mcp_projection_policy``), never from the request: without one,
@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.a2a.task import decode_a2a_task_binding, to_a2a_interrupted_task
-from pausemesh.agui.cohort import issue_interrupts
+from pausemesh.agui.receipts import issue_interrupts
 from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.model import Continuation
 from pausemesh.mcp.elicitation import decode_mcp_projection_context, issue_mcp_elicitation

@@ -14,7 +14,13 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
-from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.core.threads import (
+    IssuedCohort,
+    RunLease,
+    ThreadLogEntry,
+    ThreadRecord,
+    decode_cohort,
+)
 from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("InMemoryThreadStore",)
@@ -76,8 +82,8 @@ class InMemoryThreadStore:
             current,
             messages=_clone(record.messages),
             state=_clone(record.state),
-            open_receipt=_clone(record.open_receipt),
-            closed_receipt=_clone(record.closed_receipt),
+            open_receipt=_clone_cohort(record.open_receipt),
+            closed_receipt=_clone_cohort(record.closed_receipt),
             version=current.version + 1,
             updated_at=now,
         )
@@ -147,11 +153,15 @@ def _clone(value: Any) -> Any:
     return msgspec.json.decode(msgspec.json.encode(value))
 
 
+def _clone_cohort(cohort: IssuedCohort | None) -> IssuedCohort | None:
+    return None if cohort is None else decode_cohort(msgspec.json.encode(cohort))
+
+
 def _copy(record: ThreadRecord) -> ThreadRecord:
     return msgspec.structs.replace(
         record,
         messages=_clone(record.messages),
         state=_clone(record.state),
-        open_receipt=_clone(record.open_receipt),
-        closed_receipt=_clone(record.closed_receipt),
+        open_receipt=_clone_cohort(record.open_receipt),
+        closed_receipt=_clone_cohort(record.closed_receipt),
     )

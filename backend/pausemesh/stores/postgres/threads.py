@@ -23,7 +23,7 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
-from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord, decode_cohort
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDatabaseStore
 from pausemesh.stores.postgres.listen import ThreadListener
 
@@ -60,6 +60,9 @@ def _record(row: Any) -> ThreadRecord:
     fields: dict[str, Any] = {
         name: body.get(name) for name in _BODY_FIELDS if name in body or name in _REQUIRED
     }
+    for name in ("open_receipt", "closed_receipt"):
+        if fields.get(name) is not None:
+            fields[name] = decode_cohort(msgspec.json.encode(fields[name]))
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
-from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord
+from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord, decode_cohort
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.thread_notify import ThreadNotifier
@@ -42,12 +42,12 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
         owner=row[1],
         messages=msgspec.json.decode(row[2]),
         state=msgspec.json.decode(row[3]),
-        open_receipt=None if row[4] is None else msgspec.json.decode(row[4]),
+        open_receipt=decode_cohort(row[4]),
         version=row[5],
         last_sequence=row[6],
         created_at=from_epoch_us(row[7]),
         updated_at=from_epoch_us(row[8]),
-        closed_receipt=None if row[12] is None else msgspec.json.decode(row[12]),
+        closed_receipt=decode_cohort(row[12]),
         lease=lease,
     )
 

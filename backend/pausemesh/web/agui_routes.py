@@ -19,9 +19,9 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import Stream
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.input import RunAgentInput, check_thread_id
-from pausemesh.agui.runhost import RunHost, thread_snapshot
-from pausemesh.agui.transport import SSE_HEADERS, read_run_input, replay_cursor
+from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
+from pausemesh.agui.run import RunHost, thread_snapshot
+from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, replay_cursor
 from pausemesh.web.problems import problem_responses
 
 __all__ = ("AguiController", "agui_dependencies")
@@ -32,7 +32,7 @@ Principal = NamedDependency[str | None]
 
 
 def _sse(frames: Any) -> Stream:
-    return Stream(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+    return Stream(frames, media_type=MEDIA_TYPE, headers=SSE_HEADERS)
 
 
 async def _run_input(request: Request[Any, Any, Any]) -> RunAgentInput:

@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.input import RunAgentInput, check_thread_id
-from pausemesh.agui.runhost import RunHost, thread_snapshot
-from pausemesh.agui.transport import SSE_HEADERS, read_run_input, replay_cursor
+from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
+from pausemesh.agui.run import RunHost, thread_snapshot
+from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, replay_cursor
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLargeError
 from pausemesh.settings import Settings
@@ -152,7 +152,7 @@ class StarletteAgui:
         # The run host yields finished LF-framed SSE bytes (ids and keep-alives included);
         # sse-starlette passes bytes through untouched, and its pings use the same LF framing.
         return EventSourceResponse(
-            frames, headers=SSE_HEADERS, sep="\n", send_timeout=self.send_timeout
+            frames, headers=SSE_HEADERS, sep=LINE_SEPARATOR, send_timeout=self.send_timeout
         )
 
     async def _input(self, request: Request) -> RunAgentInput:

@@ -1,0 +1,117 @@
+"""The finish of a run: save the transcript and, if the agent paused, issue the cohort.
+
+Every pause is checked before any continuation exists (all of the cohort or none), and the
+cohort is durable in the thread record before the client hears of it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from pausemesh.agui.agent import PauseRequest
+from pausemesh.agui.events import MessagesSnapshotEvent, RunFinishedEvent, StateSnapshotEvent
+from pausemesh.agui.receipts import issue_interrupts, issued_cohort
+from pausemesh.agui.run.snapshots import to_messages
+from pausemesh.agui.run_error import AguiRunError
+from pausemesh.agui.transcript import Transcript
+from pausemesh.core.errors import PauseMeshError, VersionConflictError
+from pausemesh.core.model import Continuation
+from pausemesh.core.pause import parse_pause_payload, pause_payload
+from pausemesh.core.threads import IssuedCohort
+
+if TYPE_CHECKING:
+    from pausemesh.agui.run.leased import LeasedRun
+
+__all__ = ("finish",)
+
+
+async def finish(
+    run: LeasedRun,
+    transcript: Transcript,
+    pauses: list[PauseRequest],
+    closing: IssuedCohort | None,
+) -> bytes:
+    """The run's last frames: ``RUN_FINISHED``, or the snapshots and the interrupting one."""
+    closed = closing if closing is not None else run.record.closed_receipt
+    now = run.host.clock.now()
+    if not pauses:
+        await _save_end(run, transcript, None, closed, now)
+        return await run.emit([RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id)])
+    continuations = await _create(run, pauses, now)
+    try:
+        finished, receipt = issue_interrupts(
+            continuations, thread_id=run.thread_id, run_id=run.run_id, schemas=run.host.schemas
+        )
+    except PauseMeshError as error:
+        raise AguiRunError.from_error(error) from None
+    # The cohort is durable before the client hears of it.
+    await _save_end(run, transcript, issued_cohort(finished, receipt), closed, now)
+    return await run.emit(
+        [
+            MessagesSnapshotEvent(messages=to_messages(transcript.messages)),
+            StateSnapshotEvent(snapshot=transcript.state),
+            finished,
+        ]
+    )
+
+
+async def _save_end(
+    run: LeasedRun,
+    transcript: Transcript,
+    open_cohort: IssuedCohort | None,
+    closed_cohort: IssuedCohort | None,
+    now: datetime,
+) -> None:
+    """Save the run's transcript with the cohorts it ends with (open: a pending one)."""
+    record = msgspec.structs.replace(
+        run.record,
+        messages=transcript.messages,
+        state=transcript.state,
+        open_receipt=open_cohort,
+        closed_receipt=closed_cohort,
+    )
+    try:
+        run.record = await run.host.threads.save(record, now=now)
+    except VersionConflictError:
+        raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run") from None
+
+
+async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> list[Continuation]:
+    # Every pause is checked before any continuation exists: all of the cohort or none.
+    payloads: list[dict[str, Any]] = []
+    for pause in pauses:
+        payload = pause_payload(
+            pause.message,
+            response_schema=pause.response_schema,
+            tool_call_id=pause.tool_call_id,
+            reason=pause.reason,
+        )
+        try:
+            parse_pause_payload(payload)
+            if pause.response_schema is not None:
+                run.host.schemas.check_schema(pause.response_schema)
+        except (ValueError, TypeError) as error:
+            message = error.message if isinstance(error, PauseMeshError) else str(error)
+            raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None
+        payloads.append(payload)
+    created: list[Continuation] = []
+    for pause, payload in zip(pauses, payloads, strict=True):
+        expires_at = pause.expires_at
+        if expires_at is None and pause.expires_in is not None:
+            expires_at = now + timedelta(seconds=pause.expires_in)
+        try:
+            result = await run.host.service.create(
+                payload=payload,
+                correlation_id=run.thread_id,
+                expires_at=expires_at,
+                metadata={} if pause.metadata is None else {"agent": pause.metadata},
+                owner=run.principal,
+                keyed=True,
+            )
+        except PauseMeshError as error:
+            raise AguiRunError("AGENT_PROTOCOL_ERROR", error.message) from None
+        created.append(result.continuation)
+    return created

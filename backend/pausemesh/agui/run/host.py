@@ -1,0 +1,152 @@
+"""The AG-UI run host (DESIGN §4.2-4.4): runs the host's agent on durable threads.
+
+``RunHost`` holds what every run shares (agent, service, thread store, limits) and the reads
+that need no lease: a thread's snapshot, ``/connect`` and the replay-then-tail stream. A run
+takes the thread's lease and hands over to ``LeasedRun`` (``run/leased.py``), which goes
+through the phases: the resume (``run/resume_phase.py``), the agent pump (``run/pump.py``) and
+the finish with its pauses (``run/finish.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncGenerator
+from datetime import timedelta
+
+import anyio
+
+from pausemesh.agui.agent import Agent
+from pausemesh.agui.events import Interrupt, Message
+from pausemesh.agui.input import RunAgentInput
+from pausemesh.agui.run.leased import LeasedRun
+from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
+from pausemesh.agui.run_error import AguiRunError
+from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
+from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
+from pausemesh.core.operations import OperationLedger
+from pausemesh.core.ports import Clock
+from pausemesh.core.schema import SchemaValidatorCache
+from pausemesh.core.service import ContinuationService
+from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
+
+__all__ = ("RunHost",)
+
+_TAIL_PAGE = 500
+
+
+class RunHost:
+    """Runs one agent on durable threads; the routes turn its frame generators into SSE."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        service: ContinuationService,
+        threads: ThreadStore,
+        operations: OperationLedger | None = None,
+        schemas: SchemaValidatorCache | None = None,
+        clock: Clock | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        keepalive_seconds: float = 15.0,
+        queue_size: int = 256,
+    ) -> None:
+        self.agent = agent
+        self.service = service
+        self.threads = threads
+        self.operations = operations
+        self.schemas = schemas or SchemaValidatorCache()
+        self.clock: Clock = clock or service.clock
+        if not 0 < keepalive_seconds <= lease_seconds / 2:
+            # A silent run renews its lease on each keep-alive; it must come well before expiry.
+            msg = "keepalive_seconds must be positive and at most half of lease_seconds"
+            raise ValueError(msg)
+        self.lease = timedelta(seconds=lease_seconds)
+        self.keepalive_seconds = keepalive_seconds
+        self.queue_size = queue_size
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def load(self, thread_id: str, principal: str | None) -> ThreadRecord:
+        """The thread as ``principal`` may see it; ``ThreadNotFoundError`` otherwise."""
+        record = await self.threads.get(thread_id)
+        if record is None or record.owner != principal:
+            raise ThreadNotFoundError(thread_id)
+        return record
+
+    async def check_access(self, thread_id: str, principal: str | None) -> None:
+        """Refuse (before any stream starts) a thread that belongs to someone else."""
+        record = await self.threads.get(thread_id)
+        if record is not None and record.owner != principal:
+            raise ThreadNotFoundError(thread_id)
+
+    async def connect(
+        self, run_input: RunAgentInput, principal: str | None
+    ) -> AsyncGenerator[bytes, None]:
+        """Restore a thread without running the agent: RUN_STARTED, snapshots, RUN_FINISHED.
+
+        An unknown thread (or one of another principal, which looks the same) echoes the
+        client's own messages and state, so a first visit loses nothing.
+        """
+        record = await self.threads.get(run_input.thread_id)
+        if record is None or record.owner != principal:
+            messages: list[Message] = list(run_input.messages)
+            state = run_input.state
+            interrupts: list[Interrupt] = []
+        else:
+            messages = to_messages(record.messages)
+            state = record.state
+            interrupts = open_interrupts(record)
+        events = restored(run_input.thread_id, run_input.run_id, messages, state, interrupts)
+        yield b"".join(encode_frame(event) for event in events)
+
+    async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
+        """The thread log after ``after_sequence``, then live events as they are appended."""
+        after = after_sequence
+        while True:
+            entries = await self.threads.read_events(
+                thread_id, after_sequence=after, limit=_TAIL_PAGE
+            )
+            if entries:
+                yield b"".join(encode_frame(e.event_json, e.sequence) for e in entries)
+                after = entries[-1].sequence
+                continue
+            woke = await self.threads.wait_for_events(
+                thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
+            )
+            if not woke:
+                yield KEEPALIVE_FRAME
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def run(
+        self, run_input: RunAgentInput, principal: str | None
+    ) -> AsyncGenerator[bytes, None]:
+        """SSE frames for one run of the agent on ``run_input.thread_id``."""
+        thread_id = run_input.thread_id
+        lease_id = uuid.uuid4().hex
+        now = self.clock.now()
+        try:
+            record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
+            if record.owner != principal:
+                raise ThreadNotFoundError(thread_id)
+            record = await self.threads.acquire_lease(
+                thread_id,
+                lease_id=lease_id,
+                run_id=run_input.run_id,
+                now=now,
+                expires_at=now + self.lease,
+            )
+        except PauseMeshError as error:
+            yield encode_frame(AguiRunError.from_error(error).to_event())
+            return
+        run = LeasedRun(self, record, run_input, principal, lease_id)
+        try:
+            # aclosing: a client that goes away closes the inner generators now, not at GC.
+            async with contextlib.aclosing(run.frames()) as frames:
+                async for chunk in frames:
+                    yield chunk
+        finally:
+            # Runs even when the client went away and the scope is cancelled.
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self.threads.release_lease(thread_id, lease_id=lease_id)

@@ -1,0 +1,201 @@
+"""One leased run, phase by phase: resume, ``RUN_STARTED``, the agent, the finish.
+
+1. if the thread has an open interrupt cohort, validate the whole-batch ``resume`` and execute
+   it exactly once (``resume_phase``); a replay of the last closed cohort is validated the same
+   way and answered from the record without running the agent again;
+2. ``RUN_STARTED``, then the agent's events (``pump``), each appended to the thread log (getting
+   its sequence, the SSE ``id``) *before* it is sent;
+3. close what the agent left open; if it paused, the cohort is stored before the interrupting
+   ``RUN_FINISHED`` is sent (``finish``).
+
+Every refusal or failure after the lease is an ``AguiRunError``, turned into the ``RUN_ERROR``
+frame in one place (``frames``); nothing raises out of it except cancellation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import UNSET
+
+from pausemesh.agui.agent import Decision, Operations, PauseRequest, RunContext
+from pausemesh.agui.events import PROTOCOL_VERSION, Event, RunStartedEvent, encode_event
+from pausemesh.agui.input import RunAgentInput
+from pausemesh.agui.run import finish, pump, resume_phase
+from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
+from pausemesh.agui.run_error import AguiRunError
+from pausemesh.agui.sse import encode_frame
+from pausemesh.agui.transcript import Transcript
+from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.threads import IssuedCohort, ThreadRecord
+
+if TYPE_CHECKING:
+    from pausemesh.agui.run.host import RunHost
+
+__all__ = ("LeasedRun",)
+
+_log = logging.getLogger("pausemesh.agui")
+
+
+def _ids(cohort: IssuedCohort | None) -> set[str]:
+    return set() if cohort is None else set(cohort.interrupt_ids)
+
+
+class LeasedRun:
+    """The state of one run that holds its thread's lease."""
+
+    def __init__(
+        self,
+        host: RunHost,
+        record: ThreadRecord,
+        run_input: RunAgentInput,
+        principal: str | None,
+        lease_id: str,
+    ) -> None:
+        self.host = host
+        self.record = record
+        self.input = run_input
+        self.principal = principal
+        self.lease_id = lease_id
+        self.thread_id = run_input.thread_id
+        self.run_id = run_input.run_id
+        self.started = False
+        self._renewed_at = host.clock.now()
+
+    # -- output ---------------------------------------------------------------------------
+
+    async def emit(self, events: Sequence[Event]) -> bytes:
+        """Append ``events`` to the thread log, then return their frames (id = sequence)."""
+        if not events:
+            return b""
+        texts = [encode_event(e) for e in events]
+        sequences = await self.host.threads.append_events(
+            self.thread_id,
+            lease_id=self.lease_id,
+            run_id=self.run_id,
+            events=[t.decode() for t in texts],
+        )
+        await self.renew_if_due()
+        return b"".join(encode_frame(t, s) for t, s in zip(texts, sequences, strict=True))
+
+    async def renew_if_due(self) -> None:
+        now = self.host.clock.now()
+        if now - self._renewed_at < self.host.lease / 3:
+            return
+        await self.host.threads.acquire_lease(
+            self.thread_id,
+            lease_id=self.lease_id,
+            run_id=self.run_id,
+            now=now,
+            expires_at=now + self.host.lease,
+        )
+        self._renewed_at = now
+
+    async def _error_frame(self, error: AguiRunError) -> bytes:
+        if self.started:
+            with contextlib.suppress(PauseMeshError):
+                return await self.emit([error.to_event()])
+        return encode_frame(error.to_event())
+
+    async def frames(self) -> AsyncGenerator[bytes, None]:
+        try:
+            async with contextlib.aclosing(self._frames()) as frames:
+                async for chunk in frames:
+                    yield chunk
+        except PauseMeshError as error:  # AguiRunError is one too
+            yield await self._error_frame(AguiRunError.from_error(error))
+        except Exception:  # noqa: BLE001 - after the 200 every failure is a RUN_ERROR
+            _log.exception("AG-UI run failed on thread %s", self.thread_id)
+            yield await self._error_frame(AguiRunError("INTERNAL_ERROR", "The run failed"))
+
+    # -- the run --------------------------------------------------------------------------
+
+    async def _frames(self) -> AsyncGenerator[bytes, None]:
+        closing: IssuedCohort | None = None
+        decisions: dict[str, Decision] = {}
+        dropped: set[str] = set()
+        resume = self.input.resume
+        record = self.record
+        answered = {e.interrupt_id for e in resume} if resume else set()
+        closed = record.closed_receipt
+        if (
+            closed is not None
+            and answered & _ids(closed)
+            and not answered & _ids(record.open_receipt)
+        ):
+            # A resume of the cohort that is already closed: identical → answered from the
+            # record (the agent already acted on it); different → refused by validation.
+            plan, _ = await resume_phase.validated(self, closed)
+            await resume_phase.execute(self, plan)
+            yield await self._replayed()
+            return
+        if record.open_receipt is not None:
+            closing = record.open_receipt
+            plan, continuations = await resume_phase.validated(self, closing)
+            await resume_phase.execute(self, plan)
+            decisions = resume_phase.decisions(plan, continuations)
+            dropped = resume_phase.interrupted_tool_calls(closing)
+        elif resume:
+            _log.warning(
+                "ignoring %d resume entries for unknown interrupts on thread %s",
+                len(resume),
+                self.thread_id,
+            )
+
+        self.started = True
+        yield await self.emit(
+            [
+                RunStartedEvent(
+                    thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
+                )
+            ]
+        )
+        fresh = record.version == 1 and not record.messages
+        transcript = Transcript(
+            resume_phase.merged_messages(self, dropped),
+            self.input.state if fresh else record.state,
+        )
+        pauses: list[PauseRequest] = []
+        context = self._context(transcript, decisions)
+        async with contextlib.aclosing(pump.agent_frames(self, context, transcript, pauses)) as out:
+            async for chunk in out:
+                yield chunk
+        yield await self.emit(transcript.closing_events())
+        yield await finish.finish(self, transcript, pauses, closing)
+
+    def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:
+        host = self.host
+        return RunContext(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            messages=to_messages(transcript.messages),
+            state=msgspec.json.decode(msgspec.json.encode(transcript.state)),
+            principal=self.principal,
+            decisions=decisions,
+            operations=None
+            if host.operations is None
+            else Operations(host.operations, clock=host.clock),
+            tools=self.input.tools,
+            context=self.input.context,
+            forwarded_props=None
+            if self.input.forwarded_props is UNSET
+            else self.input.forwarded_props,
+        )
+
+    async def _replayed(self) -> bytes:
+        record = self.record
+        self.started = True
+        # If the agent paused again after that resume, the thread's current question stands.
+        return await self.emit(
+            restored(
+                self.thread_id,
+                self.run_id,
+                to_messages(record.messages),
+                record.state,
+                open_interrupts(record),
+            )
+        )
