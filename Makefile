@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test lint typecheck unit bench clean browser frontend
+.PHONY: install demo serve test lint typecheck unit bench clean browser frontend copilotkit copilotkit-build
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -18,6 +18,8 @@ install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
 	@# The official @ag-ui/client for the Node conformance test (pinned by its lockfile).
 	@test -d tests/protocols/node/node_modules || ! command -v npm >/dev/null \
 		|| (cd tests/protocols/node && npm ci --no-audit --no-fund --silent)
+	@# The CopilotKit example, built for its end-to-end tests (pinned by its lockfile).
+	@! command -v npm >/dev/null || $(MAKE) --no-print-directory copilotkit-build
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
 	$(BIN)/pausemesh demo
@@ -37,6 +39,24 @@ typecheck: install
 
 browser:  ## Debian's Chromium for the browser tests (never a downloaded browser build)
 	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium; }
+
+COPILOTKIT := examples/copilotkit
+COPILOTKIT_SOURCES := $(wildcard $(COPILOTKIT)/src/*.ts $(COPILOTKIT)/test/*.ts $(COPILOTKIT)/web/*) \
+	$(COPILOTKIT)/vite.config.ts $(COPILOTKIT)/tsconfig.json $(COPILOTKIT)/tsconfig.web.json
+
+$(COPILOTKIT)/node_modules/.installed: $(COPILOTKIT)/package-lock.json
+	cd $(COPILOTKIT) && npm ci --no-audit --no-fund --silent
+	@touch $@
+
+$(COPILOTKIT)/dist/.built: $(COPILOTKIT)/node_modules/.installed $(COPILOTKIT_SOURCES)
+	cd $(COPILOTKIT) && npm run build --silent
+	@touch $@
+
+copilotkit-build: $(COPILOTKIT)/dist/.built  ## build the CopilotKit example (runtime, durable runner, page)
+
+copilotkit: install copilotkit-build  ## CopilotKit on PauseMesh: the demo, and the chat at http://127.0.0.1:4000
+	@$(BIN)/pausemesh demo --no-browser & demo=$$!; trap 'kill $$demo' EXIT; \
+		cd $(COPILOTKIT) && PAUSEMESH_URL=http://127.0.0.1:$${PAUSEMESH_PORT:-8787} node dist/src/server.js
 
 frontend:  ## rebuild the browser demo into backend/pausemesh/demo/static (Node; `make demo` needs none)
 	cd frontend-demo && npm ci --no-audit --no-fund && npm test && npm run build

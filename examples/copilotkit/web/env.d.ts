@@ -1,0 +1,2 @@
+// Vite bundles stylesheets imported from modules.
+declare module "*.css";
