@@ -108,8 +108,23 @@ export class PauseMeshRunner extends AgentRunner {
     this.fetchImpl = options.fetch;
   }
 
+  /**
+   * Runs go through the wrapped runner. One it refuses because the thread is already running
+   * here (a second tab answering the same question) goes straight to PauseMesh instead:
+   * CopilotKit would answer the refusal with an empty stream the browser never notices, while
+   * PauseMesh, which holds the thread's run lease, refuses with a `RUN_ERROR` and its code.
+   */
   run(request: AgentRunnerRunRequest): Observable<BaseEvent> {
-    return this.runner.run(request);
+    try {
+      return this.runner.run(request);
+    } catch (error) {
+      return defer(() => from(this.runner.isRunning({ threadId: request.threadId }))).pipe(
+        switchMap((live) => {
+          if (!live) throw error;
+          return request.agent.run(request.input);
+        }),
+      );
+    }
   }
 
   /**

@@ -13,7 +13,7 @@ import { after, before, beforeEach, describe, test } from "node:test";
 import { AbstractAgent, EventType } from "@ag-ui/client";
 import type { BaseEvent, RunAgentInput } from "@ag-ui/client";
 import { InMemoryAgentRunner } from "@copilotkit/runtime/v2";
-import { Observable, ReplaySubject, firstValueFrom, lastValueFrom, toArray } from "rxjs";
+import { Observable, ReplaySubject, firstValueFrom, from, lastValueFrom, toArray } from "rxjs";
 
 import { PauseMeshRunner, connectHeaders, connectInput } from "../src/durable-runner.js";
 
@@ -110,6 +110,20 @@ class HeldAgent extends AbstractAgent {
   }
 }
 
+/** An agent that answers every run with the same events (PauseMesh refusing, say). */
+class AnsweringAgent extends AbstractAgent {
+  readonly inputs: RunAgentInput[] = [];
+
+  constructor(private readonly answer: BaseEvent[]) {
+    super();
+  }
+
+  run(input: RunAgentInput): Observable<BaseEvent> {
+    this.inputs.push(input);
+    return from(this.answer);
+  }
+}
+
 describe("PauseMeshRunner.connect", () => {
   test("a thread this runtime has never seen is restored from PauseMesh with its question", async () => {
     const runner = new PauseMeshRunner({ connectUrl: url });
@@ -191,6 +205,40 @@ describe("PauseMeshRunner.connect", () => {
     assert.equal(first.type, "RUN_STARTED");
     assert.equal(seen.length, 1);
     assert.equal(seen[0]?.body.threadId, "t-done");
+  });
+});
+
+describe("PauseMeshRunner.run", () => {
+  test("a second run of a thread running here goes to the agent, which answers for itself", async () => {
+    const runner = new PauseMeshRunner({ connectUrl: url });
+    const first = new HeldAgent({ threadId: "t-busy" });
+    const input: RunAgentInput = { ...connectInput("t-busy"), runId: "r-1" };
+    const running = lastValueFrom(runner.run({ threadId: "t-busy", agent: first, input }).pipe(toArray()));
+    const refusal = { type: EventType.RUN_ERROR, message: "busy", code: "THREAD_BUSY" } as BaseEvent;
+    const second = new AnsweringAgent([refusal]);
+
+    const events = await lastValueFrom(
+      runner.run({ threadId: "t-busy", agent: second, input: { ...input, runId: "r-2" } }).pipe(toArray()),
+    );
+    first.finish(input);
+    await running;
+
+    assert.deepEqual(events, [refusal]);
+    assert.deepEqual(second.inputs.map((seenInput) => seenInput.runId), ["r-2"]);
+  });
+
+  test("a refusal by the wrapped runner for another reason is not hidden", async () => {
+    const refusing = new InMemoryAgentRunner();
+    refusing.run = () => {
+      throw new Error("runner is closed");
+    };
+    const runner = new PauseMeshRunner({ connectUrl: url, runner: refusing });
+    const input = connectInput("t-closed");
+
+    await assert.rejects(
+      lastValueFrom(runner.run({ threadId: "t-closed", agent: new AnsweringAgent([]), input })),
+      /runner is closed/,
+    );
   });
 });
 
