@@ -1,0 +1,79 @@
+"""The CopilotKit example (``examples/copilotkit``) as a real Node process for end-to-end tests.
+
+``CopilotKitRuntime`` runs the example's built server (CopilotKit's runtime with PauseMesh as
+its agent and the React page) like ``ServerProcess`` runs ``pausemesh``: a free port, ready
+when CopilotKit's ``/info`` answers, SIGTERM or SIGKILL to stop. The build comes from
+``make install`` (``npm ci`` and ``npm run build`` in the example when npm is available).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+
+import pytest
+
+from tests.support.server import REPO_ROOT, ServerProcess
+
+__all__ = (
+    "EXAMPLE",
+    "NODE",
+    "RUNNER_TESTS",
+    "CopilotKitRuntime",
+    "build_missing",
+    "needs_copilotkit_build",
+)
+
+EXAMPLE = REPO_ROOT / "examples" / "copilotkit"
+SERVER = EXAMPLE / "dist" / "src" / "server.js"
+PAGE = EXAMPLE / "dist" / "web" / "index.html"
+RUNNER_TESTS = EXAMPLE / "dist" / "test" / "durable-runner.test.js"
+NODE = shutil.which("node")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI") == "true" or os.environ.get("PAUSEMESH_REQUIRE_POSTGRES") == "1"
+
+
+def build_missing() -> str | None:
+    """Why the example cannot run here, or ``None`` when Node and the build are present."""
+    if NODE is None:
+        return "needs node on PATH"
+    for built in (SERVER, PAGE, RUNNER_TESTS):
+        if not built.is_file():
+            return (
+                f"needs the CopilotKit example built ({built.relative_to(REPO_ROOT)}): make install"
+            )
+    return None
+
+
+# Outside CI a machine without Node or the build skips with the reason; in CI the tests run and
+# fail on a missing build (``CopilotKitRuntime.command`` asserts the build) instead of passing silently.
+needs_copilotkit_build = pytest.mark.skipif(
+    not _in_ci() and build_missing() is not None, reason=str(build_missing())
+)
+
+
+class CopilotKitRuntime(ServerProcess):
+    """``node dist/src/server.js`` of the example, pointed at a PauseMesh base URL."""
+
+    def __init__(self, pausemesh_url: str, *, env: Mapping[str, str] | None = None) -> None:
+        super().__init__(
+            [],
+            env={
+                "PAUSEMESH_URL": pausemesh_url,
+                "COPILOTKIT_TELEMETRY_DISABLED": "true",
+                "DO_NOT_TRACK": "1",
+                **(env or {}),
+            },
+            cwd=EXAMPLE,
+            ready_path="/api/copilotkit/info",
+        )
+        self.env.update({"HOST": self.host, "PORT": str(self.port)})
+
+    def command(self) -> list[str]:
+        missing = build_missing()
+        assert missing is None, missing
+        assert NODE is not None
+        return [NODE, str(SERVER)]
