@@ -31,6 +31,7 @@ from tests.support.copilotkit import (
     RUNNER_TESTS,
     CopilotKitRuntime,
     needs_copilotkit_build,
+    require_build,
 )
 from tests.support.server import ServerProcess
 
@@ -54,6 +55,7 @@ def pausemesh_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
 
 @pytest.fixture(name="runtime", scope="module")
 def runtime_fixture(pausemesh: ServerProcess) -> Iterator[CopilotKitRuntime]:
+    require_build()
     runtime = CopilotKitRuntime(pausemesh.base_url)
     with runtime:
         yield runtime
@@ -287,6 +289,7 @@ def test_cancelling_the_question_books_nothing(
 @needs_copilotkit_build
 def test_the_durable_runner_passes_its_own_node_tests() -> None:
     """``npm test`` in the example, from the build ``make install`` made (node:test)."""
+    require_build()
     assert NODE is not None
     result = subprocess.run(
         [NODE, "--test", str(RUNNER_TESTS)],

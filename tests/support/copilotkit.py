@@ -23,6 +23,7 @@ __all__ = (
     "CopilotKitRuntime",
     "build_missing",
     "needs_copilotkit_build",
+    "require_build",
 )
 
 EXAMPLE = REPO_ROOT / "examples" / "copilotkit"
@@ -48,8 +49,14 @@ def build_missing() -> str | None:
     return None
 
 
+def require_build() -> None:
+    """Fail (in CI, where nothing skips) with the reason the example cannot run."""
+    missing = build_missing()
+    assert missing is None, missing
+
+
 # Outside CI a machine without Node or the build skips with the reason; in CI the tests run and
-# fail on a missing build (``CopilotKitRuntime.command`` asserts the build) instead of passing silently.
+# fail on a missing build (``require_build``) instead of passing silently.
 needs_copilotkit_build = pytest.mark.skipif(
     not _in_ci() and build_missing() is not None, reason=str(build_missing())
 )
@@ -73,7 +80,5 @@ class CopilotKitRuntime(ServerProcess):
         self.env.update({"HOST": self.host, "PORT": str(self.port)})
 
     def command(self) -> list[str]:
-        missing = build_missing()
-        assert missing is None, missing
-        assert NODE is not None
+        assert NODE is not None, "needs node on PATH"
         return [NODE, str(SERVER)]
