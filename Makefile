@@ -56,7 +56,8 @@ copilotkit-build: $(COPILOTKIT)/dist/.built  ## build the CopilotKit example (ru
 
 copilotkit: install copilotkit-build  ## CopilotKit on PauseMesh: the demo, and the chat at http://127.0.0.1:4000
 	@$(BIN)/pausemesh demo --no-browser & demo=$$!; trap 'kill $$demo' EXIT; \
-		cd $(COPILOTKIT) && PAUSEMESH_URL=http://127.0.0.1:$${PAUSEMESH_PORT:-8787} node dist/src/server.js
+		cd $(COPILOTKIT) && COPILOTKIT_TELEMETRY_DISABLED=$${COPILOTKIT_TELEMETRY_DISABLED:-true} \
+		PAUSEMESH_URL=http://127.0.0.1:$${PAUSEMESH_PORT:-8787} node dist/src/server.js
 
 frontend:  ## rebuild the browser demo into backend/pausemesh/demo/static (Node; `make demo` needs none)
 	cd frontend-demo && npm ci --no-audit --no-fund && npm test && npm run build
