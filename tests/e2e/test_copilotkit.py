@@ -28,7 +28,7 @@ from tests.support.browser import ARTIFACTS, bookings, browser_context, snapshot
 from tests.support.copilotkit import (
     EXAMPLE,
     NODE,
-    RUNNER_TESTS,
+    NODE_TESTS,
     CopilotKitRuntime,
     needs_copilotkit_build,
     require_build,
@@ -213,6 +213,30 @@ def test_a_restarted_pausemesh_still_holds_the_question_behind_copilotkit(
 
 
 @needs_copilotkit_build
+def test_a_second_runtime_instance_restores_the_thread_and_the_first_then_shows_its_booking(
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+) -> None:
+    page = open_chat(context, runtime.url("/"))
+    thread = ask(page)
+
+    # Behind a load balancer the next request may reach another instance, which never saw it.
+    other = CopilotKitRuntime(pausemesh.base_url)
+    with other:
+        elsewhere = open_chat(context, other.url(f"/?thread={thread}"))
+        expect_restored_question(elsewhere)
+        choice(elsewhere, "PM202").click()
+        expect_booked(elsewhere, "PM202")
+        steps.take(elsewhere, "answered-on-the-second-instance")
+
+    # The first instance still remembers the open question; the thread comes from PauseMesh.
+    page.reload()
+    settle(page)
+    expect_booked(page, "PM202")
+    steps.take(page, "first-instance-after-reload")
+    assert [b["flight"] for b in bookings(pausemesh, thread)] == ["PM202"]
+
+
+@needs_copilotkit_build
 def test_two_tabs_answering_at_once_book_once_and_both_tabs_show_the_booking(
     pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
 ) -> None:
@@ -287,12 +311,12 @@ def test_cancelling_the_question_books_nothing(
 
 
 @needs_copilotkit_build
-def test_the_durable_runner_passes_its_own_node_tests() -> None:
-    """``npm test`` in the example, from the build ``make install`` made (node:test)."""
+def test_the_durable_runner_and_the_form_pass_their_node_tests() -> None:
+    """The example's node:test suites (durable runner, schema form), as built by make install."""
     require_build()
     assert NODE is not None
     result = subprocess.run(
-        [NODE, "--test", str(RUNNER_TESTS)],
+        [NODE, "--test", str(NODE_TESTS)],
         cwd=EXAMPLE,
         capture_output=True,
         text=True,

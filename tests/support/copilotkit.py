@@ -19,7 +19,7 @@ from tests.support.server import REPO_ROOT, ServerProcess
 __all__ = (
     "EXAMPLE",
     "NODE",
-    "RUNNER_TESTS",
+    "NODE_TESTS",
     "CopilotKitRuntime",
     "build_missing",
     "needs_copilotkit_build",
@@ -28,8 +28,8 @@ __all__ = (
 
 EXAMPLE = REPO_ROOT / "examples" / "copilotkit"
 SERVER = EXAMPLE / "dist" / "src" / "server.js"
-PAGE = EXAMPLE / "dist" / "web" / "index.html"
-RUNNER_TESTS = EXAMPLE / "dist" / "test" / "durable-runner.test.js"
+PAGE = EXAMPLE / "dist" / "page" / "index.html"
+NODE_TESTS = EXAMPLE / "dist" / "test"
 NODE = shutil.which("node")
 
 
@@ -41,7 +41,7 @@ def build_missing() -> str | None:
     """Why the example cannot run here, or ``None`` when Node and the build are present."""
     if NODE is None:
         return "needs node on PATH"
-    for built in (SERVER, PAGE, RUNNER_TESTS):
+    for built in (SERVER, PAGE, NODE_TESTS / "durable-runner.test.js"):
         if not built.is_file():
             return (
                 f"needs the CopilotKit example built ({built.relative_to(REPO_ROOT)}): make install"

@@ -5,8 +5,9 @@
  * `InMemoryAgentRunner` knows just the runs that went through this process: after a runtime
  * restart, on a second runtime instance, or after a deploy, a reload restores nothing although
  * PauseMesh still holds the messages, the state and the open question. This runner keeps the
- * in-memory runner for runs (and to bridge a run still streaming in this process) and answers
- * every other connect from PauseMesh's `POST /agui/connect`, the durable record.
+ * in-memory runner for runs (and to bridge a run still streaming in this process), answers
+ * every other connect from PauseMesh's `POST /agui/connect`, the durable record, and lets
+ * PauseMesh answer a run the in-memory runner refuses because the thread is busy here.
  *
  * Drop it into your own runtime:
  *

@@ -5,7 +5,7 @@
  *   HOST, PORT     where this server listens (default 127.0.0.1:4000)
  *
  * `/api/copilotkit/*` is CopilotKit's runtime (`/info`, `/agent/default/run`, `.../connect`);
- * everything else is the page from `dist/web/`.
+ * everything else is the page from `dist/page/`.
  */
 
 import { readFile } from "node:fs/promises";
@@ -23,7 +23,7 @@ import { PauseMeshRunner } from "./durable-runner.js";
 const pausemesh = (process.env.PAUSEMESH_URL ?? "http://127.0.0.1:8787").replace(/\/+$/, "");
 const host = process.env.HOST ?? "127.0.0.1";
 const port = Number(process.env.PORT ?? "4000");
-const webRoot = resolve(fileURLToPath(new URL("../web", import.meta.url)));
+const webRoot = resolve(fileURLToPath(new URL("../page", import.meta.url)));
 const basePath = "/api/copilotkit";
 
 const runtime = new CopilotRuntime({

@@ -8,44 +8,9 @@ import { useState } from "react";
 import type { FormEvent, ReactElement } from "react";
 import type { Interrupt, InterruptCancelFn, InterruptResolveFn } from "@copilotkit/react-core/v2";
 
-type Schema = Record<string, unknown>;
+import { choicesOf, fieldsOf, isOneClick, parsed } from "./schema-fields";
+
 type Answer = Record<string, unknown>;
-
-interface Field {
-  name: string;
-  schema: Schema;
-  title: string;
-  required: boolean;
-}
-
-function fieldsOf(schema: Schema | undefined): Field[] {
-  const properties = (schema?.properties ?? {}) as Record<string, Schema>;
-  const required = new Set((schema?.required ?? []) as string[]);
-  return Object.entries(properties).map(([name, property]) => ({
-    name,
-    schema: property,
-    title: typeof property.title === "string" ? property.title : name,
-    required: required.has(name),
-  }));
-}
-
-function choicesOf(field: Field): { label: string; value: unknown }[] | null {
-  if (Array.isArray(field.schema.enum)) {
-    return field.schema.enum.map((value) => ({ label: String(value), value }));
-  }
-  if (field.schema.type === "boolean") {
-    return [
-      { label: "Approve", value: true },
-      { label: "Deny", value: false },
-    ];
-  }
-  return null;
-}
-
-function parsed(field: Field, text: string): unknown {
-  const type = field.schema.type;
-  return (type === "number" || type === "integer") && text.trim() !== "" ? Number(text) : text;
-}
 
 export interface InterruptFormProps {
   interrupt: Interrupt;
@@ -57,8 +22,7 @@ export function InterruptForm({ interrupt, resolve, cancel }: InterruptFormProps
   const fields = fieldsOf(interrupt.responseSchema);
   const [answer, setAnswer] = useState<Answer>({});
   const [sending, setSending] = useState(false);
-  const single = fields.length === 1 ? fields[0] : undefined;
-  const oneClick = single !== undefined && choicesOf(single) !== null;
+  const oneClick = isOneClick(fields);
   const question = interrupt.message ?? "The assistant needs your answer.";
 
   const send = (payload: Answer): void => {
