@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Route, expect
 from tests.e2e.agui_helpers import ask as ask_over_http
 from tests.e2e.agui_helpers import new_thread, pending_ids
 from tests.support.agui import post_run, run_body
-from tests.support.browser import ARTIFACTS, bookings, browser_context, snapshot, thread_of
+from tests.support.browser import Shots, bookings, browser_context, snapshot, thread_of
 from tests.support.copilotkit import (
     EXAMPLE,
     NODE,
@@ -67,24 +67,10 @@ def context_fixture(browser: Browser) -> Iterator[BrowserContext]:
         yield context
 
 
-class Steps:
-    """Numbered screenshots of one test's steps (CopilotKit's own UI is not ours to audit)."""
-
-    def __init__(self, name: str) -> None:
-        self.dir = ARTIFACTS / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for old in self.dir.glob("*.png"):
-            old.unlink()
-        self.count = 0
-
-    def take(self, page: Page, step: str) -> None:
-        self.count += 1
-        page.screenshot(path=self.dir / f"{self.count:02d}-{step}.png", full_page=True)
-
-
 @pytest.fixture(name="steps")
-def steps_fixture(request: pytest.FixtureRequest) -> Steps:
-    return Steps(request.node.name)
+def steps_fixture(request: pytest.FixtureRequest) -> Shots:
+    # Screenshots only: the page is mostly CopilotKit's chat, not ours to audit with axe.
+    return Shots(request.node.name, audit=False)
 
 
 # -- the page, the way a person uses it ---------------------------------------------------------
@@ -157,7 +143,7 @@ def expect_booked(page: Page, flight: str) -> None:
 
 @needs_copilotkit_build
 def test_the_question_shows_through_use_interrupt_and_a_reload_shows_it_again(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     page = open_chat(context, runtime.url("/"))
     thread = ask(page)
@@ -178,7 +164,7 @@ def test_the_question_shows_through_use_interrupt_and_a_reload_shows_it_again(
 
 @needs_copilotkit_build
 def test_a_restarted_copilotkit_runtime_restores_messages_and_question_from_pausemesh(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     page = open_chat(context, runtime.url("/"))
     thread = ask(page)
@@ -196,7 +182,7 @@ def test_a_restarted_copilotkit_runtime_restores_messages_and_question_from_paus
 
 @needs_copilotkit_build
 def test_a_restarted_pausemesh_still_holds_the_question_behind_copilotkit(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     page = open_chat(context, runtime.url("/"))
     thread = ask(page)
@@ -214,7 +200,7 @@ def test_a_restarted_pausemesh_still_holds_the_question_behind_copilotkit(
 
 @needs_copilotkit_build
 def test_a_second_runtime_instance_restores_the_thread_and_the_first_then_shows_its_booking(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     page = open_chat(context, runtime.url("/"))
     thread = ask(page)
@@ -238,7 +224,7 @@ def test_a_second_runtime_instance_restores_the_thread_and_the_first_then_shows_
 
 @needs_copilotkit_build
 def test_two_tabs_answering_at_once_book_once_and_both_tabs_show_the_booking(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     first = open_chat(context, runtime.url("/"))
     thread = ask(first)
@@ -263,7 +249,7 @@ def test_two_tabs_answering_at_once_book_once_and_both_tabs_show_the_booking(
 
 @needs_copilotkit_build
 def test_an_answer_breaking_the_schema_shows_pausemesh_error_and_keeps_the_question(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     page = open_chat(context, runtime.url("/"))
     thread = ask(page)
@@ -293,7 +279,7 @@ def test_an_answer_breaking_the_schema_shows_pausemesh_error_and_keeps_the_quest
 
 @needs_copilotkit_build
 def test_cancelling_the_question_books_nothing(
-    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Steps
+    pausemesh: ServerProcess, runtime: CopilotKitRuntime, context: BrowserContext, steps: Shots
 ) -> None:
     page = open_chat(context, runtime.url("/"))
     thread = ask(page)
