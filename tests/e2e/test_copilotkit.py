@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Route, expect
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, Route, expect
 
 from tests.e2e.agui_helpers import ask as ask_over_http
 from tests.e2e.agui_helpers import new_thread, pending_ids
@@ -67,6 +67,14 @@ def context_fixture(browser: Browser) -> Iterator[BrowserContext]:
         yield context
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _patient_expectations() -> Iterator[None]:
+    # Each step waits on two servers and a browser on a shared machine: 15 s, not 5 s.
+    expect.set_options(timeout=15_000)
+    yield
+    expect.set_options(timeout=5_000)
+
+
 @pytest.fixture(name="steps")
 def steps_fixture(request: pytest.FixtureRequest) -> Shots:
     # Screenshots only: the page is mostly CopilotKit's chat, not ours to audit with axe.
@@ -74,14 +82,6 @@ def steps_fixture(request: pytest.FixtureRequest) -> Shots:
 
 
 # -- the page, the way a person uses it ---------------------------------------------------------
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _patient_expectations() -> Iterator[None]:
-    # Each step waits on two servers and a browser on a shared machine: 15 s, not 5 s.
-    expect.set_options(timeout=15_000)
-    yield
-    expect.set_options(timeout=5_000)
 
 
 def open_chat(context: BrowserContext, url: str) -> Page:
@@ -101,15 +101,15 @@ def settle(page: Page) -> None:
     page.wait_for_load_state("networkidle")
 
 
-def message_box(page: Page) -> Any:
+def message_box(page: Page) -> Locator:
     return page.get_by_role("textbox", name="Type a message...")
 
 
-def question(page: Page) -> Any:
+def question(page: Page) -> Locator:
     return page.get_by_role("region", name="Question")
 
 
-def choice(page: Page, label: str) -> Any:
+def choice(page: Page, label: str) -> Locator:
     return question(page).get_by_role("button", name=label, exact=True)
 
 
