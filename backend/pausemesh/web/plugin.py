@@ -26,6 +26,7 @@ from litestar.plugins import InitPlugin
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
+from pausemesh.integrations.agents import as_agent
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
 from pausemesh.web.auth import resolve_principal
@@ -119,7 +120,8 @@ class PauseMeshPlugin(InitPlugin):
         extra: dict[str, Provide] = {}
         if config.agent is not None:
             handlers.append(AguiController)
-            extra.update(agui_dependencies(runtime, config.agent))
+            # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
+            extra.update(agui_dependencies(runtime, as_agent(config.agent)))
 
         return Router(
             path=self.config.path,
