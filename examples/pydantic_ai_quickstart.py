@@ -1,6 +1,6 @@
 """The shortest path: an existing pydantic-ai agent, served with durable approvals.
 
-    pausemesh serve --agent examples.pydantic_ai_quickstart:agent
+pausemesh serve --agent examples.pydantic_ai_quickstart:agent
 """
 
 import os

@@ -212,7 +212,11 @@ def _open_browser_plugin(url: str) -> Any:
 
 Runner = Callable[[argparse.Namespace], None]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
-    "serve": ("serve the continuation API (and --agent on /agui)", _add_serve_arguments, _run_serve),
+    "serve": (
+        "serve the continuation API (and --agent on /agui)",
+        _add_serve_arguments,
+        _run_serve,
+    ),
     "demo": ("serve the travel-agent demo (AG-UI + browser UI)", _add_demo_arguments, _run_demo),
     "migrate": (
         "create or upgrade the PostgreSQL schema (run by a DDL role, never by the app)",

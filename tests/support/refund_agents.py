@@ -12,17 +12,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from examples import langgraph_refund
 from examples.pydantic_ai_refund import build_agent, fake_payments, scripted_model, scripted_stream
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, ToolMessage
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCalls
 
 from pausemesh.integrations.pydantic_ai import PydanticAIAgent
 
-__all__ = ("pydantic_agent", "refund_log_lines")
+__all__ = ("langgraph_agent", "pydantic_agent", "refund_log_lines")
 
 
 def refund_log_lines(path: Path) -> list[dict[str, Any]]:
@@ -49,13 +52,18 @@ def _refund_ran(messages: list[ModelMessage]) -> bool:
     )
 
 
+def _crash_once() -> None:
+    marker = os.environ.get("PAUSEMESH_TEST_CRASH_MARKER")
+    if marker and not Path(marker).exists():
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 async def _crashing_stream(
     messages: list[ModelMessage], info: AgentInfo
 ) -> AsyncIterator[str | DeltaToolCalls]:
-    marker = os.environ.get("PAUSEMESH_TEST_CRASH_MARKER")
-    if marker and _refund_ran(messages) and not Path(marker).exists():
-        Path(marker).touch()
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _refund_ran(messages):
+        _crash_once()
     async for chunk in scripted_stream(messages, info):
         yield chunk
 
@@ -64,3 +72,13 @@ pydantic_agent = PydanticAIAgent(
     build_agent(scripted_model(_crashing_stream), payments=_logged_payments),
     initial_state={"refunds": []},
 )
+
+
+def _crashing_chat(messages: Sequence[BaseMessage]) -> BaseChatModel:
+    last = messages[-1] if messages else None
+    if isinstance(last, ToolMessage) and last.status != "error":
+        _crash_once()
+    return langgraph_refund.scripted_model(messages)
+
+
+langgraph_agent = langgraph_refund.build_graph(_crashing_chat, payments=_logged_payments)

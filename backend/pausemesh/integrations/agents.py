@@ -25,8 +25,9 @@ from typing import Any, cast
 
 from pausemesh.agui.agent import Agent
 from pausemesh.core.errors import AgentLoadError
+from pausemesh.integrations.agents_database import AgentDatabase
 
-__all__ = ("as_agent", "describe", "load_agent")
+__all__ = ("AgentDatabase", "as_agent", "describe", "load_agent")
 
 _DEFAULT_ATTRIBUTE = "agent"
 _EXPECTED = (
@@ -55,8 +56,11 @@ def _is_agent_function(obj: object) -> bool:
     return not inspect.isfunction(obj) and inspect.isasyncgenfunction(call)
 
 
-def as_agent(obj: object) -> Agent:
-    """Adapt ``obj`` to the agent protocol, or raise ``AgentLoadError`` saying what it is."""
+def as_agent(obj: object, *, database: AgentDatabase | None = None) -> Agent:
+    """Adapt ``obj`` to the agent protocol, or raise ``AgentLoadError`` saying what it is.
+
+    ``database`` is PauseMesh's own (a LangGraph agent keeps its checkpoints there).
+    """
     framework = _framework(obj)
     if framework == "pydantic_ai":
         try:
@@ -69,6 +73,23 @@ def as_agent(obj: object) -> Agent:
             raise AgentLoadError(msg) from None
         if is_pydantic_ai_agent(obj):
             return PydanticAIAgent(obj)
+    if framework == "langgraph":
+        try:
+            from pausemesh.integrations.langgraph import (  # noqa: PLC0415 - optional extra
+                LangGraphAgent,
+                is_compiled_graph,
+            )
+        except ImportError as error:
+            msg = f"found {describe(obj)}: serving it needs `pip install pausemesh[langgraph]` ({error})"
+            raise AgentLoadError(msg) from None
+        if is_compiled_graph(obj):
+            return LangGraphAgent(obj, database=database)
+        if hasattr(obj, "compile"):
+            msg = f"found {describe(obj)}, a graph that is not compiled: serve `builder.compile()`"
+            raise AgentLoadError(msg)
+    bind_database = getattr(obj, "bind_database", None)
+    if database is not None and callable(bind_database):
+        obj = bind_database(database)
     if _is_agent_function(obj):
         return cast("Agent", obj)
     raise AgentLoadError(f"found {describe(obj)}: {_EXPECTED}")
@@ -93,7 +114,7 @@ def _import_module(target: str) -> Any:
     return importlib.import_module(target)
 
 
-def load_agent(spec: str) -> Agent:
+def load_agent(spec: str, *, database: AgentDatabase | None = None) -> Agent:
     """Import ``"module:attr"`` / ``"path.py:attr"`` and adapt what it names (``as_agent``)."""
     target, _, attribute = spec.strip().rpartition(":")
     if not target:  # no colon: the whole spec is the module, the attribute is ``agent``
@@ -112,6 +133,6 @@ def load_agent(spec: str) -> Agent:
     except AttributeError:
         raise AgentLoadError(f"module {target!r} has no attribute {attribute!r}") from None
     try:
-        return as_agent(obj)
+        return as_agent(obj, database=database)
     except AgentLoadError as error:
         raise AgentLoadError(f"{spec}: {error.message}") from None

@@ -91,6 +91,7 @@ from pausemesh.agui.events import (
     TextPart as AguiTextPart,
 )
 from pausemesh.core.errors import PauseMeshError
+from pausemesh.integrations.approval import approval_message, approval_schema
 
 __all__ = ("DOMAIN", "PydanticAIAgent", "approval_schema", "is_pydantic_ai_agent")
 
@@ -104,26 +105,6 @@ _CANCELLED: Final = "Cancelled by user."
 
 def is_pydantic_ai_agent(obj: object) -> TypeGuard[AbstractAgent[Any, Any]]:
     return isinstance(obj, AbstractAgent)
-
-
-def approval_schema(arguments_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The approval interrupt's ``responseSchema`` (pydantic-ai's own AG-UI shape).
-
-    ``editedArgs`` is the tool's own argument schema when known, so an edit that does not fit
-    the tool is refused at the resume, before anything runs.
-    """
-    edited: dict[str, Any] = {"type": "object"}
-    if arguments_schema:
-        edited = {**deepcopy(dict(arguments_schema)), "type": "object"}
-    return {
-        "type": "object",
-        "properties": {
-            "approved": {"type": "boolean"},
-            "editedArgs": edited,
-            "reason": {"type": "string"},
-        },
-        "required": ["approved"],
-    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -490,7 +471,7 @@ class PydanticAIAgent:
             if call.tool_call_id in requests.metadata:
                 mine["metadata"] = _jsonable(requests.metadata[call.tool_call_id])
             if kind == "approval":
-                message = f"Approve {call.tool_name}({call.args_as_json_str()})?"
+                message = approval_message(call.tool_name, call.args_as_json_str())
                 schema: dict[str, Any] | None = approval_schema(
                     self._arguments_schemas.get(call.tool_name)
                 )

@@ -26,7 +26,7 @@ from litestar.plugins import InitPlugin
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
-from pausemesh.integrations.agents import as_agent
+from pausemesh.integrations.agents import AgentDatabase, as_agent
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
 from pausemesh.web.auth import resolve_principal
@@ -121,7 +121,12 @@ class PauseMeshPlugin(InitPlugin):
         if config.agent is not None:
             handlers.append(AguiController)
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
-            extra.update(agui_dependencies(runtime, as_agent(config.agent)))
+            settings = config.settings
+            database = AgentDatabase(
+                sqlite_path=settings.database_path, postgres_url=settings.database_url
+            )
+            agent = as_agent(config.agent, database=database)
+            extra.update(agui_dependencies(runtime, agent))
 
         return Router(
             path=self.config.path,

@@ -1,8 +1,9 @@
-"""A pydantic-ai agent served by ``pausemesh serve --agent`` (real processes, SQLite files).
+"""Framework agents served by ``pausemesh serve --agent`` (real processes, SQLite files).
 
-The agent is ``examples/pydantic_ai_refund.py`` on pydantic-ai's own scripted ``FunctionModel``;
-its payment side effect logs every real refund to a file (``tests/support/refund_agents.py``),
-so "runs once" is counted where it happens. Every streamed event is checked against the
+Every test runs twice: on ``examples/pydantic_ai_refund.py`` (pydantic-ai's scripted
+``FunctionModel``) and on ``examples/langgraph_refund.py`` (LangChain's scripted chat model, the
+graph's checkpoints in the same SQLite file). Their payment side effect logs every real refund to
+a file (``tests/support/refund_agents.py``), so "runs once" is counted where it happens. Every streamed event is checked against the
 official ``ag-ui-protocol`` models and the client's ordering rules.
 """
 
@@ -24,24 +25,33 @@ from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
 
-AGENT = "tests.support.refund_agents:pydantic_agent"
+AGENTS = {
+    "pydantic-ai": "tests.support.refund_agents:pydantic_agent",
+    "langgraph": "tests.support.refund_agents:langgraph_agent",
+}
 
 
-def _server(tmp: Path, **env: str) -> ServerProcess:
+def _server(agent: str, tmp: Path, **env: str) -> ServerProcess:
     return ServerProcess(
-        ["serve", "--agent", AGENT, "--database-path", str(tmp / "agents.db")],
+        ["serve", "--agent", AGENTS[agent], "--database-path", str(tmp / "agents.db")],
         env={"PAUSEMESH_TEST_REFUND_LOG": str(tmp / "refunds.jsonl"), **env},
     )
 
 
+@pytest.fixture(name="framework", scope="module", params=sorted(AGENTS))
+def framework_fixture(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
 @pytest.fixture(name="tmp", scope="module")
-def tmp_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("pydantic-ai")
+def tmp_fixture(tmp_path_factory: pytest.TempPathFactory, framework: str) -> Path:
+    return tmp_path_factory.mktemp(framework)
 
 
 @pytest.fixture(name="server", scope="module")
-def server_fixture(tmp: Path) -> Iterator[ServerProcess]:
-    with _server(tmp) as server:
+def server_fixture(framework: str, tmp: Path) -> Iterator[ServerProcess]:
+    with _server(framework, tmp) as server:
         yield server
 
 
@@ -268,8 +278,10 @@ def _retry_while_busy(client: httpx.Client, body: dict[str, Any]) -> RunResult:
     pytest.fail("the crashed run's lease never lapsed")
 
 
-def test_sigkill_between_the_question_and_the_answer_loses_nothing(tmp_path: Path) -> None:
-    server = _server(tmp_path).start()
+def test_sigkill_between_the_question_and_the_answer_loses_nothing(
+    framework: str, tmp_path: Path
+) -> None:
+    server = _server(framework, tmp_path).start()
     try:
         thread_id = _thread()
         with httpx.Client(base_url=server.base_url, timeout=30) as client:
@@ -287,9 +299,11 @@ def test_sigkill_between_the_question_and_the_answer_loses_nothing(tmp_path: Pat
         server.close()
 
 
-def test_sigkill_after_the_tool_ran_then_the_same_resume_refunds_once(tmp_path: Path) -> None:
+def test_sigkill_after_the_tool_ran_then_the_same_resume_refunds_once(
+    framework: str, tmp_path: Path
+) -> None:
     marker = tmp_path / "crashed"
-    server = _server(tmp_path, PAUSEMESH_TEST_CRASH_MARKER=str(marker)).start()
+    server = _server(framework, tmp_path, PAUSEMESH_TEST_CRASH_MARKER=str(marker)).start()
     try:
         thread_id = _thread()
         with httpx.Client(base_url=server.base_url, timeout=30) as client:
