@@ -1,7 +1,4 @@
-"""The shortest path: an existing pydantic-ai agent, served with durable approvals.
-
-pausemesh serve --agent examples.pydantic_ai_quickstart:agent
-"""
+"""An existing pydantic-ai agent with durable approvals: `pausemesh serve --agent <this>:agent`."""
 
 import os
 

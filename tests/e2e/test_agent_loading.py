@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from pausemesh.core.errors import AgentLoadError
-from pausemesh.integrations.agents import as_agent, load_agent
+from pausemesh.integrations.agents import AgentDatabase, as_agent, load_agent
+from pausemesh.integrations.langgraph import LangGraphAgent
 from pausemesh.integrations.pydantic_ai import PydanticAIAgent
 from tests.support.agui import post_run, run_body
 from tests.support.server import REPO_ROOT, ServerProcess
@@ -104,6 +105,23 @@ def test_a_pydantic_ai_agent_and_an_agent_file_path_are_recognised() -> None:
     assert isinstance(loaded, PydanticAIAgent)
     with pytest.raises(AgentLoadError, match=r"found builtins\.int instance"):
         as_agent(42)
+
+
+def test_a_compiled_langgraph_graph_is_recognised_and_a_builder_is_refused(tmp_path: Path) -> None:
+    from examples.langgraph_refund import RefundState, agent  # noqa: PLC0415
+    from langgraph.graph import StateGraph  # noqa: PLC0415
+
+    database = AgentDatabase(sqlite_path=str(tmp_path / "lg.db"))
+    adapted = as_agent(agent, database=database)
+    assert isinstance(adapted, LangGraphAgent)
+    assert adapted.graph is agent
+    assert adapted.database == database
+    # An adapter built before the app knew its database is bound to it by the app.
+    bound = as_agent(LangGraphAgent(agent), database=database)
+    assert isinstance(bound, LangGraphAgent)
+    assert bound.database == database
+    with pytest.raises(AgentLoadError, match="not compiled"):
+        as_agent(StateGraph(RefundState))
 
 
 def test_the_core_and_the_agui_layer_import_no_agent_framework() -> None:
