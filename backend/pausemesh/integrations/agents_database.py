@@ -16,3 +16,5 @@ class AgentDatabase:
     sqlite_path: str = "./data/pausemesh.db"
     # When set (PostgreSQL), it wins over ``sqlite_path``.
     postgres_url: str | None = None
+    # PauseMesh's schema there; an agent's own tables live beside its tables.
+    postgres_schema: str = "pausemesh"

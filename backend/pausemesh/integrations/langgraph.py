@@ -115,7 +115,10 @@ async def at_most_once(
 
 # -- checkpoints in PauseMesh's database -----------------------------------------------------
 
-_POSTGRES_READY: set[str] = set()
+_POSTGRES_READY: set[tuple[str, str]] = set()
+# Replicas starting together must not race CREATE TABLE IF NOT EXISTS (it can fail in PostgreSQL).
+_SETUP_LOCK: Final = "SELECT pg_advisory_lock(hashtext('pausemesh:langgraph-checkpoints'))"
+_SETUP_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext('pausemesh:langgraph-checkpoints'))"
 
 
 @contextlib.asynccontextmanager
@@ -123,11 +126,27 @@ async def _checkpointer(database: AgentDatabase) -> AsyncIterator[BaseCheckpoint
     """A checkpointer on PauseMesh's database, for one run."""
     if database.postgres_url is not None:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # noqa: PLC0415 - PostgreSQL only
+        from psycopg import AsyncConnection  # noqa: PLC0415
+        from psycopg.conninfo import make_conninfo  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
 
-        async with AsyncPostgresSaver.from_conn_string(database.postgres_url) as saver:
-            if database.postgres_url not in _POSTGRES_READY:
-                await saver.setup()
-                _POSTGRES_READY.add(database.postgres_url)
+        # The checkpoint tables live in PauseMesh's schema (created there on first use).
+        conninfo = make_conninfo(
+            database.postgres_url, options=f"-c search_path={database.postgres_schema}"
+        )
+        # The connection AsyncPostgresSaver.from_conn_string would open, kept typed here.
+        async with await AsyncConnection.connect(
+            conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as connection:
+            saver = AsyncPostgresSaver(conn=connection)
+            key = (database.postgres_url, database.postgres_schema)
+            if key not in _POSTGRES_READY:
+                await connection.execute(_SETUP_LOCK)
+                try:
+                    await saver.setup()
+                finally:
+                    await connection.execute(_SETUP_UNLOCK)
+                _POSTGRES_READY.add(key)
             yield saver
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: PLC0415 - SQLite only

@@ -123,7 +123,9 @@ class PauseMeshPlugin(InitPlugin):
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
             settings = config.settings
             database = AgentDatabase(
-                sqlite_path=settings.database_path, postgres_url=settings.database_url
+                sqlite_path=settings.database_path,
+                postgres_url=settings.database_url,
+                postgres_schema=settings.database_schema,
             )
             agent = as_agent(config.agent, database=database)
             extra.update(agui_dependencies(runtime, agent))
