@@ -14,11 +14,21 @@ from pathlib import Path
 
 import httpx
 import pytest
+from asgi_lifespan import LifespanManager
+from examples.langgraph_refund import RefundState
+from examples.langgraph_refund import agent as graph
+from examples.pydantic_ai_refund import agent as pydantic_agent
+from examples.pydantic_ai_refund import support_agent
+from langgraph.graph import StateGraph
+from starlette.applications import Starlette
 
 from pausemesh.core.errors import AgentLoadError
 from pausemesh.integrations.agents import AgentDatabase, as_agent, load_agent
 from pausemesh.integrations.langgraph import LangGraphAgent
 from pausemesh.integrations.pydantic_ai import PydanticAIAgent
+from pausemesh.settings import Settings
+from pausemesh.web.app import create_app
+from pausemesh.web.starlette_agui import StarletteAgui
 from tests.support.agui import post_run, run_body
 from tests.support.server import REPO_ROOT, ServerProcess
 
@@ -95,12 +105,11 @@ def test_a_plain_serve_has_no_agui_routes(tmp_path: Path) -> None:
 
 
 def test_a_pydantic_ai_agent_and_an_agent_file_path_are_recognised() -> None:
-    from examples.pydantic_ai_refund import agent, support_agent  # noqa: PLC0415
 
     adapted = as_agent(support_agent)
     assert isinstance(adapted, PydanticAIAgent)
     assert adapted.agent is support_agent
-    assert as_agent(agent) is agent
+    assert as_agent(pydantic_agent) is pydantic_agent
     loaded = load_agent("examples/pydantic_ai_quickstart.py:agent")
     assert isinstance(loaded, PydanticAIAgent)
     with pytest.raises(AgentLoadError, match=r"found builtins\.int instance"):
@@ -108,20 +117,42 @@ def test_a_pydantic_ai_agent_and_an_agent_file_path_are_recognised() -> None:
 
 
 def test_a_compiled_langgraph_graph_is_recognised_and_a_builder_is_refused(tmp_path: Path) -> None:
-    from examples.langgraph_refund import RefundState, agent  # noqa: PLC0415
-    from langgraph.graph import StateGraph  # noqa: PLC0415
 
     database = AgentDatabase(sqlite_path=str(tmp_path / "lg.db"))
-    adapted = as_agent(agent, database=database)
+    adapted = as_agent(graph, database=database)
     assert isinstance(adapted, LangGraphAgent)
-    assert adapted.graph is agent
+    assert adapted.graph is graph
     assert adapted.database == database
     # An adapter built before the app knew its database is bound to it by the app.
-    bound = as_agent(LangGraphAgent(agent), database=database)
+    bound = as_agent(LangGraphAgent(graph), database=database)
     assert isinstance(bound, LangGraphAgent)
     assert bound.database == database
     with pytest.raises(AgentLoadError, match="not compiled"):
         as_agent(StateGraph(RefundState))
+
+
+async def test_create_app_and_the_starlette_binding_serve_a_pydantic_ai_agent_as_is(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(database_path=str(tmp_path / "embedded.db"))
+    starlette = StarletteAgui(settings, agent=support_agent)
+    apps = [
+        create_app(settings, agent=support_agent),
+        Starlette(routes=[*starlette.routes("/agui")], lifespan=starlette.lifespan),
+    ]
+    message = {"id": "u1", "role": "user", "content": "Refund A-1001"}
+    for app in apps:
+        async with (
+            LifespanManager(app) as manager,
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=manager.app), base_url="http://test"
+            ) as client,
+        ):
+            body = run_body(f"t-{uuid.uuid4()}", "r1", messages=[message])
+            response = await client.post("/agui", json=body)
+            assert response.status_code == 200
+            assert '"reason":"tool_call"' in response.text
+            assert "Approve issue_refund(" in response.text
 
 
 def test_the_core_and_the_agui_layer_import_no_agent_framework() -> None:

@@ -26,7 +26,6 @@ from litestar.plugins import InitPlugin
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
-from pausemesh.integrations.agents import AgentDatabase, as_agent
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
 from pausemesh.web.auth import resolve_principal
@@ -40,6 +39,7 @@ from pausemesh.web.problems import (
     pausemesh_error_to_problem,
     undecodable_body_to_problem,
 )
+from pausemesh.web.served_agent import served_agent
 
 __all__ = ("PauseMeshConfig", "PauseMeshPlugin")
 
@@ -121,13 +121,7 @@ class PauseMeshPlugin(InitPlugin):
         if config.agent is not None:
             handlers.append(AguiController)
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
-            settings = config.settings
-            database = AgentDatabase(
-                sqlite_path=settings.database_path,
-                postgres_url=settings.database_url,
-                postgres_schema=settings.database_schema,
-            )
-            agent = as_agent(config.agent, database=database)
+            agent = served_agent(config.agent, config.settings)
             extra.update(agui_dependencies(runtime, agent))
 
         return Router(
