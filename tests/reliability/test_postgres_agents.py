@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pausemesh.stores.postgres_migrate import migrate
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.agui import post_run, run_body
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.refund_agents import refund_log_lines
