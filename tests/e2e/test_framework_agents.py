@@ -335,3 +335,38 @@ def test_sigkill_after_the_tool_ran_then_the_same_resume_refunds_once(
         assert refund_log_lines(tmp_path / "refunds.jsonl") == [refund]
     finally:
         server.close()
+
+
+def test_sigkill_while_the_tool_runs_leaves_the_outcome_unknown_and_never_reruns_it(
+    framework: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "crashed-in-tool"
+    server = _server(framework, tmp_path, PAUSEMESH_TEST_CRASH_IN_TOOL=str(marker)).start()
+    try:
+        thread_id = _thread()
+        with httpx.Client(base_url=server.base_url, timeout=30) as client:
+            [interrupt] = ask(client, thread_id).interrupts
+            entry = {
+                "interruptId": interrupt["id"],
+                "status": "resolved",
+                "payload": {"approved": True},
+            }
+            body = run_body(thread_id, "run-approve", resume=[entry])
+            with (
+                pytest.raises(httpx.TransportError),
+                client.stream("POST", "/agui", json=body) as response,
+            ):
+                for _ in response.iter_lines():
+                    pass
+        assert marker.exists()
+        assert server.process is not None
+        server.process.wait(15)
+        server.start()
+        with httpx.Client(base_url=server.base_url, timeout=30) as client:
+            # The payment went out but its outcome was never recorded: no second attempt.
+            refused = _retry_while_busy(client, body)
+            assert refused.error_code == "OUTCOME_UNKNOWN", refused.events
+            assert refunds_of(client, thread_id) == []
+        assert len(refund_log_lines(tmp_path / "refunds.jsonl")) == 1
+    finally:
+        server.close()

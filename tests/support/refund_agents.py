@@ -5,6 +5,8 @@
 - ``PAUSEMESH_TEST_CRASH_MARKER``: a file path; the first time the model is called after a
   refund ran (the tool's outcome is recorded, the run has not finished), the file is created and
   the process SIGKILLs itself: a crash between the side effect and the end of the run.
+- ``PAUSEMESH_TEST_CRASH_IN_TOOL``: a file path; the first refund SIGKILLs the process right after
+  the payment (logged) and before the ledger records its outcome: the outcome is unknown.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ async def _logged_payments(order_id: str, amount_cents: int) -> dict[str, Any]:
             out.write(json.dumps(refund) + "\n")
             out.flush()
             os.fsync(out.fileno())
+    _crash_once("PAUSEMESH_TEST_CRASH_IN_TOOL")
     return refund
 
 
@@ -52,8 +55,8 @@ def _refund_ran(messages: list[ModelMessage]) -> bool:
     )
 
 
-def _crash_once() -> None:
-    marker = os.environ.get("PAUSEMESH_TEST_CRASH_MARKER")
+def _crash_once(variable: str = "PAUSEMESH_TEST_CRASH_MARKER") -> None:
+    marker = os.environ.get(variable)
     if marker and not Path(marker).exists():
         Path(marker).touch()
         os.kill(os.getpid(), signal.SIGKILL)
