@@ -213,7 +213,7 @@ def test_a_langgraph_interrupt_value_becomes_a_pause() -> None:
     pause = lg._pause(Pending("Which order?"))
     assert (pause.message, pause.response_schema, pause.reason) == (
         "Which order?",
-        None,
+        {},
         "input_required",
     )
     assert pause.metadata == {"langgraph": {"interruptId": "lg-1"}}

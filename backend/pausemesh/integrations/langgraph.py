@@ -12,7 +12,7 @@ Install with ``pip install pausemesh[langgraph]``; ``as_agent`` wraps a compiled
   state keys are the AG-UI state (``STATE_SNAPSHOT`` at the end of each run).
 - Each pending ``interrupt(value)`` becomes one interrupt of the run's cohort. Its
   ``responseSchema`` is the interrupt's own (``interrupt(value, response_schema=...)``), else
-  ``value["response_schema"]``, else any JSON value; its message is ``value["message"]`` (or the
+  ``value["response_schema"]``, else ``{}`` (any JSON value); its message is ``value["message"]`` (or the
   value itself when it is a string); ``value["tool_call_id"]`` links it to a tool call.
 - The answers resume the graph with ``Command(resume={langgraph interrupt id: answer})`` (a
   cancelled interrupt resumes with ``None``). If the graph already moved past them (a crash
@@ -283,7 +283,8 @@ def _pause(interrupt: Any) -> PauseRequest:
     return PauseRequest(
         message=message,
         reason=str(fields.get("reason", "input_required")),
-        response_schema=schema if isinstance(schema, dict) else None,
+        # Without one, the empty schema: any JSON value answers it (LangGraph resumes with it).
+        response_schema=schema if isinstance(schema, dict) else {},
         tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
         metadata={_META: {"interruptId": interrupt.id}},
     )
