@@ -12,8 +12,9 @@ Install with ``pip install pausemesh[langgraph]``; ``as_agent`` wraps a compiled
   state keys are the AG-UI state (``STATE_SNAPSHOT`` at the end of each run).
 - Each pending ``interrupt(value)`` becomes one interrupt of the run's cohort. Its
   ``responseSchema`` is the interrupt's own (``interrupt(value, response_schema=...)``), else
-  ``value["response_schema"]``, else ``{}`` (any JSON value); its message is ``value["message"]`` (or the
-  value itself when it is a string); ``value["tool_call_id"]`` links it to a tool call.
+  ``value["response_schema"]``, else ``{}`` (any JSON value); its message is
+  ``value["message"]`` (or the value itself when it is a string); ``value["tool_call_id"]``
+  links it to a tool call.
 - The answers resume the graph with ``Command(resume={langgraph interrupt id: answer})`` (a
   cancelled interrupt resumes with ``None``). If the graph already moved past them (a crash
   after the node finished), the run continues from the last checkpoint instead.
