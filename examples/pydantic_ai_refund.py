@@ -30,7 +30,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, Use
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from pausemesh.agui.events import StateDeltaEvent
+from pausemesh.agui import StateDeltaEvent
 from pausemesh.integrations.pydantic_ai import PydanticAIAgent
 
 __all__ = ("REFUND_CENTS", "agent", "build_agent", "scripted_model", "support_agent")

@@ -27,8 +27,8 @@ from pausemesh.integrations.agents import AgentDatabase, as_agent, load_agent
 from pausemesh.integrations.langgraph import LangGraphAgent
 from pausemesh.integrations.pydantic_ai import PydanticAIAgent
 from pausemesh.settings import Settings
+from pausemesh.web.agui_starlette import StarletteAgui
 from pausemesh.web.app import create_app
-from pausemesh.web.starlette_agui import StarletteAgui
 from tests.support.agui import post_run, run_body
 from tests.support.server import REPO_ROOT, ServerProcess
 
