@@ -158,7 +158,7 @@ async def test_create_app_and_the_starlette_binding_serve_a_pydantic_ai_agent_as
 def test_the_core_and_the_agui_layer_import_no_agent_framework() -> None:
     code = (
         "import sys\n"
-        "import pausemesh.core, pausemesh.agui, pausemesh.agui.runhost, pausemesh.agui.agent\n"
+        "import pausemesh.core, pausemesh.agui, pausemesh.agui.run, pausemesh.agui.agent\n"
         "import pausemesh.integrations.agents, pausemesh.web.app\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic_ai', 'langgraph'})\n"
         "print(loaded)\n"
