@@ -70,6 +70,7 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         "log_level": args.log_level,
         "principal_resolver": args.principal_resolver,
         "insecure_no_auth": args.insecure_no_auth,
+        "agent": getattr(args, "agent", None),
     }
     return load_settings(env_file=args.env_file, overrides=overrides)
 
@@ -147,10 +148,28 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
         raise CliError("the server did not start (see the log above)")
 
 
+def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_server_arguments(parser)
+    parser.add_argument(
+        "--agent",
+        help="'module:attr' or 'path.py:attr' of the agent to serve on /agui: a PauseMesh agent"
+        " function, a pydantic-ai Agent or a compiled LangGraph graph (PAUSEMESH_AGENT)",
+    )
+
+
 def _run_serve(args: argparse.Namespace) -> None:
     settings = _settings_from(args)
     _configure_logging(settings.log_level)
-    serve_app(settings)
+    agent = None
+    if settings.agent is not None:
+        from pausemesh.core.errors import AgentLoadError  # noqa: PLC0415 - keeps --version light
+        from pausemesh.integrations.agents import load_agent  # noqa: PLC0415
+
+        try:
+            agent = load_agent(settings.agent)
+        except AgentLoadError as error:
+            raise CliError(error.message) from None
+    serve_app(settings, agent=agent)
 
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,7 +212,11 @@ def _open_browser_plugin(url: str) -> Any:
 
 Runner = Callable[[argparse.Namespace], None]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
-    "serve": ("serve the continuation API", _add_server_arguments, _run_serve),
+    "serve": (
+        "serve the continuation API (and --agent on /agui)",
+        _add_serve_arguments,
+        _run_serve,
+    ),
     "demo": ("serve the travel-agent demo (AG-UI + browser UI)", _add_demo_arguments, _run_demo),
     "migrate": (
         "create or upgrade the PostgreSQL schema (run by a DDL role, never by the app)",

@@ -92,6 +92,8 @@ class Settings:
     # "module:attribute" of an async principal resolver (see pausemesh.web.auth).
     principal_resolver: str | None = None
     insecure_no_auth: bool = False
+    # "module:attr" (or "path.py:attr") of the agent ``pausemesh serve`` runs on /agui.
+    agent: str | None = None
 
     @classmethod
     def load(

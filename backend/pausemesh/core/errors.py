@@ -24,6 +24,7 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── PayloadTooLargeError                      PAYLOAD_TOO_LARGE: a request body over the limit
     ├── SettingsError (ValueError)                INVALID_SETTING: a setting is missing or malformed
     ├── NotStartedError (RuntimeError)            NOT_STARTED: a request before the lifespan ran
+    ├── AgentLoadError                            AGENT_NOT_LOADABLE: --agent names no usable agent
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
                                                   MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
@@ -34,6 +35,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = (
+    "AgentLoadError",
     "ContinuationCancelledError",
     "ContinuationExpiredError",
     "ContinuationIdMismatchError",
@@ -247,6 +249,13 @@ class NotStartedError(PauseMeshError, RuntimeError):
     """A request arrived before PauseMesh's lifespan ran (a mount without its lifespan)."""
 
     default_code = "NOT_STARTED"
+
+
+class AgentLoadError(PauseMeshError):
+    """``--agent``/``PAUSEMESH_AGENT`` (or an embedding host) named something that is not an agent
+    PauseMesh can serve; the message says what was found instead."""
+
+    default_code = "AGENT_NOT_LOADABLE"
 
 
 class StoreError(PauseMeshError, RuntimeError):

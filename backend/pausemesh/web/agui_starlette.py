@@ -38,6 +38,7 @@ from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import resolve_principal
 from pausemesh.web.problems import problem_for
+from pausemesh.web.served_agent import served_agent
 
 __all__ = ("StarletteAgui", "StarlettePrincipalResolver")
 
@@ -56,14 +57,15 @@ class StarletteAgui:
         self,
         settings: Settings | None = None,
         *,
-        agent: Agent,
+        agent: Agent | object,
         storage: Storage | None = None,
         principal_resolver: StarlettePrincipalResolver | None = None,
         sweeper: bool = True,
         send_timeout: float = 30.0,
     ) -> None:
         self.settings = settings or Settings()
-        self.agent = agent
+        # A pydantic-ai Agent or a LangGraph graph is adapted here, as by the plugin.
+        self.agent = served_agent(agent, self.settings)
         self.storage = storage
         self.principal_resolver = principal_resolver
         self.sweeper = sweeper

@@ -39,6 +39,7 @@ from pausemesh.web.problems import (
     pausemesh_error_to_problem,
     undecodable_body_to_problem,
 )
+from pausemesh.web.served_agent import served_agent
 
 __all__ = ("PauseMeshConfig", "PauseMeshPlugin")
 
@@ -119,7 +120,9 @@ class PauseMeshPlugin(InitPlugin):
         extra: dict[str, Provide] = {}
         if config.agent is not None:
             handlers.append(AguiController)
-            extra.update(agui_dependencies(runtime, config.agent))
+            # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
+            agent = served_agent(config.agent, config.settings)
+            extra.update(agui_dependencies(runtime, agent))
 
         return Router(
             path=self.config.path,
