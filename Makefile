@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test lint typecheck unit bench clean browser frontend copilotkit copilotkit-build
+.PHONY: install demo serve test lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -18,8 +18,6 @@ install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
 	@# The official @ag-ui/client for the Node conformance test (pinned by its lockfile).
 	@test -d tests/protocols/node/node_modules || ! command -v npm >/dev/null \
 		|| (cd tests/protocols/node && npm ci --no-audit --no-fund --silent)
-	@# The CopilotKit example, built for its end-to-end tests (pinned by its lockfile).
-	@! command -v npm >/dev/null || $(MAKE) --no-print-directory copilotkit-build
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
 	$(BIN)/pausemesh demo
@@ -62,7 +60,10 @@ copilotkit: install copilotkit-build  ## CopilotKit on PauseMesh: the demo, and 
 frontend:  ## rebuild the browser demo into backend/pausemesh/demo/static (Node; `make demo` needs none)
 	cd frontend-demo && npm ci --no-audit --no-fund && npm test && npm run build
 
-test: install lint typecheck browser  ## every test: lint, types, unit, contract, e2e
+examples-build:  ## the CopilotKit example, built for its end-to-end tests (needs npm; `make demo` does not)
+	@! command -v npm >/dev/null || $(MAKE) --no-print-directory copilotkit-build
+
+test: install lint typecheck browser examples-build  ## every test: lint, types, unit, contract, e2e
 	$(BIN)/pytest
 
 unit: install
