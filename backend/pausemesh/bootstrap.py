@@ -22,6 +22,7 @@ from pausemesh.settings import Settings
 from pausemesh.stores.sqlite import (
     SqliteDatabase,
     SqliteEventStore,
+    SqliteFencedOperations,
     SqliteOperationLedger,
     SqliteThreadStore,
 )
@@ -50,7 +51,11 @@ async def open_sqlite_storage(path: str) -> Storage:
         threads = SqliteThreadStore(database, owns_database=False)
         operations = SqliteOperationLedger(database, owns_database=False)
         return Storage(
-            events=events, threads=threads, operations=operations, on_close=[database.close]
+            events=events,
+            threads=threads,
+            operations=operations,
+            fencing=SqliteFencedOperations(database),
+            on_close=[database.close],
         )
     except BaseException:
         await database.close()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pausemesh import __version__
+from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
 from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
@@ -223,6 +224,8 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
         add_migrate_arguments,
         run_migrate,
     ),
+    "gateway": ("serve the continuity gateway (pin, retire)", add_gateway_arguments, run_gateway),
+    "ops": ("inspect and resolve the gateway's operations", add_ops_arguments, run_ops),
 }
 
 

@@ -25,6 +25,11 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── SettingsError (ValueError)                INVALID_SETTING: a setting is missing or malformed
     ├── NotStartedError (RuntimeError)            NOT_STARTED: a request before the lifespan ran
     ├── AgentLoadError                            AGENT_NOT_LOADABLE: --agent names no usable agent
+
+
+    ├── RuntimeNotCurrentError                    RUNTIME_NOT_CURRENT: a retired gateway worker
+    ├── GatewayError                              GATEWAY_* / TOOL_CHANGED / CATALOG_*: the
+    │                                             continuity gateway's config, lock and upstreams
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
                                                   MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
@@ -40,6 +45,7 @@ __all__ = (
     "ContinuationExpiredError",
     "ContinuationIdMismatchError",
     "ContinuationNotFoundError",
+    "GatewayError",
     "IdempotencyConflictError",
     "InvalidInputError",
     "InvalidTransitionError",
@@ -49,6 +55,7 @@ __all__ = (
     "PauseMeshError",
     "PayloadTooLargeError",
     "ProtocolAdapterError",
+    "RuntimeNotCurrentError",
     "SettingsError",
     "StoreError",
     "ThreadBusyError",
@@ -256,6 +263,26 @@ class AgentLoadError(PauseMeshError):
     PauseMesh can serve; the message says what was found instead."""
 
     default_code = "AGENT_NOT_LOADABLE"
+
+
+class RuntimeNotCurrentError(PauseMeshError):
+    """A gateway worker whose fencing epoch was advanced (retired) tried to act."""
+
+    default_code = "RUNTIME_NOT_CURRENT"
+
+    def __init__(self, worker: str) -> None:
+        super().__init__("This gateway worker was retired; it can no longer act", worker=worker)
+
+
+class GatewayError(PauseMeshError):
+    """The gateway's configuration, lock or an upstream is not what it must be.
+
+    Codes: ``GATEWAY_CONFIG_INVALID`` (every problem listed in ``details["errors"]``),
+    ``GATEWAY_LOCK_MISSING``, ``GATEWAY_LOCK_MISMATCH``, ``TOOL_CHANGED``, ``TOOL_MISSING``,
+    ``CATALOG_LIMIT``, ``CATALOG_CONFLICT``, ``UPSTREAM_UNAVAILABLE``.
+    """
+
+    default_code = "GATEWAY_UNAVAILABLE"
 
 
 class StoreError(PauseMeshError, RuntimeError):

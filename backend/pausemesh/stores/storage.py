@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
 from pausemesh.core.threads import ThreadStore
@@ -19,7 +20,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 
 class Storage:
-    """The event store plus the optional thread store and operation ledger.
+    """The event store plus the optional thread store, operation ledger and (for the
+    gateway) fenced operations over that ledger.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -31,11 +33,13 @@ class Storage:
         events: EventStore,
         threads: ThreadStore | None = None,
         operations: OperationLedger | None = None,
+        fencing: FencedOperations | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
         self.threads = threads
         self.operations = operations
+        self.fencing = fencing
         self._on_close = list(on_close)
         self._closed = False
 

@@ -30,7 +30,13 @@ from pausemesh.core.operations import (
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 
-__all__ = ("SqliteOperationLedger", "open_sqlite_operation_ledger")
+__all__ = (
+    "SqliteOperationLedger",
+    "begin_in",
+    "complete_in",
+    "open_sqlite_operation_ledger",
+    "select_operation",
+)
 
 _COLUMNS = (
     "operation_id, domain, business_key, tool, arguments_json, terms_hash, attempt_id,"
@@ -54,12 +60,58 @@ def _record(row: Sequence[Any]) -> OperationRecord:
     )
 
 
-def _select(conn: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
+def select_operation(conn: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM operations WHERE operation_id = ?",  # noqa: S608 - constant columns
         (operation_id,),
     ).fetchone()
     return None if row is None else _record(row)
+
+
+def begin_in(conn: sqlite3.Connection, wanted: OperationRecord) -> OperationBegin:
+    """``begin`` inside the caller's write transaction (the gateway adds its fence to it)."""
+    cursor = conn.execute(
+        "INSERT INTO operations (operation_id, domain, business_key, tool,"
+        " arguments_json, terms_hash, attempt_id, attempted_at_us)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (
+            wanted.operation_id,
+            wanted.domain,
+            wanted.business_key,
+            wanted.tool,
+            canonical_json(wanted.arguments),
+            wanted.terms_hash,
+            wanted.attempt_id,
+            epoch_us(wanted.attempted_at),
+        ),
+    )
+    if cursor.rowcount == 1:
+        return OperationBegin(decision=EXECUTE, record=wanted)
+    existing = select_operation(conn, wanted.operation_id)
+    assert existing is not None  # noqa: S101 - rows are never deleted (trigger)
+    return decide(existing, wanted)
+
+
+def complete_in(  # noqa: PLR0917 - the outcome and where it goes
+    conn: sqlite3.Connection,
+    operation_id: str,
+    attempt_id: str,
+    result_json: str,
+    digest: str,
+    now: datetime,
+) -> OperationRecord:
+    """``complete`` inside the caller's write transaction."""
+    record = begun(operation_id, select_operation(conn, operation_id))
+    if check_completion(record, attempt_id, digest):
+        return record
+    conn.execute(
+        "UPDATE operations SET result_json = ?, result_hash = ?, completed_at_us = ?"
+        " WHERE operation_id = ? AND attempt_id = ? AND result_hash IS NULL",
+        (result_json, digest, epoch_us(now), operation_id, attempt_id),
+    )
+    completed = select_operation(conn, operation_id)
+    assert completed is not None  # noqa: S101 - read back inside the same transaction
+    return completed
 
 
 class SqliteOperationLedger:
@@ -79,29 +131,9 @@ class SqliteOperationLedger:
         now: datetime,
     ) -> OperationBegin:
         wanted = new_attempt(domain, business_key, tool, arguments, now=now)
-        arguments_json = canonical_json(wanted.arguments)
 
         def op(conn: sqlite3.Connection) -> OperationBegin:
-            cursor = conn.execute(
-                "INSERT INTO operations (operation_id, domain, business_key, tool,"
-                " arguments_json, terms_hash, attempt_id, attempted_at_us)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (
-                    wanted.operation_id,
-                    wanted.domain,
-                    wanted.business_key,
-                    wanted.tool,
-                    arguments_json,
-                    wanted.terms_hash,
-                    wanted.attempt_id,
-                    epoch_us(wanted.attempted_at),
-                ),
-            )
-            if cursor.rowcount == 1:
-                return OperationBegin(decision=EXECUTE, record=wanted)
-            existing = _select(conn, wanted.operation_id)
-            assert existing is not None  # noqa: S101 - rows are never deleted (trigger)
-            return decide(existing, wanted)
+            return begin_in(conn, wanted)
 
         return await self.database.write(op)
 
@@ -112,17 +144,7 @@ class SqliteOperationLedger:
         result_json = canonical_json(result)
 
         def op(conn: sqlite3.Connection) -> OperationRecord:
-            record = begun(operation_id, _select(conn, operation_id))
-            if check_completion(record, attempt_id, digest):
-                return record
-            conn.execute(
-                "UPDATE operations SET result_json = ?, result_hash = ?, completed_at_us = ?"
-                " WHERE operation_id = ? AND attempt_id = ? AND result_hash IS NULL",
-                (result_json, digest, epoch_us(now), operation_id, attempt_id),
-            )
-            completed = _select(conn, operation_id)
-            assert completed is not None  # noqa: S101 - read back inside the same transaction
-            return completed
+            return complete_in(conn, operation_id, attempt_id, result_json, digest, now)
 
         return await self.database.write(op)
 

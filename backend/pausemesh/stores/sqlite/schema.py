@@ -128,4 +128,60 @@ _OPERATIONS = Migration(
     ),
 )
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS, _OPERATIONS)
+_GATEWAY = Migration(
+    version=4,
+    name="gateway_fencing",
+    statements=(
+        """
+        CREATE TABLE gateway_workers (
+            domain TEXT NOT NULL,
+            worker TEXT NOT NULL,
+            -- the fencing epoch; only a holder of the current one may begin or record
+            epoch INTEGER NOT NULL CHECK (epoch > 0),
+            updated_at_us INTEGER NOT NULL,
+            PRIMARY KEY (domain, worker)
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER gateway_workers_epoch_advances BEFORE UPDATE ON gateway_workers
+        WHEN NEW.epoch <= OLD.epoch OR NEW.domain IS NOT OLD.domain OR NEW.worker IS NOT OLD.worker
+        BEGIN SELECT RAISE(ABORT, 'gateway_workers: an epoch only advances'); END
+        """,
+        """
+        CREATE TRIGGER gateway_workers_no_delete BEFORE DELETE ON gateway_workers
+        BEGIN SELECT RAISE(ABORT, 'gateway_workers rows are never deleted'); END
+        """,
+        """
+        CREATE TABLE gateway_dispatches (
+            operation_id TEXT PRIMARY KEY REFERENCES operations (operation_id),
+            worker TEXT NOT NULL,
+            epoch INTEGER NOT NULL,
+            job TEXT NOT NULL,
+            dispatched_at_us INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE operation_resolutions (
+            operation_id TEXT PRIMARY KEY REFERENCES operations (operation_id),
+            resolved_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            resolved_at_us INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        *(
+            f"""
+            CREATE TRIGGER {table}_no_{verb} BEFORE {verb.upper()} ON {table}
+            BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END
+            """
+            for table in ("gateway_dispatches", "operation_resolutions")
+            for verb in ("update", "delete")
+        ),
+    ),
+)
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    _CONTINUATIONS,
+    _AGUI_THREADS,
+    _OPERATIONS,
+    _GATEWAY,
+)

@@ -1,0 +1,98 @@
+"""Fenced operations: the ledger as a gateway worker uses it (issue 12).
+
+A gateway process runs as a named **worker** holding a **fencing epoch** kept in the
+database. Retiring the worker advances the epoch; from then on the process holding the old
+epoch can neither begin an operation nor record an outcome — the check and the write are one
+transaction, so a reply that arrives after retirement leaves the operation without an
+outcome (``OUTCOME_UNKNOWN``). Who dispatched each operation (worker, epoch, job alias) is
+kept beside it, and an operator's resolution of an unknown outcome is an audited record
+(who, when, why) written with the outcome in one transaction; it never dispatches.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from pausemesh.core.operations import OperationBegin, OperationRecord
+
+__all__ = ("Dispatch", "FencedOperations", "Resolution")
+
+
+class Dispatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Which worker (at which epoch, under which job alias) began an operation."""
+
+    operation_id: str
+    worker: str
+    epoch: int
+    job: str
+    dispatched_at: datetime
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """An operator's resolution of an unknown outcome (the audit record)."""
+
+    operation_id: str
+    resolved_by: str
+    reason: str
+    resolved_at: datetime
+
+
+@runtime_checkable
+class FencedOperations(Protocol):
+    """Port: worker epochs plus the ledger's begin/complete, fenced by them. SQLite and
+    PostgreSQL implement it over the same ``operations`` table as ``OperationLedger``."""
+
+    async def claim_worker(self, domain: str, worker: str, *, now: datetime) -> int:
+        """The worker's current epoch (1 for a new worker): what this process holds."""
+        ...
+
+    async def retire_worker(self, domain: str, worker: str, *, now: datetime) -> int:
+        """Advance the worker's epoch; return the new one. Holders of older epochs are fenced."""
+        ...
+
+    async def worker_epoch(self, domain: str, worker: str) -> int | None: ...
+
+    async def begin_fenced(
+        self,
+        domain: str,
+        business_key: str,
+        *,
+        tool: str,
+        arguments: Any,
+        worker: str,
+        epoch: int,
+        job: str,
+        now: datetime,
+    ) -> OperationBegin:
+        """``OperationLedger.begin`` if ``epoch`` is the worker's current one, and the
+        dispatch record with it; ``RuntimeNotCurrentError`` (nothing written) otherwise."""
+        ...
+
+    async def complete_fenced(
+        self,
+        operation_id: str,
+        *,
+        attempt_id: str,
+        result: Any,
+        worker: str,
+        epoch: int,
+        now: datetime,
+    ) -> OperationRecord:
+        """``OperationLedger.complete`` if ``epoch`` is still current; else
+        ``RuntimeNotCurrentError`` and the operation keeps no outcome."""
+        ...
+
+    async def resolve(
+        self, operation_id: str, *, result: Any, resolved_by: str, reason: str, now: datetime
+    ) -> OperationRecord:
+        """Record an operator's result for an operation without an outcome, with its audit
+        record. ``OPERATION_NOT_FOUND`` if never begun, ``OPERATION_NOT_UNKNOWN`` if it
+        already has an outcome."""
+        ...
+
+    async def dispatch_of(self, operation_id: str) -> Dispatch | None: ...
+
+    async def resolution_of(self, operation_id: str) -> Resolution | None: ...

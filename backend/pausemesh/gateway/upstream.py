@@ -1,0 +1,175 @@
+"""Client sessions to the approved upstream MCP servers (official ``mcp`` SDK, stdio or HTTP).
+
+Each upstream gets one long-lived ``ClientSession``, opened lazily on first need and held by
+a background task (the SDK's transports are anyio context managers that must be exited by
+the task that entered them). A session whose transport ended (the upstream exited) is
+reopened on next use; a call that merely timed out leaves the session to the other calls.
+
+Retries are off by construction: the gateway speaks to ``ClientSession`` directly (the
+high-level ``mcp.Client`` re-sends a ``tools/call`` after a 2026-07-28 ``HEADER_MISMATCH``),
+with the handshake-era ``initialize`` (no header negotiation to mismatch), and sends each
+``tools/call`` exactly once with its own read timeout. A timeout is not a cancellation: the
+gateway reports it as an unknown outcome and never sends the call again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Final
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, PaginatedRequestParams, Tool
+
+from pausemesh.core.errors import GatewayError
+from pausemesh.gateway.config import Upstream
+
+__all__ = ("MAX_CATALOG_TOOLS", "UpstreamPool", "UpstreamSession", "catalog_tool", "definition_of")
+
+_log = logging.getLogger("pausemesh.gateway")
+
+MAX_CATALOG_TOOLS: Final = 64
+_CONNECT_TIMEOUT_SECONDS = 30.0
+_LIST_TIMEOUT_SECONDS = 30.0
+
+
+def definition_of(tool: Tool) -> dict[str, Any]:
+    """The pinned part of a tool definition: name, input and output schema, annotations."""
+    dumped = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {
+        key: dumped[key]
+        for key in ("name", "inputSchema", "outputSchema", "annotations")
+        if key in dumped
+    }
+
+
+def catalog_tool(tools: list[Tool], next_cursor: str | None, name: str) -> Tool:
+    """The tool ``name`` from one page of ``tools/list``, refusing an unbounded catalogue."""
+    if next_cursor is not None:
+        msg = "the upstream's tool catalogue has more than one page"
+        raise GatewayError(msg, code="CATALOG_LIMIT")
+    if len(tools) > MAX_CATALOG_TOOLS:
+        msg = f"the upstream lists more than {MAX_CATALOG_TOOLS} tools"
+        raise GatewayError(msg, code="CATALOG_LIMIT")
+    names = [tool.name for tool in tools]
+    if len(set(names)) != len(names):
+        msg = "the upstream lists a tool name twice"
+        raise GatewayError(msg, code="CATALOG_CONFLICT")
+    for tool in tools:
+        if tool.name == name:
+            return tool
+    msg = f"the upstream has no tool {name!r}"
+    raise GatewayError(msg, code="TOOL_MISSING", tool=name)
+
+
+class UpstreamSession:
+    """One open session to one upstream, held by its own task until ``close``."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._session: ClientSession | None = None
+
+    def _transport(self) -> Any:
+        upstream = self.upstream
+        if upstream.url is not None:
+            return streamable_http_client(upstream.url)
+        assert upstream.command is not None  # noqa: S101 - config validation guarantees one of them
+        return stdio_client(
+            StdioServerParameters(
+                command=upstream.command,
+                args=list(upstream.args),
+                env=dict(upstream.env) if upstream.env is not None else None,
+                cwd=upstream.cwd,
+            )
+        )
+
+    async def _hold(self, ready: asyncio.Future[ClientSession]) -> None:
+        try:
+            async with self._transport() as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                ready.set_result(session)
+                await self._stop.wait()
+        except Exception as error:  # noqa: BLE001 - any transport failure: unavailable, retried on next use
+            if not ready.done():
+                ready.set_exception(error)
+            else:
+                _log.info("upstream %s session ended: %s", self.upstream.id, type(error).__name__)
+
+    async def open(self) -> ClientSession:
+        ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._hold(ready), name=f"upstream-{self.upstream.id}")
+        try:
+            self._session = await asyncio.wait_for(asyncio.shield(ready), _CONNECT_TIMEOUT_SECONDS)
+        except Exception as error:  # noqa: BLE001 - spawn, handshake or HTTP: all mean unavailable
+            await self.close()
+            msg = f"upstream {self.upstream.id!r} is unavailable ({type(error).__name__})"
+            raise GatewayError(
+                msg, code="UPSTREAM_UNAVAILABLE", upstream=self.upstream.id
+            ) from None
+        return self._session
+
+    @property
+    def session(self) -> ClientSession:
+        assert self._session is not None  # noqa: S101 - only handed out after open()
+        return self._session
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def list_tool(self, name: str) -> Tool:
+        """The live definition of ``name`` (one page only)."""
+        try:
+            listed = await asyncio.wait_for(
+                self.session.list_tools(params=PaginatedRequestParams()), _LIST_TIMEOUT_SECONDS
+            )
+        except Exception as error:  # noqa: BLE001 - a dead session, a timeout, a bad page alike
+            msg = f"upstream {self.upstream.id!r} did not list its tools ({type(error).__name__})"
+            raise GatewayError(
+                msg, code="UPSTREAM_UNAVAILABLE", upstream=self.upstream.id
+            ) from None
+        return catalog_tool(listed.tools, listed.next_cursor, name)
+
+    async def call_once(
+        self, name: str, arguments: dict[str, Any], read_timeout: float
+    ) -> CallToolResult:
+        """Send ``tools/call`` once. Raises on timeout, a closed session or an unreadable reply."""
+        return await self.session.call_tool(name, arguments, read_timeout_seconds=read_timeout)
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 10.0)
+
+
+class UpstreamPool:
+    """The open sessions of one gateway process, one per upstream, reopened after failure."""
+
+    def __init__(self, upstreams: dict[str, Upstream]) -> None:
+        self._upstreams = upstreams
+        self._sessions: dict[str, UpstreamSession] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, upstream_id: str) -> UpstreamSession:
+        lock = self._locks.setdefault(upstream_id, asyncio.Lock())
+        async with lock:
+            current = self._sessions.get(upstream_id)
+            if current is not None and current.alive:
+                return current
+            if current is not None:
+                await current.close()
+            fresh = UpstreamSession(self._upstreams[upstream_id])
+            await fresh.open()
+            self._sessions[upstream_id] = fresh
+            return fresh
+
+    async def close(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()

@@ -1,0 +1,159 @@
+"""The continuity gateway in tests: a config over the real upstream script, pinned, served by
+real ``pausemesh gateway`` processes, called with the official ``mcp`` client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import CallToolResult
+
+from tests.support.server import REPO_ROOT, ServerProcess
+
+__all__ = ("GatewayCase", "call", "gateway_client", "structured")
+
+UPSTREAM = REPO_ROOT / "tests" / "support" / "upstream_mcp.py"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAUSEMESH_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return env
+
+
+@dataclass
+class GatewayCase:
+    """One gateway deployment in a temporary directory: config, lock, database, upstream files."""
+
+    root: Path
+    database_url: str | None = None
+    database_schema: str | None = None
+    jobs: list[dict[str, Any]] = field(
+        default_factory=lambda: [
+            {
+                "name": "create_invoice",
+                "upstream": "invoices",
+                "tool": "create_invoice",
+                "business_key": "invoice:{order_id}",
+                "timeout_seconds": 5,
+            }
+        ]
+    )
+    access: str = ""
+    upstream_url: str | None = None
+
+    @property
+    def config(self) -> Path:
+        return self.root / "gateway.toml"
+
+    @property
+    def calls(self) -> Path:
+        return self.root / "calls.jsonl"
+
+    @property
+    def control(self) -> Path:
+        return self.root / "control.json"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "pausemesh.db"
+
+    def lines(self) -> list[dict[str, Any]]:
+        if not self.calls.exists():
+            return []
+        return [json.loads(line) for line in self.calls.read_text().splitlines() if line]
+
+    def set_control(self, **control: Any) -> None:
+        self.control.write_text(json.dumps(control))
+
+    def upstream_env(self) -> dict[str, str]:
+        return {"UPSTREAM_CALLS": str(self.calls), "UPSTREAM_CONTROL": str(self.control)}
+
+    def write(self) -> Path:
+        if self.upstream_url is not None:
+            upstream = f'[[upstreams]]\nid = "invoices"\nurl = "{self.upstream_url}"\n'
+        else:
+            env = ", ".join(f'{k} = "{v}"' for k, v in self.upstream_env().items())
+            upstream = (
+                f'[[upstreams]]\nid = "invoices"\ncommand = "{sys.executable}"\n'
+                f'args = ["{UPSTREAM}"]\nenv = {{ {env} }}\n'
+            )
+        jobs = ""
+        for job in self.jobs:
+            jobs += "[[jobs]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job.items())
+        self.config.write_text(
+            f'domain = "billing"\nworker = "gw-1"\n{upstream}{jobs}{self.access}'
+        )
+        return self.config
+
+    def store_args(self) -> list[str]:
+        if self.database_url is not None:
+            args = ["--database-url", self.database_url]
+            if self.database_schema is not None:
+                args += ["--database-schema", self.database_schema]
+            return args
+        return ["--database-path", str(self.database)]
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``pausemesh <args> --config ... <store flags>`` in a subprocess."""
+        command = [sys.executable, "-m", "pausemesh", *args, "--config", str(self.config)]
+        return subprocess.run(  # noqa: S603 - our own CLI with test arguments
+            [*command, *self.store_args()],
+            env=_env(),
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
+        )
+
+    def pin(self) -> None:
+        self.write()
+        self.cli("gateway", "pin")
+
+    def stdio(self, *extra: str) -> StdioServerParameters:
+        args = ["-m", "pausemesh", "gateway", "--stdio", "--config", str(self.config)]
+        return StdioServerParameters(
+            command=sys.executable,
+            args=[*args, *self.store_args(), *extra],
+            env=_env(),
+            cwd=str(self.root),
+        )
+
+    def http(self, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
+        args = ["gateway", "--config", str(self.config), *self.store_args(), *extra]
+        return ServerProcess(args, env={"PYTHONPATH": str(REPO_ROOT), **(env or {})}, cwd=self.root)
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None
+    text = result.content[0]
+    assert json.loads(text.text) == result.structured_content  # type: ignore[union-attr]
+    return result.structured_content
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return structured(await client.call_tool(tool, arguments))
+
+
+@asynccontextmanager
+async def gateway_client(target: Any, **options: Any) -> AsyncIterator[Client]:
+    async with Client(target, **options) as client:
+        yield client
+
+
+def invoice(order_id: str = "A-1", amount: int = 100) -> dict[str, Any]:
+    return {"order_id": order_id, "amount": amount}
+
+
+def lines_for(case: GatewayCase, order_ids: Sequence[str]) -> list[dict[str, Any]]:
+    return [line for line in case.lines() if line["order_id"] in order_ids]

@@ -1,0 +1,81 @@
+"""An ordinary upstream MCP server (official SDK, no PauseMesh imports) for the gateway tests.
+
+``create_invoice`` appends one JSON line per real call to ``$UPSTREAM_CALLS`` (fsynced, before
+anything else happens), then behaves as ``$UPSTREAM_CONTROL`` (a JSON file, read per call)
+says: ``{"delay": seconds}`` sleeps before answering, ``{"exit": true}`` exits the process
+mid-call. Started with ``{"changed": true}`` in the control file, the tool's definition
+differs (an extra argument) from what a gateway pinned before. ``lookup_invoice`` is a second,
+read-only tool.
+
+    python tests/support/upstream_mcp.py            # stdio
+    python tests/support/upstream_mcp.py --http PORT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+
+def _control() -> dict[str, Any]:
+    path = os.environ.get("UPSTREAM_CONTROL")
+    if not path or not Path(path).exists():
+        return {}
+    loaded: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
+    return loaded
+
+
+def _append(line: dict[str, Any]) -> None:
+    with Path(os.environ["UPSTREAM_CALLS"]).open("a", encoding="utf-8") as calls:
+        calls.write(json.dumps(line, sort_keys=True) + "\n")
+        calls.flush()
+        os.fsync(calls.fileno())
+
+
+def _after_call() -> None:
+    control = _control()
+    if control.get("exit"):
+        os._exit(3)
+    delay = float(control.get("delay", 0))
+    if delay:
+        time.sleep(delay)
+
+
+server = MCPServer("invoices")
+
+if _control().get("changed"):
+
+    @server.tool()
+    def create_invoice(order_id: str, amount: int, currency: str = "EUR") -> dict[str, Any]:
+        """Create an invoice (a changed definition: it grew a currency)."""
+        _append({"order_id": order_id, "amount": amount, "currency": currency})
+        _after_call()
+        return {"invoice": f"inv-{order_id}", "amount": amount, "currency": currency}
+
+else:
+
+    @server.tool()
+    def create_invoice(order_id: str, amount: int) -> dict[str, Any]:
+        """Create an invoice for an order (one line in the calls file per real call)."""
+        _append({"order_id": order_id, "amount": amount})
+        _after_call()
+        return {"invoice": f"inv-{order_id}", "amount": amount}
+
+
+@server.tool()
+def lookup_invoice(order_id: str) -> dict[str, Any]:
+    """Read an invoice (no effect)."""
+    return {"invoice": f"inv-{order_id}"}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":  # noqa: PLR2004 - `--http PORT`
+        server.run("streamable-http", port=int(sys.argv[2]), stateless_http=False)
+    else:
+        server.run("stdio")
