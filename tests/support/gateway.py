@@ -106,7 +106,7 @@ class GatewayCase:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """``pausemesh <args> --config ... <store flags>`` in a subprocess."""
         command = [sys.executable, "-m", "pausemesh", *args, "--config", str(self.config)]
-        return subprocess.run(  # noqa: S603 - our own CLI with test arguments
+        return subprocess.run(
             [*command, *self.store_args()],
             env=_env(),
             cwd=self.root,

@@ -75,7 +75,7 @@ def lookup_invoice(order_id: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":  # noqa: PLR2004 - `--http PORT`
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", port=int(sys.argv[2]), stateless_http=False)
     else:
         server.run("stdio")
