@@ -117,7 +117,18 @@ class GatewayCase:
         )
 
     def pin(self) -> None:
+        """Write the config, migrate PostgreSQL (the app never does), pin the lock."""
         self.write()
+        if self.database_url is not None:
+            schema = self.database_schema or "pausemesh"
+            migrate = ["migrate", "--database-url", self.database_url, "--schema", schema]
+            subprocess.run(
+                [sys.executable, "-m", "pausemesh", *migrate],
+                env=_env(),
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
         self.cli("gateway", "pin")
 
     def stdio(self, *extra: str) -> StdioServerParameters:

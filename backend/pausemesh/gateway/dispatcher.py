@@ -66,7 +66,7 @@ from pausemesh.gateway.results import (
     TOOL_CHANGED,
     outcome,
 )
-from pausemesh.gateway.upstream import UpstreamPool, definition_of
+from pausemesh.gateway.upstream import UpstreamPool, UpstreamSession, definition_of
 
 __all__ = ("MAX_RETAINED_BYTES", "Approver", "Gateway", "Pending")
 
@@ -290,8 +290,12 @@ class Gateway:
             reply = await session.call_once(job.tool, arguments, job.timeout_seconds)
         except Exception as error:  # noqa: BLE001 - any failure after dispatch: outcome unknown
             _log.warning("upstream call of %s failed after dispatch: %s", op, type(error).__name__)
-            reason = "UPSTREAM_TIMEOUT" if "timed out" in str(error).lower() else "UPSTREAM_FAILED"
-            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason=reason)
+            if session.timed_out(error):
+                return outcome(
+                    OUTCOME_UNKNOWN, job.name, operation_id=op, reason="UPSTREAM_TIMEOUT"
+                )
+            await self.pool.discard(session)
+            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="UPSTREAM_FAILED")
         retained = {
             "upstreamResult": reply.model_dump(by_alias=True, exclude_none=True, mode="json")
         }
@@ -299,16 +303,18 @@ class Gateway:
             return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="REPORT_LIMIT")
         return await self._record(job, attempt, retained)
 
-    async def _session(self, job: Job, op: str) -> Any:
+    async def _session(self, job: Job, op: str) -> UpstreamSession:
         try:
             return await self.pool.get(job.upstream)
         except GatewayError as error:
             raise _Stop(outcome(REFUSED, job.name, operation_id=op, reason=error.code)) from None
 
-    async def _check_definition(self, job: Job, op: str, session: Any) -> None:
+    async def _check_definition(self, job: Job, op: str, session: UpstreamSession) -> None:
         try:
             live = definition_of(await session.list_tool(job.tool))
         except GatewayError as error:
+            if error.code == "UPSTREAM_UNAVAILABLE":
+                await self.pool.discard(session)
             status = TOOL_CHANGED if error.code == "TOOL_MISSING" else REFUSED
             raise _Stop(outcome(status, job.name, operation_id=op, reason=error.code)) from None
         if canonical_sha256(live) != self.lock.jobs[job.name].digest:

@@ -3,7 +3,8 @@
 Each upstream gets one long-lived ``ClientSession``, opened lazily on first need and held by
 a background task (the SDK's transports are anyio context managers that must be exited by
 the task that entered them). A session whose transport ended (the upstream exited) is
-reopened on next use; a call that merely timed out leaves the session to the other calls.
+discarded and reopened on next use; a call that merely timed out leaves the session to the
+other calls.
 
 Retries are off by construction: the gateway speaks to ``ClientSession`` directly (the
 high-level ``mcp.Client`` re-sends a ``tools/call`` after a 2026-07-28 ``HEADER_MISMATCH``),
@@ -22,7 +23,8 @@ from typing import Any, Final
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, PaginatedRequestParams, Tool
+from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT, CallToolResult, PaginatedRequestParams, Tool
 
 from pausemesh.core.errors import GatewayError
 from pausemesh.gateway.config import Upstream
@@ -135,6 +137,10 @@ class UpstreamSession:
             ) from None
         return catalog_tool(listed.tools, listed.next_cursor, name)
 
+    @staticmethod
+    def timed_out(error: BaseException) -> bool:
+        return isinstance(error, MCPError) and error.code == REQUEST_TIMEOUT
+
     async def call_once(
         self, name: str, arguments: dict[str, Any], read_timeout: float
     ) -> CallToolResult:
@@ -168,6 +174,12 @@ class UpstreamPool:
             await fresh.open()
             self._sessions[upstream_id] = fresh
             return fresh
+
+    async def discard(self, session: UpstreamSession) -> None:
+        """Drop a session whose connection failed; the next call opens a fresh one."""
+        if self._sessions.get(session.upstream.id) is session:
+            del self._sessions[session.upstream.id]
+        await session.close()
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
