@@ -1,0 +1,166 @@
+"""Crashes, retirement and the operator's resolution, with real processes: a gateway served
+over streamable HTTP (uvicorn) killed with SIGKILL mid-call, ``pausemesh gateway retire`` and
+``pausemesh ops`` run as commands, upstreams over stdio and over streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.support.gateway import UPSTREAM, GatewayCase, call, gateway_client, invoice
+from tests.support.server import free_port
+
+pytestmark = pytest.mark.slow
+
+KEY = {"job": "create_invoice", "order_id": "A-1"}
+
+
+async def _until_lines(case: GatewayCase, count: int) -> None:
+    for _ in range(600):
+        if len(case.lines()) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the upstream never got call {count}")
+
+
+async def test_a_gateway_killed_mid_call_leaves_a_sticky_unknown_that_status_and_why_explain(
+    case: GatewayCase,
+) -> None:
+    case.pin()
+    case.set_control(delay=20)
+    with case.http() as server:
+
+        async def doomed_call() -> None:
+            async with gateway_client(server.url("/mcp")) as client:
+                await call(client, "create_invoice", invoice())
+
+        in_flight = asyncio.create_task(doomed_call())
+        await _until_lines(case, 1)
+        server.kill()
+        # The client sees its connection drop (an ExceptionGroup from its task group).
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(in_flight, 30)
+        case.set_control()
+        server.start()
+        async with gateway_client(server.url("/mcp")) as client:
+            status = await call(client, "continuity_status", KEY)
+            why = await call(client, "continuity_why", KEY)
+            repeats = [await call(client, "create_invoice", invoice()) for _ in range(10)]
+    assert status["status"] == "OUTCOME_UNKNOWN"
+    assert status["dispatchedBy"]["worker"] == "gw-1"
+    assert "completedAt" not in status
+    assert "never send this operation again" in why["explanation"]
+    assert {r["status"] for r in repeats} == {"OUTCOME_UNKNOWN"}
+    assert len(case.lines()) == 1
+
+
+async def test_a_retired_worker_cannot_record_its_late_reply_and_the_replacement_only_inspects(
+    case: GatewayCase,
+) -> None:
+    case.pin()
+    case.set_control(delay=4)
+    async with gateway_client(case.stdio()) as retired:
+        in_flight = asyncio.create_task(call(retired, "create_invoice", invoice()))
+        await _until_lines(case, 1)
+        retire = case.cli("gateway", "retire", "--worker", "gw-1")
+        late = await in_flight
+        case.set_control()
+        after = await call(retired, "create_invoice", invoice("B-2"))
+        inspect_after = await call(retired, "continuity_status", KEY)
+    async with gateway_client(case.stdio("--worker", "gw-2")) as replacement:
+        status = await call(replacement, "continuity_status", KEY)
+        rerun = await call(replacement, "create_invoice", invoice())
+    assert "epoch is now 2" in retire.stdout
+    assert late["status"] == "OUTCOME_UNKNOWN"
+    assert late["reason"] == "RUNTIME_NOT_CURRENT"
+    assert after["status"] == "REFUSED"
+    assert after["reason"] == "RUNTIME_NOT_CURRENT"
+    assert inspect_after["reason"] == "RUNTIME_NOT_CURRENT"
+    assert status["status"] == "OUTCOME_UNKNOWN"
+    assert status["dispatchedBy"] == {**status["dispatchedBy"], "worker": "gw-1", "epoch": 1}
+    assert status["dispatchedBy"]["workerCurrent"] is False
+    assert rerun["status"] == "OUTCOME_UNKNOWN"
+    assert [line["order_id"] for line in case.lines()] == ["A-1"]
+
+
+def _ops(case: GatewayCase, *args: str, check: bool = True) -> Any:
+    done = case.cli("ops", *args, check=check)
+    return json.loads(done.stdout) if check else done
+
+
+async def test_ops_resolve_records_an_audited_resolution_and_later_calls_reconcile_to_it(
+    case: GatewayCase,
+) -> None:
+    case.pin()
+    case.set_control(exit=True)
+    async with gateway_client(case.stdio()) as client:
+        lost = await call(client, "create_invoice", invoice())
+    case.set_control()
+    op = lost["operationId"]
+    listed = _ops(case, "list")
+    result_file = case.root / "found.json"
+    result_file.write_text(json.dumps({"invoice": "inv-A-1", "checkedIn": "billing system"}))
+    _ops(
+        case,
+        "resolve",
+        op,
+        "--result-file",
+        str(result_file),
+        "--reason",
+        "found in billing",
+        "--by",
+        "ops-alice",
+        check=False,
+    )
+    status = _ops(case, "status", op)
+    why = _ops(case, "why", op)
+    again = _ops(
+        case, "resolve", op, "--result-file", str(result_file), "--reason", "twice", check=False
+    )
+    async with gateway_client(case.stdio()) as client:
+        reconciled = await call(client, "create_invoice", invoice())
+    assert lost["status"] == "OUTCOME_UNKNOWN"
+    assert [(o["operationId"], o["status"]) for o in listed] == [(op, "OUTCOME_UNKNOWN")]
+    assert status["status"] == "RESPONSE_RETAINED"
+    assert status["resolvedByOperator"] is True
+    assert status["resolution"]["resolvedBy"] == "ops-alice"
+    assert status["resolution"]["reason"] == "found in billing"
+    assert "ops-alice resolved it" in why["explanation"]
+    assert again.returncode == 1
+    assert "OPERATION_NOT_UNKNOWN" in again.stderr
+    assert reconciled["status"] == "RECONCILIATION_ONLY"
+    assert reconciled["resolvedByOperator"] is True
+    assert reconciled["upstreamResult"] == {"invoice": "inv-A-1", "checkedIn": "billing system"}
+    assert len(case.lines()) == 1
+
+
+async def test_an_upstream_over_streamable_http_is_called_once(case: GatewayCase) -> None:
+    port = free_port()
+    upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole test
+        [sys.executable, str(UPSTREAM), "--http", str(port)],
+        env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(300):
+            try:
+                case.pin()
+                break
+            except subprocess.CalledProcessError:
+                await asyncio.sleep(0.2)
+        async with gateway_client(case.stdio()) as client:
+            first = await call(client, "create_invoice", invoice())
+            second = await call(client, "create_invoice", invoice())
+    finally:
+        upstream.kill()
+        upstream.wait()
+    assert (first["status"], second["status"]) == ("RESPONSE_RETAINED", "RECONCILIATION_ONLY")
+    assert len(case.lines()) == 1
