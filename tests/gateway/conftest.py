@@ -9,7 +9,7 @@ from tests.support.gateway import GatewayCase
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 
 
-@pytest.fixture(name="case", params=["sqlite"])
+@pytest.fixture(name="case", params=["sqlite", "postgres"])
 async def case_fixture(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[GatewayCase]:

@@ -24,9 +24,14 @@ __all__ = ("GatewayCase", "call", "gateway_client", "structured")
 UPSTREAM = REPO_ROOT / "tests" / "support" / "upstream_mcp.py"
 
 
+# Replicas on PostgreSQL must share one server key (the gateway's approvals are keyed).
+SERVER_KEY = "gateway-tests-" + "k" * 32
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAUSEMESH_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PAUSEMESH_SECRET_KEY"] = SERVER_KEY
     return env
 
 
@@ -142,7 +147,8 @@ class GatewayCase:
 
     def http(self, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
         args = ["gateway", "--config", str(self.config), *self.store_args(), *extra]
-        return ServerProcess(args, env={"PYTHONPATH": str(REPO_ROOT), **(env or {})}, cwd=self.root)
+        base = {"PYTHONPATH": str(REPO_ROOT), "PAUSEMESH_SECRET_KEY": SERVER_KEY}
+        return ServerProcess(args, env={**base, **(env or {})}, cwd=self.root)
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:

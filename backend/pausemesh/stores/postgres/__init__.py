@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pausemesh.stores.postgres.database import PostgresDatabase
     from pausemesh.stores.postgres.events import PostgresEventStore, open_postgres_store
+    from pausemesh.stores.postgres.fencing import PostgresFencedOperations
     from pausemesh.stores.postgres.operations import PostgresOperationLedger
     from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS
     from pausemesh.stores.postgres.storage import open_postgres_storage, postgres_storage
@@ -23,6 +24,7 @@ __all__ = (
     "POSTGRES_MIGRATIONS",
     "PostgresDatabase",
     "PostgresEventStore",
+    "PostgresFencedOperations",
     "PostgresOperationLedger",
     "PostgresThreadStore",
     "open_postgres_storage",
@@ -35,6 +37,7 @@ _HOMES = {
     "POSTGRES_MIGRATIONS": "schema",
     "PostgresDatabase": "database",
     "PostgresEventStore": "events",
+    "PostgresFencedOperations": "fencing",
     "PostgresOperationLedger": "operations",
     "PostgresThreadStore": "threads",
     "open_postgres_storage": "storage",

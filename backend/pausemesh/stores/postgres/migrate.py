@@ -117,6 +117,9 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "agui_threads"),
     ("SELECT, INSERT", "agui_thread_events"),
     ("SELECT, INSERT, UPDATE", "operations"),
+    ("SELECT, INSERT, UPDATE", "gateway_workers"),
+    ("SELECT, INSERT", "gateway_dispatches"),
+    ("SELECT, INSERT", "operation_resolutions"),
 )
 
 

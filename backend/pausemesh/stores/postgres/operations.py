@@ -31,15 +31,15 @@ from pausemesh.core.operations import (
 )
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDatabaseStore
 
-__all__ = ("PostgresOperationLedger",)
+__all__ = ("OPERATION_COLUMNS", "PostgresOperationLedger", "operation_record")
 
-_COLUMNS = (
+OPERATION_COLUMNS = (
     "operation_id, domain, business_key, tool, arguments_json, terms_hash, attempt_id,"
     " attempted_at, result_json, result_hash, completed_at"
 )
 
 
-def _record(row: Any) -> OperationRecord:
+def operation_record(row: Any) -> OperationRecord:
     try:
         arguments = msgspec.json.decode(row[4])
         result = None if row[8] is None else msgspec.json.decode(row[8])
@@ -82,14 +82,14 @@ class PostgresOperationLedger(SharedDatabaseStore):
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
             ON CONFLICT (operation_id) DO NOTHING RETURNING operation_id
         """
-        self._sql_get = f"SELECT {_COLUMNS} FROM {q}.operations WHERE operation_id = $1"
+        self._sql_get = f"SELECT {OPERATION_COLUMNS} FROM {q}.operations WHERE operation_id = $1"
         self._sql_complete = f"""
             UPDATE {q}.operations SET result_json = $3, result_hash = $4, completed_at = $5
             WHERE operation_id = $1 AND attempt_id = $2 AND result_hash IS NULL
-            RETURNING {_COLUMNS}
+            RETURNING {OPERATION_COLUMNS}
         """
         self._sql_list = f"""
-            SELECT {_COLUMNS} FROM {q}.operations WHERE domain = $1 ORDER BY position LIMIT $2
+            SELECT {OPERATION_COLUMNS} FROM {q}.operations WHERE domain = $1 ORDER BY position LIMIT $2
         """
 
     async def begin(
@@ -136,7 +136,7 @@ class PostgresOperationLedger(SharedDatabaseStore):
             self._sql_complete, operation_id, attempt_id, canonical_json(result), digest, now
         )
         if row is not None:
-            return _record(row)
+            return operation_record(row)
         # A concurrent complete won: the same outcome is fine, another one conflicts.
         record = begun(operation_id, await self.get(operation_id))
         check_completion(record, attempt_id, digest)
@@ -144,10 +144,10 @@ class PostgresOperationLedger(SharedDatabaseStore):
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         row = await self.database.fetchrow(self._sql_get, operation_id, read=True)
-        return None if row is None else _record(row)
+        return None if row is None else operation_record(row)
 
     async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
         async def op(conn: Conn) -> builtins.list[Any]:
             return builtins.list(await conn.fetch(self._sql_list, domain, max(limit, 0)))
 
-        return [_record(row) for row in await self.database.run(op, read=True)]
+        return [operation_record(row) for row in await self.database.run(op, read=True)]

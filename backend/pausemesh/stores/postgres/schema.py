@@ -197,7 +197,66 @@ _OPERATIONS = Migration(
     ),
 )
 
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS, _OPERATIONS)
+_GATEWAY = Migration(
+    version=4,
+    name="gateway_fencing",
+    statements=(
+        """
+        CREATE TABLE {schema}.gateway_workers (
+            domain TEXT NOT NULL,
+            worker TEXT NOT NULL,
+            -- the fencing epoch; only a holder of the current one may begin or record
+            epoch BIGINT NOT NULL CHECK (epoch > 0),
+            updated_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (domain, worker)
+        )
+        """,
+        """
+        CREATE FUNCTION {schema}.pausemesh_epoch_advances() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.epoch <= OLD.epoch OR (NEW.domain, NEW.worker) IS DISTINCT FROM
+                                          (OLD.domain, OLD.worker) THEN
+                RAISE EXCEPTION 'PauseMesh worker epochs only advance' USING ERRCODE = 'P0001';
+            END IF;
+            RETURN NEW;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER pausemesh_gateway_workers_epoch_advances
+            BEFORE UPDATE ON {schema}.gateway_workers
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_epoch_advances()
+        """,
+        *_no_update_delete("gateway_workers", allow_update=True),
+        """
+        CREATE TABLE {schema}.gateway_dispatches (
+            operation_id TEXT PRIMARY KEY REFERENCES {schema}.operations (operation_id),
+            worker TEXT NOT NULL,
+            epoch BIGINT NOT NULL,
+            job TEXT NOT NULL,
+            dispatched_at TIMESTAMPTZ NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE {schema}.operation_resolutions (
+            operation_id TEXT PRIMARY KEY REFERENCES {schema}.operations (operation_id),
+            resolved_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            resolved_at TIMESTAMPTZ NOT NULL
+        )
+        """,
+        *_no_update_delete("gateway_dispatches"),
+        *_no_update_delete("operation_resolutions"),
+    ),
+)
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    _CONTINUATIONS,
+    _AGUI_THREADS,
+    _OPERATIONS,
+    _GATEWAY,
+)
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
 # new migration updates both in one place.
@@ -228,6 +287,21 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     },
     3: {
         "operations": ("pausemesh_operations_no_mutation", "pausemesh_operations_no_truncate"),
+    },
+    4: {
+        "gateway_workers": (
+            "pausemesh_gateway_workers_epoch_advances",
+            "pausemesh_gateway_workers_no_mutation",
+            "pausemesh_gateway_workers_no_truncate",
+        ),
+        "gateway_dispatches": (
+            "pausemesh_gateway_dispatches_no_mutation",
+            "pausemesh_gateway_dispatches_no_truncate",
+        ),
+        "operation_resolutions": (
+            "pausemesh_operation_resolutions_no_mutation",
+            "pausemesh_operation_resolutions_no_truncate",
+        ),
     },
 }
 

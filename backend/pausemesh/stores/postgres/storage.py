@@ -1,4 +1,4 @@
-"""Every PostgreSQL store of an app (events, threads, operations) on one ``PostgresDatabase``.
+"""Every PostgreSQL store of an app (events, threads, operations, fencing) on one ``PostgresDatabase``.
 
 Plain values in, no settings: the composition root reads the configuration and passes the DSN
 and schema here.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pausemesh.stores.postgres.database import PostgresDatabase
 from pausemesh.stores.postgres.events import PostgresEventStore
+from pausemesh.stores.postgres.fencing import PostgresFencedOperations
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
 from pausemesh.stores.postgres.threads import PostgresThreadStore
@@ -28,6 +29,7 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
         events=PostgresEventStore(database, owns_database=False),
         threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
         operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
+        fencing=PostgresFencedOperations(database),
         # Closing the thread store returns the listener's connection either way.
         on_close=[database.close] if close_database else [],
     )
