@@ -290,7 +290,6 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     },
     4: {
         "gateway_workers": (
-            "pausemesh_gateway_workers_epoch_advances",
             "pausemesh_gateway_workers_no_mutation",
             "pausemesh_gateway_workers_no_truncate",
         ),
