@@ -13,7 +13,8 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from tests.support.gateway import GatewayCase, gateway_client, invoice, structured
 from tests.support.protocol_clients import tool_round
 
-pytestmark = pytest.mark.slow
+# Each test starts several Python processes (gateway, upstream); on a loaded machine that is slow.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 def _approval_case(case: GatewayCase) -> GatewayCase:

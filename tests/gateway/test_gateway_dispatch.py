@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.gateway import GatewayCase, call, gateway_client, invoice
 
-pytestmark = pytest.mark.slow
+# Each test starts several Python processes (gateway, upstream); on a loaded machine that is slow.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 STATUS = "continuity_status"
 WHY = "continuity_why"

@@ -16,7 +16,8 @@ import pytest
 from tests.support.gateway import UPSTREAM, GatewayCase, call, gateway_client, invoice
 from tests.support.server import free_port
 
-pytestmark = pytest.mark.slow
+# Each test starts several Python processes (gateway, upstream); on a loaded machine that is slow.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 KEY = {"job": "create_invoice", "order_id": "A-1"}
 
