@@ -235,7 +235,7 @@ def run_gateway(args: argparse.Namespace) -> None:
 
 def _ops(args: argparse.Namespace) -> None:
     from pausemesh.gateway.config import load_gateway_config  # noqa: PLC0415
-    from pausemesh.gateway.inspect import describe, explain  # noqa: PLC0415
+    from pausemesh.gateway.inspect import describe, explain, inspect_operation  # noqa: PLC0415
 
     async def main() -> None:
         config = load_gateway_config(args.config)
@@ -247,20 +247,7 @@ def _ops(args: argparse.Namespace) -> None:
             op = args.operation
             if args.ops_action == "resolve":
                 await _resolve(args, storage, op)
-            record = await storage.operations.get(op)
-            dispatch = await storage.fencing.dispatch_of(op)
-            epoch = (
-                await storage.fencing.worker_epoch(config.domain, dispatch.worker)
-                if dispatch is not None
-                else None
-            )
-            body = describe(
-                op,
-                record,
-                dispatch=dispatch,
-                resolution=await storage.fencing.resolution_of(op),
-                dispatcher_epoch=epoch,
-            )
+            body = await inspect_operation(storage.operations, storage.fencing, config.domain, op)
             if args.ops_action == "why":
                 body = {"operationId": op, "status": body["status"], "explanation": explain(body)}
             _print(body)

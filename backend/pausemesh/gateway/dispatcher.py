@@ -49,8 +49,8 @@ from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.inspect import (
     DECLINED_RESULT,
-    describe,
     explain,
+    inspect_operation,
     operation_state,
     upstream_result,
 )
@@ -430,23 +430,10 @@ class Gateway:
                 outcome(REFUSED, job.name, reason=error.code, message=error.message)
             ) from None
         op = operation_id(self.config.domain, key)
-        record = await self.ledger.get(op)
-        body = describe(
-            op,
-            record,
-            dispatch=await self.fencing.dispatch_of(op),
-            resolution=await self.fencing.resolution_of(op),
-            dispatcher_epoch=await self._dispatcher_epoch(op),
-        )
+        body = await inspect_operation(self.ledger, self.fencing, self.config.domain, op)
         body["job"] = job.name
         body["permission"] = sorted(permissions)
         return body
-
-    async def _dispatcher_epoch(self, op: str) -> int | None:
-        dispatch = await self.fencing.dispatch_of(op)
-        if dispatch is None:
-            return None
-        return await self.fencing.worker_epoch(self.config.domain, dispatch.worker)
 
     async def status(self, arguments: dict[str, Any], principal: str | None) -> dict[str, Any]:
         try:

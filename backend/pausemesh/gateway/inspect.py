@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pausemesh.core.clock import iso_millis
-from pausemesh.core.fencing import Dispatch, Resolution
-from pausemesh.core.operations import OperationRecord, result_hash, terms_hash
+from pausemesh.core.fencing import Dispatch, FencedOperations, Resolution
+from pausemesh.core.operations import OperationLedger, OperationRecord, result_hash, terms_hash
 from pausemesh.gateway.results import (
     DENIED,
     NOT_STARTED,
@@ -19,7 +19,14 @@ from pausemesh.gateway.results import (
     RESPONSE_RETAINED,
 )
 
-__all__ = ("DECLINED_RESULT", "describe", "explain", "operation_state", "upstream_result")
+__all__ = (
+    "DECLINED_RESULT",
+    "describe",
+    "explain",
+    "inspect_operation",
+    "operation_state",
+    "upstream_result",
+)
 
 # What the ledger records for a job whose approval was declined: nothing was sent, and a
 # repeat of the call finds this and stays declined.
@@ -103,6 +110,21 @@ def describe(
     if dispatched is not None:
         body["dispatchedBy"] = dispatched
     return body
+
+
+async def inspect_operation(
+    ledger: OperationLedger, fencing: FencedOperations, domain: str, operation_id: str
+) -> dict[str, Any]:
+    """``describe`` with everything read from the stores."""
+    dispatch = await fencing.dispatch_of(operation_id)
+    epoch = None if dispatch is None else await fencing.worker_epoch(domain, dispatch.worker)
+    return describe(
+        operation_id,
+        await ledger.get(operation_id),
+        dispatch=dispatch,
+        resolution=await fencing.resolution_of(operation_id),
+        dispatcher_epoch=epoch,
+    )
 
 
 def explain(described: dict[str, Any]) -> str:
