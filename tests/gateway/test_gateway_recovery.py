@@ -11,7 +11,9 @@ import subprocess
 import sys
 from typing import Any
 
+import httpx2
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.gateway import UPSTREAM, GatewayCase, call, gateway_client, invoice
 from tests.support.server import free_port
@@ -165,3 +167,37 @@ async def test_an_upstream_over_streamable_http_is_called_once(case: GatewayCase
         upstream.wait()
     assert (first["status"], second["status"]) == ("RESPONSE_RETAINED", "RECONCILIATION_ONLY")
     assert len(case.lines()) == 1
+
+
+async def _as(url: str, user: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    http = httpx2.AsyncClient(headers={"x-user": user}, timeout=60)
+    try:
+        async with gateway_client(streamable_http_client(url, http_client=http)) as client:
+            return await call(client, tool, arguments)
+    finally:
+        await http.aclose()
+
+
+async def test_over_http_each_principal_gets_its_roles_and_an_anonymous_caller_a_401(
+    case: GatewayCase,
+) -> None:
+    case.access = (
+        '[access]\n[access.roles]\noperator = ["execute", "inspect"]\nauditor = ["inspect"]\n'
+        '[access.principals]\nalice = ["operator"]\nbob = ["auditor"]\n'
+    )
+    case.pin()
+    resolver = "tests.support.principals:header_principal"
+    with case.http("--principal-resolver", resolver) as server:
+        url = server.url("/mcp")
+        async with httpx2.AsyncClient() as http:
+            anonymous = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        ran = await _as(url, "alice", "create_invoice", invoice())
+        refused = await _as(url, "bob", "create_invoice", invoice("B-2"))
+        status = await _as(url, "bob", "continuity_status", KEY)
+    assert anonymous.status_code == 401
+    assert anonymous.json()["code"] == "UNAUTHENTICATED"
+    assert ran["status"] == "RESPONSE_RETAINED"
+    assert refused["status"] == "DENIED"
+    assert status["status"] == "RESPONSE_RETAINED"
+    assert status["permission"] == ["inspect"]
+    assert [line["order_id"] for line in case.lines()] == ["A-1"]
