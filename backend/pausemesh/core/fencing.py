@@ -56,19 +56,11 @@ class FencedOperations(Protocol):
     async def worker_epoch(self, domain: str, worker: str) -> int | None: ...
 
     async def begin_fenced(
-        self,
-        domain: str,
-        business_key: str,
-        *,
-        tool: str,
-        arguments: Any,
-        worker: str,
-        epoch: int,
-        job: str,
-        now: datetime,
+        self, wanted: OperationRecord, *, worker: str, epoch: int, job: str
     ) -> OperationBegin:
-        """``OperationLedger.begin`` if ``epoch`` is the worker's current one, and the
-        dispatch record with it; ``RuntimeNotCurrentError`` (nothing written) otherwise."""
+        """``OperationLedger.begin`` for ``wanted`` (made by ``new_attempt``) if ``epoch`` is
+        the worker's current one, with the dispatch record; ``RuntimeNotCurrentError``
+        (nothing written) otherwise."""
         ...
 
     async def complete_fenced(

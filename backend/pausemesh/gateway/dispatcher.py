@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import msgspec
 from mcp_types import Tool
 
 from pausemesh.core.canonical import canonical_json, canonical_sha256
@@ -125,7 +126,12 @@ class Gateway:
         self.clock = clock or SystemClock()
         self.pool = UpstreamPool(dict(config.upstreams))
         self.epoch: int | None = None
-        self._schemas = SchemaValidatorCache()
+        schemas = SchemaValidatorCache()
+        # One compiled validator per job's closed schema, checked once at start.
+        self._validators = {
+            name: schemas.validator_for(agent_schema(lock.jobs[name].definition))
+            for name in config.jobs
+        }
         self._inflight: set[str] = set()
 
     async def start(self) -> int:
@@ -170,8 +176,7 @@ class Gateway:
     # -- run ------------------------------------------------------------------------------
 
     def _arguments(self, job: Job, arguments: dict[str, Any]) -> tuple[str, str]:
-        validator = self._schemas.validator_for(agent_schema(self.lock.jobs[job.name].definition))
-        problems = sorted(error.message for error in validator.iter_errors(arguments))
+        problems = sorted(e.message for e in self._validators[job.name].iter_errors(arguments))
         if problems:
             raise _Stop(
                 outcome(REFUSED, job.name, reason="INVALID_ARGUMENTS", message="; ".join(problems))
@@ -271,7 +276,6 @@ class Gateway:
         approver: Approver | None,
     ) -> dict[str, Any] | Pending:
         wanted = self._wanted(job, key, arguments)
-        await self._check_current(job)
         existing = await self.ledger.get(op)
         if existing is not None:
             return self._recorded(job, existing, wanted)
@@ -329,17 +333,12 @@ class Gateway:
 
     async def _begin(self, job: Job, wanted: OperationRecord) -> OperationRecord:
         """Record the attempt (fenced): this call now owns the one dispatch."""
-        assert self.epoch is not None  # noqa: S101 - checked by _check_current
+        assert self.epoch is not None  # noqa: S101 - set by start()
+        # The attempt is timed when it is recorded (an approval may have taken minutes).
+        wanted = msgspec.structs.replace(wanted, attempted_at=self.clock.now())
         try:
             begun = await self.fencing.begin_fenced(
-                wanted.domain,
-                wanted.business_key,
-                tool=wanted.tool,
-                arguments=wanted.arguments,
-                worker=self.worker,
-                epoch=self.epoch,
-                job=job.name,
-                now=self.clock.now(),
+                wanted, worker=self.worker, epoch=self.epoch, job=job.name
             )
         except RuntimeNotCurrentError:
             raise _Stop(

@@ -24,7 +24,13 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import REQUEST_TIMEOUT, CallToolResult, PaginatedRequestParams, Tool
+from mcp_types import (
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Tool,
+)
 
 from pausemesh.core.errors import GatewayError
 from pausemesh.gateway.config import Upstream
@@ -75,6 +81,11 @@ class UpstreamSession:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: ClientSession | None = None
+        # Listings, grouped: each listing serves every call that arrived before it was sent.
+        self._list_lock = asyncio.Lock()
+        self._arrivals = 0
+        self._served = 0
+        self._last: ListToolsResult | None = None
 
     def _transport(self) -> Any:
         upstream = self.upstream
@@ -124,12 +135,25 @@ class UpstreamSession:
     def alive(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    async def list_tool(self, name: str) -> Tool:
-        """The live definition of ``name`` (one page only)."""
-        try:
+    async def _listing(self) -> ListToolsResult:
+        """A ``tools/list`` page sent after this call arrived (shared by the calls waiting
+        with it, like a group commit: one round trip verifies a burst of first dispatches)."""
+        self._arrivals += 1
+        arrival = self._arrivals
+        async with self._list_lock:
+            if self._last is not None and self._served >= arrival:
+                return self._last
+            covered = self._arrivals
             listed = await asyncio.wait_for(
                 self.session.list_tools(params=PaginatedRequestParams()), _LIST_TIMEOUT_SECONDS
             )
+            self._last, self._served = listed, covered
+            return listed
+
+    async def list_tool(self, name: str) -> Tool:
+        """The live definition of ``name`` (one page only)."""
+        try:
+            listed = await self._listing()
         except Exception as error:  # noqa: BLE001 - a dead session, a timeout, a bad page alike
             msg = f"upstream {self.upstream.id!r} did not list its tools ({type(error).__name__})"
             raise GatewayError(

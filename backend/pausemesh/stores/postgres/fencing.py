@@ -22,7 +22,6 @@ from pausemesh.core.operations import (
     begun,
     check_completion,
     decide,
-    new_attempt,
     result_hash,
 )
 from pausemesh.core.validation import check_id, check_reason
@@ -115,18 +114,9 @@ class PostgresFencedOperations:
         return await self.database.run(op, read=True)
 
     async def begin_fenced(
-        self,
-        domain: str,
-        business_key: str,
-        *,
-        tool: str,
-        arguments: Any,
-        worker: str,
-        epoch: int,
-        job: str,
-        now: datetime,
+        self, wanted: OperationRecord, *, worker: str, epoch: int, job: str
     ) -> OperationBegin:
-        wanted = new_attempt(domain, business_key, tool, arguments, now=now)
+        domain, now = wanted.domain, wanted.attempted_at
         await self.database.ensure_schema()
 
         async def op(conn: Conn) -> OperationBegin:

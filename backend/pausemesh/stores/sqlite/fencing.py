@@ -19,7 +19,6 @@ from pausemesh.core.operations import (
     OperationBegin,
     OperationRecord,
     begun,
-    new_attempt,
     result_hash,
 )
 from pausemesh.core.validation import check_id, check_reason
@@ -84,18 +83,9 @@ class SqliteFencedOperations:
         return int(rows[0][0]) if rows else None
 
     async def begin_fenced(
-        self,
-        domain: str,
-        business_key: str,
-        *,
-        tool: str,
-        arguments: Any,
-        worker: str,
-        epoch: int,
-        job: str,
-        now: datetime,
+        self, wanted: OperationRecord, *, worker: str, epoch: int, job: str
     ) -> OperationBegin:
-        wanted = new_attempt(domain, business_key, tool, arguments, now=now)
+        domain, now = wanted.domain, wanted.attempted_at
 
         def op(conn: sqlite3.Connection) -> OperationBegin:
             _fence(conn, domain, worker, epoch)
