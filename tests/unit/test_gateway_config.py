@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mcp_types import Tool
 
 from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import GatewayError
 from pausemesh.gateway.config import GatewayConfig, parse_gateway_config
 from pausemesh.gateway.lock import LOCK_VERSION, GatewayLock, PinnedJob, agent_schema, check_lock
+from pausemesh.gateway.upstream import MAX_CATALOG_TOOLS, catalog_tool
 
 
 def _valid() -> dict[str, Any]:
@@ -143,3 +145,21 @@ def test_the_agent_sees_the_pinned_schema_closed() -> None:
     schema = agent_schema(_definition({"order_id": {"type": "string"}}))
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["order_id"]
+
+
+def _tool(name: str) -> Tool:
+    return Tool(name=name, input_schema={"type": "object"})
+
+
+def test_a_catalogue_with_a_cursor_too_many_tools_or_a_name_twice_is_refused() -> None:
+    tools = [_tool("a"), _tool("b")]
+    assert catalog_tool(tools, None, "b").name == "b"
+    for listed, cursor, code in (
+        (tools, "page-2", "CATALOG_LIMIT"),
+        ([_tool(f"t{i}") for i in range(MAX_CATALOG_TOOLS + 1)], None, "CATALOG_LIMIT"),
+        ([_tool("a"), _tool("a")], None, "CATALOG_CONFLICT"),
+        (tools, None, "TOOL_MISSING"),
+    ):
+        with pytest.raises(GatewayError) as caught:
+            catalog_tool(listed, cursor, "c" if code == "TOOL_MISSING" else "a")
+        assert caught.value.code == code
