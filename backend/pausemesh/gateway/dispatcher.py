@@ -19,6 +19,7 @@ once: one dispatches, the other gets ``BUSY``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -267,7 +268,7 @@ class Gateway:
         finally:
             self._inflight.discard(op)
 
-    async def _run(  # noqa: PLR0911 - recorded, pending, declined, unknown, retained
+    async def _run(
         self,
         job: Job,
         key: str,
@@ -290,6 +291,19 @@ class Gateway:
         session = await self._session(job, op)
         await self._check_definition(job, op, session)
         attempt = await self._begin(job, wanted)
+        # From here the call is sent and its reply recorded even if the agent gives up
+        # waiting (its request cancelled): a lost reply would make the outcome unknown.
+        return await asyncio.shield(self._dispatch(job, attempt, session, arguments))
+
+    async def _dispatch(
+        self,
+        job: Job,
+        attempt: OperationRecord,
+        session: UpstreamSession,
+        arguments: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The one ``tools/call`` of ``attempt``, then its reply recorded (fenced)."""
+        op = attempt.operation_id
         try:
             reply = await session.call_once(job.tool, arguments, job.timeout_seconds)
         except Exception as error:  # noqa: BLE001 - any failure after dispatch: outcome unknown
