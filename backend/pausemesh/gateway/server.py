@@ -11,7 +11,6 @@ caller's principal and the human approval of ``require_approval`` jobs.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +22,6 @@ from pausemesh.gateway.dispatcher import Approver, Gateway, Pending
 from pausemesh.gateway.results import SUCCESS_STATUSES
 
 __all__ = ("GatewayServer", "PrincipalOf", "tool_result")
-
-_log = logging.getLogger("pausemesh.gateway")
 
 PrincipalOf = Callable[[Context[Any, Any]], "str | None"]
 ApproverFor = Callable[[Context[Any, Any]], Approver]
@@ -48,19 +45,6 @@ def tool_result(body: dict[str, Any]) -> CallToolResult:
     )
 
 
-def _quiet_server(name: str, **options: Any) -> MCPServer:
-    # MCPServer calls logging.basicConfig; the process owns logging, so take it back.
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        return GatewayServer(name, **options)
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        root.setLevel(level)
-
-
 class GatewayServer(MCPServer):
     """``MCPServer`` whose tools are the gateway's jobs (not Python functions)."""
 
@@ -77,7 +61,7 @@ class GatewayServer(MCPServer):
         approver_for: ApproverFor | None = None,
         **options: Any,
     ) -> GatewayServer:
-        server = _quiet_server(
+        server = cls(
             "pausemesh-gateway",
             instructions=(
                 "Each tool runs one operator-approved job at most once per business key."
@@ -85,7 +69,6 @@ class GatewayServer(MCPServer):
             ),
             **options,
         )
-        assert isinstance(server, GatewayServer)  # noqa: S101 - built just above
         server.gateway = gateway
         server.principal_of = principal_of
         server.approver_for = approver_for

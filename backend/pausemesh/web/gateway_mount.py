@@ -21,14 +21,11 @@ from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.request_state import RequestStateSecurity
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import InputRequiredResult
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.hosts import is_loopback_host
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.gateway.config import GatewayConfig, Job
@@ -37,7 +34,8 @@ from pausemesh.gateway.lock import GatewayLock
 from pausemesh.gateway.server import GatewayServer
 from pausemesh.mcp.pauses import McpPauses, principal_of
 from pausemesh.mcp.state import KeyedRequestStateCodec
-from pausemesh.web.protocol_mount import ProtocolMount, principal_in_scope, send_problem
+from pausemesh.web.mcp_mount import principal_binding, quietly_build_server, transport_security
+from pausemesh.web.protocol_mount import ProtocolMount, send_problem
 
 __all__ = ("APPROVAL_SCHEMA", "GatewayMount", "build_gateway_server", "mcp_approver")
 
@@ -49,10 +47,6 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "properties": {"approve": {"type": "boolean", "title": "Approve this call"}},
     "required": ["approve"],
 }
-
-
-def _principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    return principal_in_scope(getattr(ctx.request, "scope", None))
 
 
 def _question(job: Job, operation_id: str, arguments: dict[str, Any]) -> str:
@@ -99,16 +93,18 @@ def build_gateway_server(
         return keyed
 
     pauses = McpPauses(service)
-    return GatewayServer.build(
-        gateway,
-        principal_of=principal_of,
-        approver_for=mcp_approver(pauses),
-        request_state_security=RequestStateSecurity(
-            codec=KeyedRequestStateCodec(issuer),
-            ttl=_ENVELOPE_TTL_SECONDS,
-            bind_principal=_principal_binding,
-            audience=_AUDIENCE,
-        ),
+    return quietly_build_server(
+        lambda: GatewayServer.build(
+            gateway,
+            principal_of=principal_of,
+            approver_for=mcp_approver(pauses),
+            request_state_security=RequestStateSecurity(
+                codec=KeyedRequestStateCodec(issuer),
+                ttl=_ENVELOPE_TTL_SECONDS,
+                bind_principal=principal_binding,
+                audience=_AUDIENCE,
+            ),
+        )
     )
 
 
@@ -134,15 +130,6 @@ class GatewayMount(ProtocolMount):
         self.server: GatewayServer | None = None
         self._running = False
 
-    def _transport_security(self) -> TransportSecuritySettings:
-        if not is_loopback_host(self.pausemesh.config.settings.host):
-            return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        return TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-
     @asynccontextmanager
     async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
         runtime = self.pausemesh.runtime
@@ -160,7 +147,8 @@ class GatewayMount(ProtocolMount):
         await gateway.start()
         server = build_gateway_server(gateway, lambda: self.pausemesh.runtime.service)
         server.streamable_http_app(
-            streamable_http_path="/", transport_security=self._transport_security()
+            streamable_http_path="/",
+            transport_security=transport_security(self.pausemesh.config.settings.host),
         )
         self.gateway, self.server = gateway, server
         try:

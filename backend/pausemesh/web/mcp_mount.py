@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
@@ -40,34 +40,55 @@ from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import ProtocolMount, send_problem
 
-__all__ = ("McpPlugin", "McpToolRegistrar")
+__all__ = (
+    "McpPlugin",
+    "McpToolRegistrar",
+    "principal_binding",
+    "quietly_build_server",
+    "transport_security",
+)
 
 # The SDK's envelope expiry is only an outer bound: each pause state carries its
 # continuation's own deadline, checked by the tool (pausemesh.mcp.state).
 _ENVELOPE_TTL_SECONDS = 366 * 24 * 3600.0
 _SERVER_NAME = "pausemesh"
 
+ServerT = TypeVar("ServerT", bound=MCPServer)
+
 McpToolRegistrar = Callable[[MCPServer, McpPauses, PauseMeshPlugin], Sequence[Any] | None]
 """Registers the host's tools on the server (``server.tool()(...)``) using ``pauses``; may
 return Litestar route handlers to add (e.g. the trusted callback of a URL-mode pause)."""
 
 
-def _principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
+def principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The principal a 2026-07-28 ``requestState`` is bound to: the one this mount resolved."""
     return principal_in_scope(getattr(ctx.request, "scope", None))
 
 
-def _quietly_build_server(name: str, **options: Any) -> MCPServer:
+def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
     """``MCPServer`` calls ``logging.basicConfig``; logging belongs to the process, not to a
     plugin, so whatever it added to the root logger is taken back."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        return MCPServer(name, **options)
+        return build()
     finally:
         for handler in root.handlers[:]:
             if handler not in handlers:
                 root.removeHandler(handler)
         root.setLevel(level)
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """DNS-rebinding protection for a loopback server without auth; a host that serves
+    elsewhere owns its Host/Origin policy (proxy, resolver)."""
+    if not is_loopback_host(host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 class McpPlugin(ProtocolMount):
@@ -88,15 +109,17 @@ class McpPlugin(ProtocolMount):
         self._policy = policy
         self._registrars = tools
         self._running = False
-        self.server = _quietly_build_server(
-            _SERVER_NAME,
-            instructions="Tools that may pause to ask the user; every pause is durable.",
-            request_state_security=RequestStateSecurity(
-                codec=KeyedRequestStateCodec(self._issuer),
-                ttl=_ENVELOPE_TTL_SECONDS,
-                bind_principal=_principal_binding,
-                audience=_SERVER_NAME,
-            ),
+        self.server = quietly_build_server(
+            lambda: MCPServer(
+                _SERVER_NAME,
+                instructions="Tools that may pause to ask the user; every pause is durable.",
+                request_state_security=RequestStateSecurity(
+                    codec=KeyedRequestStateCodec(self._issuer),
+                    ttl=_ENVELOPE_TTL_SECONDS,
+                    bind_principal=principal_binding,
+                    audience=_SERVER_NAME,
+                ),
+            )
         )
         self.pauses = McpPauses(lambda: self.pausemesh.runtime.service, self._projection_policy)
 
@@ -113,22 +136,12 @@ class McpPlugin(ProtocolMount):
             raise RuntimeError(msg)
         return issuer
 
-    def _transport_security(self) -> TransportSecuritySettings:
-        # DNS-rebinding protection matters for a loopback server without auth; a host that
-        # serves elsewhere owns its Host/Origin policy (proxy, resolver).
-        if not is_loopback_host(self.pausemesh.config.settings.host):
-            return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        return TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-
     @asynccontextmanager
     async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
         # A new session manager per lifespan: the SDK runs each one at most once.
         self.server.streamable_http_app(
-            streamable_http_path="/", transport_security=self._transport_security()
+            streamable_http_path="/",
+            transport_security=transport_security(self.pausemesh.config.settings.host),
         )
         async with self.server.session_manager.run():
             self._running = True
