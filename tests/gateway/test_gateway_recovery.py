@@ -67,11 +67,13 @@ async def test_a_retired_worker_cannot_record_its_late_reply_and_the_replacement
     case: GatewayCase,
 ) -> None:
     case.pin()
-    case.set_control(delay=4)
+    release = case.root / "release"
+    case.set_control(hold=str(release))
     async with gateway_client(case.stdio()) as retired:
         in_flight = asyncio.create_task(call(retired, "create_invoice", invoice()))
         await _until_lines(case, 1)
         retire = case.cli("gateway", "retire", "--worker", "gw-1")
+        release.touch()  # the upstream answers only now, after the retirement
         late = await in_flight
         case.set_control()
         after = await call(retired, "create_invoice", invoice("B-2"))

@@ -2,7 +2,8 @@
 
 ``create_invoice`` appends one JSON line per real call to ``$UPSTREAM_CALLS`` (fsynced, before
 anything else happens), then behaves as ``$UPSTREAM_CONTROL`` (a JSON file, read per call)
-says: ``{"delay": seconds}`` sleeps before answering, ``{"exit": true}`` exits the process
+says: ``{"delay": seconds}`` sleeps before answering, ``{"hold": path}`` answers once
+``path`` exists, ``{"exit": true}`` exits the process
 mid-call. Started with ``{"changed": true}`` in the control file, the tool's definition
 differs (an extra argument) from what a gateway pinned before. ``lookup_invoice`` is a second,
 read-only tool.
@@ -42,6 +43,11 @@ def _after_call() -> None:
     control = _control()
     if control.get("exit"):
         os._exit(3)
+    hold = control.get("hold")
+    for _ in range(2400 if hold else 0):  # held until the test creates the file (at most 2 min)
+        if Path(hold).exists():
+            break
+        time.sleep(0.05)
     delay = float(control.get("delay", 0))
     if delay:
         time.sleep(delay)
