@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
 from pausemesh.keys import resolve_secret_key
-from pausemesh.settings import Settings, load_settings
+from pausemesh.settings import Settings, load_settings, with_overrides
 
 __all__ = ("build_parser", "main")
 
@@ -121,6 +122,11 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
         )
     # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
     resolve_secret_key(settings)
+    if settings.instance_name is None:
+        # host:port names this replica across restarts, so a restart frees its predecessor's
+        # run leases at once (pausemesh.core.instance).
+        name = f"{socket.gethostname()}:{settings.port}"
+        settings = with_overrides(settings, instance_name=name)
     app = create_app(settings, agent=agent, principal_resolver=resolver, plugins=plugins)
     _log.info(
         "PauseMesh %s on http://%s:%d (%s)",
