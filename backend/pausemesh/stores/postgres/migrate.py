@@ -117,6 +117,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "agui_threads"),
     ("SELECT, INSERT", "agui_thread_events"),
     ("SELECT, INSERT, UPDATE", "operations"),
+    ("SELECT, INSERT", "operation_recoveries"),
 )
 
 

@@ -197,7 +197,30 @@ _OPERATIONS = Migration(
     ),
 )
 
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = (_CONTINUATIONS, _AGUI_THREADS, _OPERATIONS)
+_RECOVERIES = Migration(
+    version=4,
+    name="operation_recoveries",
+    statements=(
+        """
+        CREATE TABLE {schema}.operation_recoveries (
+            position BIGINT GENERATED ALWAYS AS IDENTITY,
+            operation_id TEXT NOT NULL REFERENCES {schema}.operations (operation_id),
+            -- RESENT is claimed before the one resend; RECOVERED comes with the outcome
+            step TEXT NOT NULL CHECK (step IN ('RECOVERED', 'RESENT')),
+            recorded_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (operation_id, step)
+        )
+        """,
+        *_no_update_delete("operation_recoveries"),
+    ),
+)
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    _CONTINUATIONS,
+    _AGUI_THREADS,
+    _OPERATIONS,
+    _RECOVERIES,
+)
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
 # new migration updates both in one place.
@@ -228,6 +251,12 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     },
     3: {
         "operations": ("pausemesh_operations_no_mutation", "pausemesh_operations_no_truncate"),
+    },
+    4: {
+        "operation_recoveries": (
+            "pausemesh_operation_recoveries_no_mutation",
+            "pausemesh_operation_recoveries_no_truncate",
+        ),
     },
 }
 

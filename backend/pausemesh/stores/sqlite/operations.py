@@ -17,10 +17,15 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
+from pausemesh.core.errors import OperationConflictError
 from pausemesh.core.operations import (
     EXECUTE,
+    RECOVERED,
+    RESENT,
     OperationBegin,
     OperationRecord,
+    OperationRecovery,
+    RecoveryStep,
     begun,
     check_completion,
     decide,
@@ -60,6 +65,16 @@ def _select(conn: sqlite3.Connection, operation_id: str) -> OperationRecord | No
         (operation_id,),
     ).fetchone()
     return None if row is None else _record(row)
+
+
+def _audit(conn: sqlite3.Connection, operation_id: str, step: RecoveryStep, now: datetime) -> bool:
+    """Record a recovery step once; True if this call recorded it."""
+    cursor = conn.execute(
+        "INSERT INTO operation_recoveries (operation_id, step, recorded_at_us)"
+        " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (operation_id, step, epoch_us(now)),
+    )
+    return cursor.rowcount == 1
 
 
 class SqliteOperationLedger:
@@ -108,23 +123,54 @@ class SqliteOperationLedger:
     async def complete(
         self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
     ) -> OperationRecord:
+        return await self._complete(operation_id, attempt_id, result, now, audit=False)
+
+    async def recover(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        return await self._complete(operation_id, attempt_id, result, now, audit=True)
+
+    async def _complete(
+        self, operation_id: str, attempt_id: str, result: Any, now: datetime, *, audit: bool
+    ) -> OperationRecord:
         digest = result_hash(result)
         result_json = canonical_json(result)
 
         def op(conn: sqlite3.Connection) -> OperationRecord:
             record = begun(operation_id, _select(conn, operation_id))
-            if check_completion(record, attempt_id, digest):
-                return record
-            conn.execute(
-                "UPDATE operations SET result_json = ?, result_hash = ?, completed_at_us = ?"
-                " WHERE operation_id = ? AND attempt_id = ? AND result_hash IS NULL",
-                (result_json, digest, epoch_us(now), operation_id, attempt_id),
-            )
+            if not check_completion(record, attempt_id, digest):
+                conn.execute(
+                    "UPDATE operations SET result_json = ?, result_hash = ?, completed_at_us = ?"
+                    " WHERE operation_id = ? AND attempt_id = ? AND result_hash IS NULL",
+                    (result_json, digest, epoch_us(now), operation_id, attempt_id),
+                )
+            if audit:
+                _audit(conn, operation_id, RECOVERED, now)
             completed = _select(conn, operation_id)
             assert completed is not None  # noqa: S101 - read back inside the same transaction
             return completed
 
         return await self.database.write(op)
+
+    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            record = begun(operation_id, _select(conn, operation_id))
+            if record.attempt_id != attempt_id:
+                raise OperationConflictError(operation_id)
+            return _audit(conn, operation_id, RESENT, now)
+
+        return await self.database.write(op)
+
+    async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
+        rows = await self.database.read(
+            "SELECT operation_id, step, recorded_at_us FROM operation_recoveries"
+            " WHERE operation_id = ? ORDER BY rowid",
+            (operation_id,),
+        )
+        return [
+            OperationRecovery(operation_id=r[0], step=r[1], recorded_at=from_epoch_us(r[2]))
+            for r in rows
+        ]
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         rows = await self.database.read(
