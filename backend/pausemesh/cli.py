@@ -188,10 +188,13 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_demo(args: argparse.Namespace) -> None:
     from pausemesh.demo.agent import travel_agent  # noqa: PLC0415 - keeps --version light
     from pausemesh.demo.protocols import demo_protocol_plugins  # noqa: PLC0415
+    from pausemesh.demo.reservations import Airline, configure_airline  # noqa: PLC0415
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
 
     settings = _settings_from(args)
     _configure_logging(settings.log_level)
+    airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
+    configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
     plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins()]
     if not args.no_browser:
         plugins.append(_open_browser_plugin(f"http://{settings.host}:{settings.port}/"))

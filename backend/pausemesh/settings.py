@@ -108,6 +108,10 @@ class Settings:
     ) = None
     # A run lease's TTL: how long a thread stays busy after its process died unseen.
     lease_seconds: Annotated[float, Meta(ge=1.0, le=300.0)] = 5.0
+    # ``pausemesh demo`` only: the demo airline's booking file (default: airline.db in the data
+    # directory; replicas share one) and its simulated network latency.
+    demo_airline_path: Annotated[str, _TEXT] | None = None
+    demo_airline_latency_seconds: Annotated[float, Meta(ge=0.0, le=30.0)] = 0.0
 
     @classmethod
     def load(
