@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from pausemesh.core.clock import SystemClock
+from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
@@ -31,6 +32,7 @@ from pausemesh.stores.storage import Storage
 __all__ = (
     "Runtime",
     "build_service",
+    "free_predecessor_leases",
     "open_runtime",
     "open_sqlite_storage",
     "open_storage",
@@ -101,6 +103,16 @@ def build_service(
     )
 
 
+async def free_predecessor_leases(storage: Storage, instance: ProcessInstance) -> None:
+    """A restarted replica frees the run leases its dead predecessor held (same instance name),
+    so those threads are answerable now rather than after the lease TTL."""
+    if storage.threads is None:
+        return
+    freed = await storage.threads.release_instance_leases(instance.name, keep=instance.holder)
+    if freed:
+        _log.info("freed %d run leases of this replica's previous process", freed)
+
+
 async def run_expiry_sweeper(service: ContinuationService, interval_seconds: float) -> None:
     """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2)."""
     while True:
@@ -123,6 +135,8 @@ class Runtime:
     storage: Storage
     service: ContinuationService
     key: SecretKey
+    # Who holds this process's run leases (pausemesh.core.instance).
+    instance: ProcessInstance = field(default_factory=lambda: ProcessInstance.start(None))
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -144,7 +158,11 @@ async def open_runtime(
     storage = storage or await open_storage(settings)
     try:
         service = build_service(settings, storage, key=key, clock=clock, observer=observer)
-        runtime = Runtime(settings=settings, storage=storage, service=service, key=key)
+        instance = ProcessInstance.start(settings.instance_name)
+        runtime = Runtime(
+            settings=settings, storage=storage, service=service, key=key, instance=instance
+        )
+        await free_predecessor_leases(storage, instance)
         if sweeper:
             runtime.tasks.append(
                 asyncio.create_task(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
 from pausemesh.keys import resolve_secret_key
-from pausemesh.settings import Settings, load_settings
+from pausemesh.settings import Settings, load_settings, with_overrides
 
 __all__ = ("build_parser", "main")
 
@@ -122,6 +123,11 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
         )
     # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
     resolve_secret_key(settings)
+    if settings.instance_name is None:
+        # host:port names this replica across restarts, so a restart frees its predecessor's
+        # run leases at once (pausemesh.core.instance).
+        name = f"{socket.gethostname()}:{settings.port}"
+        settings = with_overrides(settings, instance_name=name)
     app = create_app(settings, agent=agent, principal_resolver=resolver, plugins=plugins)
     _log.info(
         "PauseMesh %s on http://%s:%d (%s)",
@@ -183,10 +189,13 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_demo(args: argparse.Namespace) -> None:
     from pausemesh.demo.agent import travel_agent  # noqa: PLC0415 - keeps --version light
     from pausemesh.demo.protocols import demo_protocol_plugins  # noqa: PLC0415
+    from pausemesh.demo.reservations import Airline, configure_airline  # noqa: PLC0415
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
 
     settings = _settings_from(args)
     _configure_logging(settings.log_level)
+    airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
+    configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
     plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins()]
     if not args.no_browser:
         plugins.append(_open_browser_plugin(f"http://{settings.host}:{settings.port}/"))

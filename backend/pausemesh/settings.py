@@ -94,6 +94,24 @@ class Settings:
     insecure_no_auth: bool = False
     # "module:attr" (or "path.py:attr") of the agent ``pausemesh serve`` runs on /agui.
     agent: str | None = None
+    # This replica's name, stable across its restarts (``pausemesh serve`` uses host:port): a
+    # restart frees the run leases its dead predecessor held. Unique among live replicas.
+    instance_name: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[A-Za-z0-9._:-]{1,200}$",
+                description="letters, digits and . _ : - (at most 200)",
+            ),
+        ]
+        | None
+    ) = None
+    # A run lease's TTL: how long a thread stays busy after its process died unseen.
+    lease_seconds: Annotated[float, Meta(ge=1.0, le=300.0)] = 5.0
+    # ``pausemesh demo`` only: the demo airline's booking file (default: airline.db in the data
+    # directory; replicas share one) and its simulated network latency.
+    demo_airline_path: Annotated[str, _TEXT] | None = None
+    demo_airline_latency_seconds: Annotated[float, Meta(ge=0.0, le=30.0)] = 0.0
 
     @classmethod
     def load(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,12 @@ from pausemesh.core.operations import (
     EXECUTE,
     OUTCOME_UNKNOWN,
     RECONCILIATION_ONLY,
+    RECOVERED,
+    RESENT,
     OperationLedger,
+    TargetAnswer,
+    TargetFound,
+    TargetNeverSaw,
     operation_id,
     run_once,
     terms_hash,
@@ -229,3 +234,145 @@ async def test_concurrent_run_once_calls_dispatch_exactly_once(ledger: Operation
     assert len(calls) == 1
     after = await run_once(ledger, "travel", "booking:race", "book", ARGS, book)
     assert after.decision == RECONCILIATION_ONLY
+
+
+class KeyedTarget:
+    """A cooperating target: effects keyed by the operation id, and a status lookup. It can
+    be told to lose its reply (the effect happens, the caller never hears) or to go silent."""
+
+    def __init__(self) -> None:
+        self.effects: dict[str, dict[str, str]] = {}
+        self.sends = 0
+        self.lose_reply = False
+        self.silent = False
+
+    def action(self, key: str) -> Callable[[], Awaitable[dict[str, str]]]:
+        async def send() -> dict[str, str]:
+            self.sends += 1
+            effect = self.effects.setdefault(key, {"confirmation": f"PNR-{len(self.effects)}"})
+            if self.lose_reply:
+                raise ConnectionError("the reply was lost")
+            return effect
+
+        return send
+
+    async def lookup(self, key: str) -> TargetAnswer:
+        if self.silent:
+            raise TimeoutError("the target does not answer")
+        found = self.effects.get(key)
+        return TargetNeverSaw() if found is None else TargetFound(result=found)
+
+
+async def _unknown(ledger: OperationLedger, business_key: str = "booking:t1") -> str:
+    """An operation attempted and never completed (its process died mid-dispatch)."""
+    begun = await ledger.begin("travel", business_key, tool="book", arguments=ARGS, now=NOW)
+    assert begun.decision == EXECUTE
+    return begun.record.operation_id
+
+
+async def test_an_unknown_outcome_the_target_holds_is_recovered_and_audited(
+    ledger: OperationLedger,
+) -> None:
+    target = KeyedTarget()
+    op = await _unknown(ledger)
+    await target.action(op)()  # the effect happened; the outcome was never recorded
+    clock = ManualClock(LATER)
+    result = await run_once(
+        ledger, "travel", "booking:t1", "book", ARGS, target.action(op), clock=clock,
+        lookup=target.lookup,
+    )  # fmt: skip
+    assert result.decision == RECOVERED
+    assert result.result == target.effects[op]
+    assert target.sends == 1
+    assert [(r.step, r.recorded_at) for r in await ledger.recoveries(op)] == [(RECOVERED, LATER)]
+    again = await run_once(ledger, "travel", "booking:t1", "book", ARGS, target.action(op))
+    assert (again.decision, again.result) == (RECONCILIATION_ONLY, target.effects[op])
+    assert target.sends == 1
+
+
+async def test_a_target_that_never_saw_the_key_gets_it_once_more_and_only_once(
+    ledger: OperationLedger,
+) -> None:
+    target = KeyedTarget()
+    op = await _unknown(ledger)
+    target.lose_reply = True  # the resend's reply is lost too
+    with pytest.raises(ConnectionError):
+        await run_once(
+            ledger, "travel", "booking:t1", "book", ARGS, target.action(op), lookup=target.lookup
+        )
+    assert target.sends == 1
+    assert [r.step for r in await ledger.recoveries(op)] == [RESENT]
+    # The resend reached the target: the next call recovers it instead of sending again.
+    target.lose_reply = False
+    recovered = await run_once(
+        ledger, "travel", "booking:t1", "book", ARGS, target.action(op), lookup=target.lookup
+    )
+    assert recovered.decision == RECOVERED
+    assert target.sends == 1
+    assert [r.step for r in await ledger.recoveries(op)] == [RESENT, RECOVERED]
+
+
+async def test_a_resend_is_used_once_even_when_the_target_still_never_saw_it(
+    ledger: OperationLedger,
+) -> None:
+    target = KeyedTarget()
+    op = await _unknown(ledger)
+    assert await ledger.claim_resend(op, attempt_id=(await _attempt(ledger, op)), now=NOW)
+    with pytest.raises(OutcomeUnknownError):
+        await run_once(
+            ledger, "travel", "booking:t1", "book", ARGS, target.action(op), lookup=target.lookup
+        )
+    assert target.sends == 0
+
+
+async def test_a_silent_target_leaves_the_outcome_unknown_and_sends_nothing(
+    ledger: OperationLedger,
+) -> None:
+    target = KeyedTarget()
+    op = await _unknown(ledger)
+    target.silent = True
+    with pytest.raises(OutcomeUnknownError):
+        await run_once(
+            ledger, "travel", "booking:t1", "book", ARGS, target.action(op), lookup=target.lookup
+        )
+    assert target.sends == 0
+    assert await ledger.recoveries(op) == []
+    record = await ledger.get(op)
+    assert record is not None
+    assert not record.completed
+
+
+async def test_many_concurrent_recoveries_send_at_most_once(ledger: OperationLedger) -> None:
+    target = KeyedTarget()
+    op = await _unknown(ledger)
+
+    async def attempt() -> str:
+        try:
+            result = await run_once(
+                ledger, "travel", "booking:t1", "book", ARGS, target.action(op),
+                lookup=target.lookup,
+            )  # fmt: skip
+        except OutcomeUnknownError:
+            return "unknown"
+        return str(result.decision)
+
+    outcomes = await asyncio.gather(*(attempt() for _ in range(30)))
+    assert outcomes.count(RESENT) == 1
+    assert target.sends == 1
+    assert len(target.effects) == 1
+    assert set(outcomes) <= {RESENT, RECOVERED, RECONCILIATION_ONLY, "unknown"}
+    final = await ledger.get(op)
+    assert final is not None
+    assert final.result == target.effects[op]
+
+
+async def test_claim_resend_is_refused_to_a_foreign_attempt(ledger: OperationLedger) -> None:
+    op = await _unknown(ledger)
+    with pytest.raises(OperationConflictError):
+        await ledger.claim_resend(op, attempt_id="not-the-attempt", now=NOW)
+
+
+async def _attempt(ledger: OperationLedger, op: str) -> str:
+    record = await ledger.get(op)
+    assert record is not None
+    return record.attempt_id

@@ -11,7 +11,13 @@ import msgspec
 import pytest
 
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
-from pausemesh.core.threads import CohortReceipt, IssuedCohort, ReceiptInterrupt, ThreadStore
+from pausemesh.core.threads import (
+    CohortReceipt,
+    IssuedCohort,
+    ReceiptInterrupt,
+    RunLease,
+    ThreadStore,
+)
 from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -175,6 +181,48 @@ async def test_many_contenders_for_one_lease_yield_exactly_one_holder(threads: T
     holders = [r for r in results if not isinstance(r, BaseException)]
     assert len(holders) == 1
     assert all(isinstance(r, ThreadBusyError) for r in results if isinstance(r, BaseException))
+
+
+async def _lease_of(threads: ThreadStore, thread_id: str) -> RunLease:
+    record = await threads.get(thread_id)
+    assert record is not None
+    assert record.lease is not None
+    return record.lease
+
+
+async def test_renew_leases_extends_only_the_leases_still_held(threads: ThreadStore) -> None:
+    await _leased(threads, "t1", "A@1/x")
+    await _leased(threads, "t2", "A@1/y")
+    await _leased(threads, "t3", "B@2/z")
+    later = LATER + timedelta(minutes=5)
+    # t2's lease was taken over after it lapsed; t3 is not ours; "nope" does not exist.
+    await threads.acquire_lease("t2", lease_id="C@3/w", run_id="r9", now=LATER, expires_at=later)
+    asked = {"t1": "A@1/x", "t2": "A@1/y", "nope": "A@1/q"}
+    renewed = await threads.renew_leases(asked, expires_at=later)
+    assert renewed == {"t1"}
+    leases = {t: await _lease_of(threads, t) for t in ("t1", "t2", "t3")}
+    assert leases["t1"].expires_at == later
+    assert leases["t2"].lease_id == "C@3/w"
+    assert leases["t3"].expires_at == LATER
+    assert await threads.renew_leases({}, expires_at=later) == set()
+
+
+async def test_a_restarted_instance_frees_its_predecessors_leases_and_no_others(
+    threads: ThreadStore,
+) -> None:
+    await _leased(threads, "t1", "host:8787@old/a")
+    await _leased(threads, "t2", "host:8787@old/b")
+    await _leased(threads, "t3", "host:8787@new/c")
+    await _leased(threads, "t4", "host:8788@old/d")
+    # A name with LIKE wildcards must match itself only.
+    await _leased(threads, "t5", "host_8787@old/e")
+    freed = await threads.release_instance_leases("host:8787", keep="host:8787@new/")
+    assert freed == 2
+    leases = {t: (await threads.get(t)) for t in ("t1", "t2", "t3", "t4", "t5")}
+    assert {t for t, r in leases.items() if r is not None and r.lease is None} == {"t1", "t2"}
+    # The freed threads take a new run at once, without waiting for the TTL.
+    await threads.acquire_lease("t1", lease_id="L9", run_id="r9", now=NOW, expires_at=LATER)
+    assert await threads.release_instance_leases("host%", keep="x@y/") == 0
 
 
 async def test_lease_on_an_unknown_thread_is_not_found(threads: ThreadStore) -> None:

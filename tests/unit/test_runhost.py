@@ -24,13 +24,14 @@ from pausemesh.agui.events import (
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
+from pausemesh.core.threads import RunLease
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
 from tests.support.agui import RunResult, StreamChecker, read_frames
 
 Agent = Callable[[RunContext], AsyncIterator[AgentOutput]]
 
 
-def _host(agent: Agent, clock: ManualClock | None = None) -> RunHost:
+def _host(agent: Agent, clock: ManualClock | None = None, **options: Any) -> RunHost:
     clock = clock or ManualClock()
     service = ContinuationService(
         store=InMemoryEventStore(),
@@ -44,6 +45,7 @@ def _host(agent: Agent, clock: ManualClock | None = None) -> RunHost:
         operations=InMemoryOperationLedger(),
         clock=clock,
         keepalive_seconds=10,
+        **options,
     )
 
 
@@ -251,6 +253,65 @@ async def test_a_second_concurrent_run_on_a_thread_is_thread_busy() -> None:
     # The lease is released: the next run goes through.
     gate.set()
     assert (await _run(host, _body("r99"))).last["type"] == "RUN_FINISHED"
+
+
+async def test_a_silent_run_keeps_its_lease_past_the_ttl_and_frees_it_when_done() -> None:
+    gate = asyncio.Event()
+
+    async def silent(_: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield StateSnapshotEvent(snapshot={})
+
+    clock = ManualClock()
+    host = _host(silent, clock, lease_seconds=0.3)
+    first = asyncio.create_task(_run(host, _body("r1")))
+    lease = await _lease_taken(host)
+    # Far past the TTL by the clock, and the agent sends nothing: the keeper renews anyway.
+    clock.advance(60)
+    renewed = await _renewed_past(host, clock)
+    assert renewed.lease_id == lease
+    assert (await _run(host, _body("r2"))).error_code == "THREAD_BUSY"
+    gate.set()
+    assert (await first).last["type"] == "RUN_FINISHED"
+    assert host.leases.held == {}
+    released = await host.threads.get("t1")
+    assert released is not None
+    assert released.lease is None
+
+
+async def test_a_hosts_leases_carry_its_holder() -> None:
+    gate = asyncio.Event()
+
+    async def slow(_: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield StateSnapshotEvent(snapshot={})
+
+    host = _host(slow, lease_holder="replica-a:8787@i1/")
+    first = asyncio.create_task(_run(host, _body("r1")))
+    assert (await _lease_taken(host)).startswith("replica-a:8787@i1/")
+    gate.set()
+    await first
+
+
+async def _renewed_past(host: RunHost, clock: ManualClock) -> RunLease:
+    """The lease once the keeper renewed it beyond the clock's now (it runs on its own)."""
+    for _ in range(400):
+        record = await host.threads.get("t1")
+        assert record is not None
+        assert record.lease is not None
+        if record.lease.expires_at > clock.now():
+            return record.lease
+        await asyncio.sleep(0.01)
+    pytest.fail("the keeper never renewed the lease")
+
+
+async def _lease_taken(host: RunHost) -> str:
+    for _ in range(1000):  # let the run take the lease (no wall-clock involved)
+        record = await host.threads.get("t1")
+        if record is not None and record.lease is not None:
+            return record.lease.lease_id
+        await asyncio.sleep(0)
+    pytest.fail("the run never took the lease")
 
 
 async def test_another_principals_thread_is_not_found_inside_the_stream_too() -> None:

@@ -26,7 +26,13 @@ from msgspec import UNSET, UnsetType
 
 from pausemesh.agui.events import Event, Message
 from pausemesh.core.clock import SystemClock
-from pausemesh.core.operations import OperationLedger, OperationRecord, OperationResult, run_once
+from pausemesh.core.operations import (
+    OperationLedger,
+    OperationRecord,
+    OperationResult,
+    StatusLookup,
+    run_once,
+)
 from pausemesh.core.ports import Clock
 
 __all__ = (
@@ -89,9 +95,19 @@ class Operations:
         tool: str,
         arguments: Any,
         action: Callable[[], Awaitable[Any]],
+        lookup: StatusLookup | None = None,
     ) -> OperationResult:
+        """``lookup``: the target's status lookup by operation id, if it cooperates (an unknown
+        outcome is then asked for, never resent blindly; see ``pausemesh.core.operations``)."""
         return await run_once(
-            self.ledger, domain, business_key, tool, arguments, action, clock=self._clock
+            self.ledger,
+            domain,
+            business_key,
+            tool,
+            arguments,
+            action,
+            clock=self._clock,
+            lookup=lookup,
         )
 
     async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:

@@ -15,10 +15,24 @@ outcome is recorded after. What a later ``begin`` for the same key reports:
 
 Every ledger (memory, SQLite, PostgreSQL) stores the same ``OperationRecord`` and decides
 with ``decide``, so they cannot drift apart.
+
+**Cooperating targets** (the continuity gateway's cooperating profile, Stripe-style keys): a
+target that keeps its effects keyed by the operation id can declare a ``StatusLookup``. For an
+``OUTCOME_UNKNOWN`` operation ``run_once`` then asks it, and never resends blindly:
+
+- ``TargetFound(result)``: the effect happened; its result becomes the recorded outcome,
+  audited as ``RECOVERED`` (``OperationRecovery``);
+- ``TargetNeverSaw()``: the target confirms it never saw the key; the action may be sent
+  again under the same key, **once** per operation (the ``RESENT`` audit entry is claimed
+  before dispatch, so of any number of callers exactly one resends);
+- no answer (the lookup raises): still ``OUTCOME_UNKNOWN``.
+
+Targets without a lookup stay sticky; an operator settles them.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -40,11 +54,19 @@ __all__ = (
     "EXECUTE",
     "OUTCOME_UNKNOWN",
     "RECONCILIATION_ONLY",
+    "RECOVERED",
+    "RESENT",
     "OperationBegin",
     "OperationDecision",
     "OperationLedger",
     "OperationRecord",
+    "OperationRecovery",
     "OperationResult",
+    "RecoveryStep",
+    "StatusLookup",
+    "TargetAnswer",
+    "TargetFound",
+    "TargetNeverSaw",
     "begun",
     "check_completion",
     "check_terms",
@@ -60,8 +82,13 @@ EXECUTE: Final = "EXECUTE"
 RECONCILIATION_ONLY: Final = "RECONCILIATION_ONLY"
 OUTCOME_UNKNOWN: Final = "OUTCOME_UNKNOWN"
 
-OperationDecision = Literal["EXECUTE", "RECONCILIATION_ONLY", "OUTCOME_UNKNOWN"]
+RECOVERED: Final = "RECOVERED"
+RESENT: Final = "RESENT"
 
+OperationDecision = Literal["EXECUTE", "RECONCILIATION_ONLY", "OUTCOME_UNKNOWN"]
+RecoveryStep = Literal["RECOVERED", "RESENT"]
+
+_log = logging.getLogger("pausemesh.operations")
 _ID_VERSION = "pausemesh-operation/1"
 _MAX_KEY = 200
 
@@ -96,11 +123,37 @@ class OperationBegin(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class OperationResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``run_once`` returns: the result, and whether this call dispatched it."""
+    """What ``run_once`` returns: the result, and how this call got it (``EXECUTE``: this call
+    dispatched it; ``RECOVERED``: the target's lookup found it; ``RESENT``: this call sent it
+    again after the target confirmed it never saw the first attempt)."""
 
-    decision: Literal["EXECUTE", "RECONCILIATION_ONLY"]
+    decision: Literal["EXECUTE", "RECONCILIATION_ONLY", "RECOVERED", "RESENT"]
     result: Any
     record: OperationRecord
+
+
+class OperationRecovery(msgspec.Struct, frozen=True, kw_only=True):
+    """One audited recovery step of an operation (write-once per operation and step)."""
+
+    operation_id: str
+    step: RecoveryStep
+    recorded_at: datetime
+
+
+class TargetFound(msgspec.Struct, frozen=True, kw_only=True):
+    """A cooperating target's lookup: it holds the effect under the key; this is its result."""
+
+    result: Any
+
+
+class TargetNeverSaw(msgspec.Struct, frozen=True, kw_only=True):
+    """A cooperating target's lookup: it never received the key (nothing happened)."""
+
+
+TargetAnswer = TargetFound | TargetNeverSaw
+StatusLookup = Callable[[str], Awaitable[TargetAnswer]]
+"""A cooperating target's status lookup by idempotency key (the operation id). Raising means
+"no answer" and leaves the operation unknown."""
 
 
 def operation_id(domain: str, business_key: str) -> str:
@@ -191,6 +244,22 @@ class OperationLedger(Protocol):
         """
         ...
 
+    async def recover(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        """``complete`` with a result a cooperating target's lookup found, audited as a
+        ``RECOVERED`` step in the same transaction. Same errors as ``complete``."""
+        ...
+
+    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+        """Record the one ``RESENT`` step before a resend; True only for the caller that
+        recorded it. ``OperationConflictError`` for a foreign ``attempt_id``."""
+        ...
+
+    async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
+        """The operation's audited recovery steps, oldest first."""
+        ...
+
     async def get(self, operation_id: str) -> OperationRecord | None: ...
 
     async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:
@@ -235,6 +304,7 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
     action: Callable[[], Awaitable[Any]],
     *,
     clock: Clock | None = None,
+    lookup: StatusLookup | None = None,
 ) -> OperationResult:
     """Run ``action`` at most once for ``(domain, business_key)`` and return its JSON result.
 
@@ -243,6 +313,10 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
     earlier attempt has no recorded outcome. If ``action`` raises, the attempt stays without
     an outcome (the effect may or may not have happened) and the error propagates: the
     operation is then ``OUTCOME_UNKNOWN`` for every later call.
+
+    With a ``lookup`` (a cooperating target keyed by the operation id) an unknown outcome is
+    asked for first (see the module docstring); ``OutcomeUnknownError`` only when the target
+    gives no answer, or it never saw the key and the one resend was already used.
     """
     now = (clock or SystemClock()).now
     begun = await ledger.begin(domain, business_key, tool=tool, arguments=arguments, now=now())
@@ -251,9 +325,41 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
             decision=RECONCILIATION_ONLY, result=begun.record.result, record=begun.record
         )
     if begun.decision == OUTCOME_UNKNOWN:
-        raise OutcomeUnknownError(begun.record.operation_id)
+        if lookup is None:
+            raise OutcomeUnknownError(begun.record.operation_id)
+        return await _recover(ledger, begun.record, action, lookup, now)
     result = await action()
     record = await ledger.complete(
         begun.record.operation_id, attempt_id=begun.record.attempt_id, result=result, now=now()
     )
     return OperationResult(decision=EXECUTE, result=record.result, record=record)
+
+
+async def _recover(
+    ledger: OperationLedger,
+    record: OperationRecord,
+    action: Callable[[], Awaitable[Any]],
+    lookup: StatusLookup,
+    now: Callable[[], datetime],
+) -> OperationResult:
+    """Ask the cooperating target about an unknown outcome; resend at most once, never blindly."""
+    operation = record.operation_id
+    try:
+        answer = await lookup(operation)
+    except Exception:  # noqa: BLE001 - no answer from the target: the outcome stays unknown
+        _log.warning("status lookup for operation %s got no answer", operation, exc_info=True)
+        raise OutcomeUnknownError(operation) from None
+    if isinstance(answer, TargetFound):
+        recovered = await ledger.recover(
+            operation, attempt_id=record.attempt_id, result=answer.result, now=now()
+        )
+        _log.info("operation %s recovered from the target's status lookup", operation)
+        return OperationResult(decision=RECOVERED, result=recovered.result, record=recovered)
+    if not await ledger.claim_resend(operation, attempt_id=record.attempt_id, now=now()):
+        raise OutcomeUnknownError(operation)
+    _log.info("operation %s never reached the target; sending it once more", operation)
+    result = await action()
+    completed = await ledger.complete(
+        operation, attempt_id=record.attempt_id, result=result, now=now()
+    )
+    return OperationResult(decision=RESENT, result=completed.result, record=completed)

@@ -5,7 +5,10 @@ updated with compare-and-swap on ``version``. Two things live beside the CAS ver
 they change on their own schedule:
 
 - the **run lease** (one active run per thread; a second one gets ``THREAD_BUSY``), taken and
-  released atomically by the store;
+  released atomically by the store. It follows the process that holds it: a lease id starts
+  with its holder (``lease_holder``: the instance name and the id made at start-up), the holder
+  renews all its leases while alive (``renew_leases``, a short TTL), and a restarted instance
+  frees its predecessor's leases at once (``release_instance_leases``);
 - ``last_sequence``, the head of the event log, advanced by every append.
 
 Log entries keep the event as the exact JSON text that was sent, so a replay is byte-identical.
@@ -16,7 +19,8 @@ interrupts as sent); every store encodes it as JSON and decodes it with ``decode
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,15 +39,32 @@ __all__ = (
     "ThreadRecord",
     "ThreadStore",
     "decode_cohort",
+    "lease_holder",
+    "new_lease_id",
 )
 
 PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:",)
 """Thread ids with these prefixes hold another protocol's records (A2A tasks live in the thread
 store); AG-UI clients may not name them, so a chat run can never overwrite a task."""
 
-DEFAULT_LEASE_SECONDS = 30
-"""How long a run's lease lasts without renewal. A live run renews it at least every keep-alive
-interval, so this only bounds how long a crashed run blocks its thread (``THREAD_BUSY``)."""
+DEFAULT_LEASE_SECONDS = 5
+"""How long a run's lease lasts without renewal. The process holding it renews it every third of
+this while alive (``agui/run/keeper.py``), so this only bounds how long a run whose process died
+blocks its thread (``THREAD_BUSY``) when no restart of that process frees it sooner."""
+
+
+def lease_holder(instance_name: str, instance_id: str) -> str:
+    """The prefix of every lease id one process instance takes: ``<name>@<id>/``.
+
+    ``instance_name`` is stable across restarts (e.g. ``host:port``), ``instance_id`` is made at
+    start-up, so a restart can tell its predecessor's leases (same name, other id) from its own.
+    """
+    return f"{instance_name}@{instance_id}/"
+
+
+def new_lease_id(holder: str) -> str:
+    """A fresh lease id under ``holder`` (a ``lease_holder`` prefix)."""
+    return f"{holder}{uuid.uuid4().hex}"
 
 
 class RunLease(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,6 +182,17 @@ class ThreadStore(Protocol):
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
         """Drop the lease if ``lease_id`` still holds it; otherwise do nothing."""
+        ...
+
+    async def renew_leases(self, leases: Mapping[str, str], *, expires_at: datetime) -> set[str]:
+        """Extend each lease in ``leases`` (thread id -> lease id) to ``expires_at`` if that
+        lease id still holds its thread; return the thread ids renewed (the others were lost)."""
+        ...
+
+    async def release_instance_leases(self, instance_name: str, *, keep: str) -> int:
+        """Drop every lease taken under ``instance_name`` by an instance other than ``keep`` (a
+        ``lease_holder`` prefix): a restarted process frees its dead predecessor's threads.
+        Return how many were dropped."""
         ...
 
     async def append_events(

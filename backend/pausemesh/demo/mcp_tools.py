@@ -2,7 +2,8 @@
 
 The question is the same flat form the AG-UI demo asks (``flight_choice_schema``); the booking
 goes through the operation ledger keyed by the pause's continuation id, so however many times
-a client retries, replays or races the answer, the airline is called once.
+a client retries, replays or races the answer, the airline books once (and an unknown outcome
+is looked up at the airline, ``demo/reservations.py``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ContentBlock, InputRequiredResult, TextContent
 
 from pausemesh.core.errors import OutcomeUnknownError
-from pausemesh.core.operations import OperationLedger, run_once
-from pausemesh.demo.flights import (
-    BOOKING_DOMAIN,
-    confirm_booking,
-    flight_choice_schema,
-    flight_question,
-)
+from pausemesh.core.operations import OperationLedger, operation_id, run_once
+from pausemesh.demo.flights import BOOKING_DOMAIN, flight_choice_schema, flight_question
+from pausemesh.demo.reservations import airline
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.web.plugin import PauseMeshPlugin
 
@@ -36,14 +33,23 @@ async def book_once(
 ) -> dict[str, Any]:
     """Book through the ledger; a duplicate racing the first attempt waits for its outcome."""
 
+    desk = airline()
+    key = operation_id(BOOKING_DOMAIN, business_key)
+
     async def action() -> dict[str, Any]:
-        return await confirm_booking(destination, flight)
+        return await desk.book(key, destination, flight)
 
     arguments = {"destination": destination, "flight": flight}
     for _ in range(_IN_FLIGHT_POLLS):
         try:
             outcome = await run_once(
-                ledger, BOOKING_DOMAIN, business_key, "book_flight", arguments, action
+                ledger,
+                BOOKING_DOMAIN,
+                business_key,
+                "book_flight",
+                arguments,
+                action,
+                lookup=desk.lookup,
             )
         except OutcomeUnknownError:
             # Another request holds the attempt right now (or crashed holding it: then this

@@ -123,6 +123,8 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 service=current.service,
                 threads=threads,
                 operations=current.storage.operations,
+                lease_seconds=current.settings.lease_seconds,
+                lease_holder=current.instance.holder,
             )
         return host
 

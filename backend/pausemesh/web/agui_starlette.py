@@ -93,6 +93,8 @@ class StarletteAgui:
                 service=runtime.service,
                 threads=threads,
                 operations=runtime.storage.operations,
+                lease_seconds=runtime.settings.lease_seconds,
+                lease_holder=runtime.instance.holder,
             )
             try:
                 yield self._host

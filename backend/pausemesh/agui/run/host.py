@@ -19,11 +19,13 @@ import anyio
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.events import Interrupt, Message
 from pausemesh.agui.input import RunAgentInput
+from pausemesh.agui.run.keeper import LeaseKeeper
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
+from pausemesh.core.instance import new_holder
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
@@ -50,6 +52,7 @@ class RunHost:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         keepalive_seconds: float = 15.0,
         queue_size: int = 256,
+        lease_holder: str | None = None,
     ) -> None:
         self.agent = agent
         self.service = service
@@ -57,11 +60,18 @@ class RunHost:
         self.operations = operations
         self.schemas = schemas or SchemaValidatorCache()
         self.clock: Clock = clock or service.clock
-        if not 0 < keepalive_seconds <= lease_seconds / 2:
-            # A silent run renews its lease on each keep-alive; it must come well before expiry.
-            msg = "keepalive_seconds must be positive and at most half of lease_seconds"
+        if keepalive_seconds <= 0 or lease_seconds <= 0:
+            msg = "keepalive_seconds and lease_seconds must be positive"
             raise ValueError(msg)
         self.lease = timedelta(seconds=lease_seconds)
+        # A host built without a runtime instance (tests, embedding) still gets a holder of its
+        # own; it only lacks a predecessor to free at start-up.
+        self.leases = LeaseKeeper(
+            threads,
+            clock=self.clock,
+            ttl=self.lease,
+            holder=lease_holder or new_holder(f"runhost-{uuid.uuid4().hex[:8]}"),
+        )
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size
 
@@ -124,7 +134,7 @@ class RunHost:
     ) -> AsyncGenerator[bytes, None]:
         """SSE frames for one run of the agent on ``run_input.thread_id``."""
         thread_id = run_input.thread_id
-        lease_id = uuid.uuid4().hex
+        lease_id = self.leases.new_lease_id()
         now = self.clock.now()
         try:
             record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
@@ -140,6 +150,7 @@ class RunHost:
         except PauseMeshError as error:
             yield encode_frame(AguiRunError.from_error(error).to_event())
             return
+        self.leases.hold(thread_id, lease_id)
         run = LeasedRun(self, record, run_input, principal, lease_id)
         try:
             # aclosing: a client that goes away closes the inner generators now, not at GC.
@@ -148,5 +159,6 @@ class RunHost:
                     yield chunk
         finally:
             # Runs even when the client went away and the scope is cancelled.
+            self.leases.drop(thread_id, lease_id)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await self.threads.release_lease(thread_id, lease_id=lease_id)

@@ -64,7 +64,6 @@ class LeasedRun:
         self.thread_id = run_input.thread_id
         self.run_id = run_input.run_id
         self.started = False
-        self._renewed_at = host.clock.now()
 
     # -- output ---------------------------------------------------------------------------
 
@@ -79,21 +78,7 @@ class LeasedRun:
             run_id=self.run_id,
             events=[t.decode() for t in texts],
         )
-        await self.renew_if_due()
         return b"".join(encode_frame(t, s) for t, s in zip(texts, sequences, strict=True))
-
-    async def renew_if_due(self) -> None:
-        now = self.host.clock.now()
-        if now - self._renewed_at < self.host.lease / 3:
-            return
-        await self.host.threads.acquire_lease(
-            self.thread_id,
-            lease_id=self.lease_id,
-            run_id=self.run_id,
-            now=now,
-            expires_at=now + self.host.lease,
-        )
-        self._renewed_at = now
 
     async def _error_frame(self, error: AguiRunError) -> bytes:
         if self.started:

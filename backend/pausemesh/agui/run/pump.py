@@ -1,7 +1,7 @@
 """The agent pump: the host's agent runs in its own task; its output goes out in batches.
 
 Events are folded into the run's transcript and sent (logged first); pause requests are kept
-for the finish; keep-alives (which also renew the lease) fill the silences.
+for the finish; keep-alives fill the silences (the lease keeper renews the lease on its own).
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ async def agent_frames(
                 async with asyncio.timeout(host.keepalive_seconds):
                     item = await queue.get()
             except TimeoutError:
-                await run.renew_if_due()
                 yield KEEPALIVE_FRAME
                 continue
             batch = [item]

@@ -9,11 +9,15 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import StoreError
+from pausemesh.core.errors import OperationConflictError, StoreError
 from pausemesh.core.operations import (
     EXECUTE,
+    RECOVERED,
+    RESENT,
     OperationBegin,
     OperationRecord,
+    OperationRecovery,
+    RecoveryStep,
     begun,
     check_completion,
     decide,
@@ -28,6 +32,7 @@ class InMemoryOperationLedger:
     def __init__(self) -> None:
         # Insertion order is attempt order; no await between read and write, so it is atomic.
         self._records: dict[str, OperationRecord] = {}
+        self._recoveries: dict[tuple[str, RecoveryStep], OperationRecovery] = {}
         self._closed = False
 
     def _check_open(self) -> None:
@@ -68,6 +73,32 @@ class InMemoryOperationLedger:
         )
         self._records[operation_id] = completed
         return completed
+
+    def _audit(self, operation_id: str, step: RecoveryStep, now: datetime) -> bool:
+        if (operation_id, step) in self._recoveries:
+            return False
+        entry = OperationRecovery(operation_id=operation_id, step=step, recorded_at=now)
+        self._recoveries[operation_id, step] = entry
+        return True
+
+    async def recover(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        completed = await self.complete(operation_id, attempt_id=attempt_id, result=result, now=now)
+        self._audit(operation_id, RECOVERED, now)
+        return completed
+
+    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+        self._check_open()
+        record = begun(operation_id, self._records.get(operation_id))
+        if record.attempt_id != attempt_id:
+            raise OperationConflictError(operation_id)
+        return self._audit(operation_id, RESENT, now)
+
+    async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
+        self._check_open()
+        # Insertion order is the order the steps were recorded in.
+        return [e for (op, _), e in self._recoveries.items() if op == operation_id]
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         self._check_open()

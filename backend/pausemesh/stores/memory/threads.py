@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -106,6 +106,32 @@ class InMemoryThreadStore:
         current = self._require(thread_id)
         if current.lease is not None and current.lease.lease_id == lease_id:
             self._records[thread_id] = msgspec.structs.replace(current, lease=None)
+
+    async def renew_leases(self, leases: Mapping[str, str], *, expires_at: datetime) -> set[str]:
+        renewed: set[str] = set()
+        for thread_id, lease_id in leases.items():
+            current = self._records.get(thread_id)
+            held = None if current is None else current.lease
+            if current is None or held is None or held.lease_id != lease_id:
+                continue
+            lease = msgspec.structs.replace(held, expires_at=expires_at)
+            self._records[thread_id] = msgspec.structs.replace(current, lease=lease)
+            renewed.add(thread_id)
+        return renewed
+
+    async def release_instance_leases(self, instance_name: str, *, keep: str) -> int:
+        self._check_open()
+        prefix = f"{instance_name}@"
+        dropped = 0
+        for thread_id, current in list(self._records.items()):
+            held = current.lease
+            if held is None or not held.lease_id.startswith(prefix):
+                continue
+            if held.lease_id.startswith(keep):
+                continue
+            self._records[thread_id] = msgspec.structs.replace(current, lease=None)
+            dropped += 1
+        return dropped
 
     async def append_events(
         self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]

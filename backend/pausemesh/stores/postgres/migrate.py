@@ -120,6 +120,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "gateway_workers"),
     ("SELECT, INSERT", "gateway_dispatches"),
     ("SELECT, INSERT", "operation_resolutions"),
+    ("SELECT, INSERT", "operation_recoveries"),
 )
 
 

@@ -18,11 +18,14 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import StoreError
+from pausemesh.core.errors import OperationConflictError, StoreError
 from pausemesh.core.operations import (
     EXECUTE,
+    RECOVERED,
+    RESENT,
     OperationBegin,
     OperationRecord,
+    OperationRecovery,
     begun,
     check_completion,
     decide,
@@ -88,6 +91,23 @@ class PostgresOperationLedger(SharedDatabaseStore):
             WHERE operation_id = $1 AND attempt_id = $2 AND result_hash IS NULL
             RETURNING {OPERATION_COLUMNS}
         """
+        # The audit row only when the recorded outcome is this very result.
+        self._sql_audit_recovered = f"""
+            INSERT INTO {q}.operation_recoveries (operation_id, step, recorded_at)
+            SELECT $1, '{RECOVERED}', $3 FROM {q}.operations
+            WHERE operation_id = $1 AND result_hash = $2
+            ON CONFLICT DO NOTHING
+        """
+        self._sql_claim_resend = f"""
+            INSERT INTO {q}.operation_recoveries (operation_id, step, recorded_at)
+            SELECT $1, '{RESENT}', $3 FROM {q}.operations
+            WHERE operation_id = $1 AND attempt_id = $2
+            ON CONFLICT DO NOTHING RETURNING operation_id
+        """
+        self._sql_recoveries = f"""
+            SELECT operation_id, step, recorded_at FROM {q}.operation_recoveries
+            WHERE operation_id = $1 ORDER BY position
+        """
         self._sql_list = f"""
             SELECT {OPERATION_COLUMNS} FROM {q}.operations WHERE domain = $1 ORDER BY position LIMIT $2
         """
@@ -141,6 +161,49 @@ class PostgresOperationLedger(SharedDatabaseStore):
         record = begun(operation_id, await self.get(operation_id))
         check_completion(record, attempt_id, digest)
         return record
+
+    async def recover(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        digest = result_hash(result)
+        record = begun(operation_id, await self.get(operation_id))
+        done = check_completion(record, attempt_id, digest)
+        await self.database.ensure_schema()
+        result_json = canonical_json(result)
+
+        async def op(conn: Conn) -> Any:
+            async with conn.transaction():
+                row = None
+                if not done:
+                    row = await conn.fetchrow(
+                        self._sql_complete, operation_id, attempt_id, result_json, digest, now
+                    )
+                await conn.execute(self._sql_audit_recovered, operation_id, digest, now)
+                return row
+
+        row = await self.database.run(op)
+        if row is not None:
+            return _record(row)
+        record = begun(operation_id, await self.get(operation_id))
+        check_completion(record, attempt_id, digest)
+        return record
+
+    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+        record = begun(operation_id, await self.get(operation_id))
+        if record.attempt_id != attempt_id:
+            raise OperationConflictError(operation_id)
+        await self.database.ensure_schema()
+        row = await self.database.fetchrow(self._sql_claim_resend, operation_id, attempt_id, now)
+        return row is not None
+
+    async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
+        async def op(conn: Conn) -> builtins.list[Any]:
+            return builtins.list(await conn.fetch(self._sql_recoveries, operation_id))
+
+        return [
+            OperationRecovery(operation_id=r[0], step=r[1], recorded_at=r[2])
+            for r in await self.database.run(op, read=True)
+        ]
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         row = await self.database.fetchrow(self._sql_get, operation_id, read=True)

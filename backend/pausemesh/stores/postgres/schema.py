@@ -251,11 +251,30 @@ _GATEWAY = Migration(
     ),
 )
 
+_RECOVERIES = Migration(
+    version=5,
+    name="operation_recoveries",
+    statements=(
+        """
+        CREATE TABLE {schema}.operation_recoveries (
+            position BIGINT GENERATED ALWAYS AS IDENTITY,
+            operation_id TEXT NOT NULL REFERENCES {schema}.operations (operation_id),
+            -- RESENT is claimed before the one resend; RECOVERED comes with the outcome
+            step TEXT NOT NULL CHECK (step IN ('RECOVERED', 'RESENT')),
+            recorded_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (operation_id, step)
+        )
+        """,
+        *_no_update_delete("operation_recoveries"),
+    ),
+)
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,
     _GATEWAY,
+    _RECOVERIES,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -300,6 +319,12 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
         "operation_resolutions": (
             "pausemesh_operation_resolutions_no_mutation",
             "pausemesh_operation_resolutions_no_truncate",
+        ),
+    },
+    5: {
+        "operation_recoveries": (
+            "pausemesh_operation_recoveries_no_mutation",
+            "pausemesh_operation_recoveries_no_truncate",
         ),
     },
 }

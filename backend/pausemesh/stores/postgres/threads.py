@@ -11,7 +11,7 @@ replica (``ThreadListener``) and always confirms against the log itself.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -113,6 +113,18 @@ class PostgresThreadStore(SharedDatabaseStore):
             SET lease_id = NULL, lease_run_id = NULL, lease_expires_at = NULL
             WHERE thread_id = $1 AND lease_id = $2
         """
+        self._sql_renew = f"""
+            UPDATE {q}.agui_threads AS t SET lease_expires_at = $3
+            FROM unnest($1::text[], $2::text[]) AS u (thread_id, lease_id)
+            WHERE t.thread_id = u.thread_id AND t.lease_id = u.lease_id
+            RETURNING t.thread_id
+        """
+        # left(), not LIKE: an instance name may hold LIKE's wildcards.
+        self._sql_release_instance = f"""
+            UPDATE {q}.agui_threads
+            SET lease_id = NULL, lease_run_id = NULL, lease_expires_at = NULL
+            WHERE left(lease_id, length($1)) = $1 AND left(lease_id, length($2)) <> $2
+        """
         # Fence on the lease, take the sequences, insert, notify: one statement, one commit.
         self._sql_append = f"""
             WITH head AS (
@@ -181,6 +193,27 @@ class PostgresThreadStore(SharedDatabaseStore):
             await conn.execute(self._sql_release, thread_id, lease_id)
 
         await self.database.run(op)
+
+    async def renew_leases(self, leases: Mapping[str, str], *, expires_at: datetime) -> set[str]:
+        if not leases:
+            return set()
+        ids = list(leases)
+        lease_ids = [leases[t] for t in ids]
+
+        async def op(conn: Conn) -> set[str]:
+            rows = await conn.fetch(self._sql_renew, ids, lease_ids, expires_at)
+            return {row[0] for row in rows}
+
+        return await self.database.run(op)
+
+    async def release_instance_leases(self, instance_name: str, *, keep: str) -> int:
+        await self.database.ensure_schema()
+
+        async def op(conn: Conn) -> int:
+            status = await conn.execute(self._sql_release_instance, f"{instance_name}@", keep)
+            return int(status.rsplit(" ", 1)[-1])
+
+        return await self.database.run(op)
 
     async def append_events(
         self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]

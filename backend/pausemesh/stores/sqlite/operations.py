@@ -17,10 +17,15 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.canonical import canonical_json
+from pausemesh.core.errors import OperationConflictError
 from pausemesh.core.operations import (
     EXECUTE,
+    RECOVERED,
+    RESENT,
     OperationBegin,
     OperationRecord,
+    OperationRecovery,
+    RecoveryStep,
     begun,
     check_completion,
     decide,
@@ -114,6 +119,16 @@ def complete_in(  # noqa: PLR0917 - the outcome and where it goes
     return completed
 
 
+def _audit(conn: sqlite3.Connection, operation_id: str, step: RecoveryStep, now: datetime) -> bool:
+    """Record a recovery step once; True if this call recorded it."""
+    cursor = conn.execute(
+        "INSERT INTO operation_recoveries (operation_id, step, recorded_at_us)"
+        " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (operation_id, step, epoch_us(now)),
+    )
+    return cursor.rowcount == 1
+
+
 class SqliteOperationLedger:
     """``OperationLedger`` over a ``SqliteDatabase`` (usually shared with the other stores)."""
 
@@ -140,13 +155,46 @@ class SqliteOperationLedger:
     async def complete(
         self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
     ) -> OperationRecord:
+        return await self._complete(operation_id, attempt_id, result, now, audit=False)
+
+    async def recover(
+        self, operation_id: str, *, attempt_id: str, result: Any, now: datetime
+    ) -> OperationRecord:
+        return await self._complete(operation_id, attempt_id, result, now, audit=True)
+
+    async def _complete(
+        self, operation_id: str, attempt_id: str, result: Any, now: datetime, *, audit: bool
+    ) -> OperationRecord:
         digest = result_hash(result)
         result_json = canonical_json(result)
 
         def op(conn: sqlite3.Connection) -> OperationRecord:
-            return complete_in(conn, operation_id, attempt_id, result_json, digest, now)
+            completed = complete_in(conn, operation_id, attempt_id, result_json, digest, now)
+            if audit:
+                _audit(conn, operation_id, RECOVERED, now)
+            return completed
 
         return await self.database.write(op)
+
+    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            record = begun(operation_id, select_operation(conn, operation_id))
+            if record.attempt_id != attempt_id:
+                raise OperationConflictError(operation_id)
+            return _audit(conn, operation_id, RESENT, now)
+
+        return await self.database.write(op)
+
+    async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
+        rows = await self.database.read(
+            "SELECT operation_id, step, recorded_at_us FROM operation_recoveries"
+            " WHERE operation_id = ? ORDER BY rowid",
+            (operation_id,),
+        )
+        return [
+            OperationRecovery(operation_id=r[0], step=r[1], recorded_at=from_epoch_us(r[2]))
+            for r in rows
+        ]
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         rows = await self.database.read(

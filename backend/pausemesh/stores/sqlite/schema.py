@@ -179,9 +179,34 @@ _GATEWAY = Migration(
     ),
 )
 
+_RECOVERIES = Migration(
+    version=5,
+    name="operation_recoveries",
+    statements=(
+        """
+        CREATE TABLE operation_recoveries (
+            operation_id TEXT NOT NULL REFERENCES operations (operation_id),
+            -- RESENT is claimed before the one resend; RECOVERED comes with the outcome
+            step TEXT NOT NULL CHECK (step IN ('RECOVERED', 'RESENT')),
+            recorded_at_us INTEGER NOT NULL,
+            UNIQUE (operation_id, step)
+        ) STRICT
+        """,
+        """
+        CREATE TRIGGER operation_recoveries_no_update BEFORE UPDATE ON operation_recoveries
+        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
+        """,
+        """
+        CREATE TRIGGER operation_recoveries_no_delete BEFORE DELETE ON operation_recoveries
+        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
+        """,
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,
     _GATEWAY,
+    _RECOVERIES,
 )

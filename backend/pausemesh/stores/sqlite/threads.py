@@ -7,7 +7,7 @@ the append is committed (one process per SQLite file; PostgreSQL tails across re
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -132,6 +132,40 @@ class SqliteThreadStore:
             )
 
         await self.database.write(op)
+
+    async def renew_leases(self, leases: Mapping[str, str], *, expires_at: datetime) -> set[str]:
+        if not leases:
+            return set()
+        at = epoch_us(expires_at)
+
+        def op(conn: sqlite3.Connection) -> set[str]:
+            renewed: set[str] = set()
+            for thread_id, lease_id in leases.items():
+                cursor = conn.execute(
+                    "UPDATE agui_threads SET lease_expires_at_us = ?"
+                    " WHERE thread_id = ? AND lease_id = ?",
+                    (at, thread_id, lease_id),
+                )
+                if cursor.rowcount == 1:
+                    renewed.add(thread_id)
+            return renewed
+
+        return await self.database.write(op)
+
+    async def release_instance_leases(self, instance_name: str, *, keep: str) -> int:
+        prefix = f"{instance_name}@"
+
+        def op(conn: sqlite3.Connection) -> int:
+            # substr, not LIKE: an instance name may hold LIKE's wildcards.
+            cursor = conn.execute(
+                "UPDATE agui_threads SET lease_id = NULL, lease_run_id = NULL,"
+                " lease_expires_at_us = NULL"
+                " WHERE substr(lease_id, 1, length(?)) = ? AND substr(lease_id, 1, length(?)) <> ?",
+                (prefix, prefix, keep, keep),
+            )
+            return cursor.rowcount
+
+        return await self.database.write(op)
 
     async def append_events(
         self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]

@@ -1,0 +1,96 @@
+"""Nothing lost when replicas die (issue 18): the fault run (``tests/support/faults.py``) on
+three replicas on PostgreSQL and on two processes sharing one SQLite file.
+
+Asserts 0 lost, 0 double-booked, 0 left pending and 0 5xx from a live replica; the figures
+(conversations/s, longest wait for a busy thread) come from ``bench/faults.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pausemesh.demo.reservations import Airline
+from pausemesh.stores.postgres.migrate import migrate
+from tests.support.faults import FaultReport, run_faults
+from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
+from tests.support.server import ServerProcess
+
+# A few minutes on a loaded machine: each kill waits for the replica's restart, and every
+# replica start is a full uvicorn process start.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# A replica's start can take a minute on a loaded machine; the kills wait for it.
+STARTUP = 240.0
+CONVERSATIONS = 16
+CONCURRENCY = 4
+
+
+def _env(airline: Airline, **extra: str) -> dict[str, str]:
+    return {
+        "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
+        "PAUSEMESH_LOG_LEVEL": "warning",
+        "PAUSEMESH_DEMO_AIRLINE_PATH": str(airline.path),
+        # Long enough that kills land between the attempt and its outcome.
+        "PAUSEMESH_DEMO_AIRLINE_LATENCY_SECONDS": "0.6",
+        "PAUSEMESH_LEASE_SECONDS": "2",
+        **extra,
+    }
+
+
+def _assert_nothing_lost(report: FaultReport) -> None:
+    assert report.kills > 0
+    assert report.lost == []
+    assert report.double_booked == []
+    assert report.pending == []
+    assert report.live_5xx == 0
+    assert report.booked_once == report.conversations
+    assert [e for e in report.errors if not e.endswith(": THREAD_BUSY")] == [], report.errors
+
+
+@pytest.fixture(name="schema")
+def schema_fixture() -> Iterator[str]:
+    asyncio.run(require_postgres())
+    schema = fresh_schema("pm_faults")
+    asyncio.run(migrate(DATABASE_URL, schema=schema))
+    try:
+        yield schema
+    finally:
+        asyncio.run(drop_schema(schema))
+
+
+@pytest.mark.postgres
+def test_three_postgres_replicas_killed_in_turn_lose_nothing(schema: str, tmp_path: Path) -> None:
+    airline = Airline(tmp_path / "airline.db")
+    # One environment for all three: they share the server key and the airline.
+    env = _env(airline, PAUSEMESH_DATABASE_SCHEMA=schema)
+    args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
+    servers = [ServerProcess(args, env=env, startup_timeout=STARTUP) for _ in range(3)]
+    try:
+        for server in servers:
+            server.start()
+        report = run_faults(servers, airline, conversations=CONVERSATIONS, concurrency=CONCURRENCY)
+    finally:
+        for server in servers:
+            server.close()
+    _assert_nothing_lost(report)
+
+
+def test_two_processes_on_one_sqlite_file_killed_in_turn_lose_nothing(tmp_path: Path) -> None:
+    airline = Airline(tmp_path / "airline.db")
+    database = tmp_path / "demo.db"
+    env = _env(airline)
+    args = ["demo", "--no-browser", "--database-path", str(database)]
+    servers = [ServerProcess(args, env=env, startup_timeout=STARTUP) for _ in range(2)]
+    try:
+        for server in servers:
+            server.start()
+        report = run_faults(servers, airline, conversations=CONVERSATIONS, concurrency=CONCURRENCY)
+    finally:
+        for server in servers:
+            server.close()
+    _assert_nothing_lost(report)
