@@ -183,7 +183,7 @@ class PostgresOperationLedger(SharedDatabaseStore):
 
         row = await self.database.run(op)
         if row is not None:
-            return _record(row)
+            return operation_record(row)
         record = begun(operation_id, await self.get(operation_id))
         check_completion(record, attempt_id, digest)
         return record
