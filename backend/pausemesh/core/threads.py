@@ -145,6 +145,19 @@ class ThreadStore(Protocol):
 
     async def get(self, thread_id: str) -> ThreadRecord | None: ...
 
+    async def list_records(
+        self,
+        prefix: str,
+        *,
+        owner: str | None,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[ThreadRecord]:
+        """Up to ``limit`` records whose id starts with ``prefix`` and whose owner is ``owner``
+        (None matches only ownerless records), most recently updated first, ties by id
+        descending; ``before`` (an ``updated_at`` and id) continues after that record."""
+        ...
+
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         """CAS: store ``messages``, ``state``, ``open_receipt`` and ``closed_receipt`` if the stored
         version still equals ``record.version``; return the record with version + 1.
