@@ -10,7 +10,7 @@ across requests, processes and replicas: a write derived from a stale read raise
 ``ConcurrentTaskModificationError`` and the SDK re-reads the task. **Terminal means terminal**
 here, whatever the executor does: a completed, failed, cancelled or rejected task accepts no
 further write (no second completion, artifact or history message); the SDK then hands the
-caller the stored final task.
+caller the stored final task. ``list`` serves A2A ``ListTasks`` from the caller's records.
 """
 
 from __future__ import annotations

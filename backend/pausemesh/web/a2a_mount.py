@@ -10,7 +10,9 @@ Tasks live in ``ThreadBackedTaskStore`` (our thread store), scoped to the princi
 by the host's resolver. A follow-up ``SendMessage`` to an interrupted task is checked against
 its pause (``A2aPauses.check_follow_up``) *before* the SDK runs the executor: a bad answer gets
 the A2A ``InvalidParamsError`` and the task stays interrupted (the SDK would mark a raising
-executor's task FAILED). The executor itself settles pauses with ``A2aPauses`` too.
+executor's task FAILED), and so is a message to a terminal task (``UnsupportedOperationError``).
+Follow-ups to one task then run one at a time (``FollowUpGate``). The executor itself settles
+pauses with ``A2aPauses`` too.
 """
 
 from __future__ import annotations
