@@ -37,9 +37,10 @@ __all__ = (
     "decode_cohort",
 )
 
-PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:",)
-"""Thread ids with these prefixes hold another protocol's records (A2A tasks live in the thread
-store); AG-UI clients may not name them, so a chat run can never overwrite a task."""
+PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:", "mcp-pause:")
+"""Thread ids with these prefixes hold another protocol's records (A2A tasks and the open MCP
+pause of a tool call live in the thread store); AG-UI clients may not name them, so a chat run
+can never overwrite one."""
 
 DEFAULT_LEASE_SECONDS = 30
 """How long a run's lease lasts without renewal. A live run renews it at least every keep-alive
