@@ -316,3 +316,29 @@ async def test_records_returned_are_copies(threads: ThreadStore) -> None:
     fetched = await threads.get("t1")
     assert fetched is not None
     assert fetched.messages == []
+
+
+async def test_list_records_pages_one_owners_prefixed_records_newest_first(
+    threads: ThreadStore,
+) -> None:
+    for n, at in enumerate([NOW, LATER, LATER, NOW + timedelta(minutes=1)]):
+        await threads.create_or_load(f"p:{n}", owner="alice", now=at)
+    await threads.create_or_load("p:bob", owner="bob", now=LATER)
+    await threads.create_or_load("p:nobody", owner=None, now=LATER)
+    await threads.create_or_load("q:0", owner="alice", now=LATER)
+    await threads.create_or_load("p%_:x", owner="alice", now=NOW - timedelta(minutes=1))
+
+    first = await threads.list_records("p:", owner="alice", before=None, limit=3)
+    last = first[-1]
+    rest = await threads.list_records(
+        "p:", owner="alice", before=(last.updated_at, last.thread_id), limit=3
+    )
+
+    assert [r.thread_id for r in first] == ["p:2", "p:1", "p:3"]
+    assert [r.thread_id for r in rest] == ["p:0"]
+    assert [
+        r.thread_id for r in await threads.list_records("p%", owner="alice", before=None, limit=9)
+    ] == ["p%_:x"]
+    assert [
+        r.thread_id for r in await threads.list_records("p:", owner=None, before=None, limit=9)
+    ] == ["p:nobody"]

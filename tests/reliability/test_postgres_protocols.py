@@ -17,10 +17,12 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Task, TaskState
 from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from mcp_types import CallToolResult, InputRequiredResult
 
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.stores.postgres.migrate import migrate
+from tests.support.a2a_races import assert_one_outcome, final_task, race_follow_ups
 from tests.support.mcp_state import continuation_of
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.protocol_clients import flight_answer, send_for_task, tool_round, user_message
@@ -138,3 +140,19 @@ async def test_a2a_follow_ups_racing_over_both_replicas_book_once(replicas: Repl
         final = await client.get_task(GetTaskRequest(id=task.id))
         await client.close()
     assert final.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_twenty_a2a_follow_ups_over_both_replicas_and_every_binding_make_one_completion(
+    replicas: Replicas,
+) -> None:
+    first_server, second_server = replicas.servers
+    task = await a2a_send(first_server, user_message(text="Vienna"))
+    assert isinstance(task, Task)
+    cid = task.metadata["pausemesh"]["continuationId"]
+
+    racers = await race_follow_ups(replicas.servers, task.id)
+
+    final = await final_task(second_server, task.id)
+    assert_one_outcome(final, racers)
+    assert MessageToDict(await final_task(first_server, task.id)) == MessageToDict(final)
+    assert await replicas.bookings(cid) == 1

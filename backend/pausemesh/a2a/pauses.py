@@ -28,11 +28,11 @@ from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Part, Task, TaskState
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
 from pausemesh.a2a.answers import answer_of, check_answer
-from pausemesh.a2a.store import principal_of_call
+from pausemesh.a2a.store import is_terminal, principal_of_call
 from pausemesh.a2a.task import A2ATaskBinding, to_a2a_interrupted_task
 from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import (
@@ -49,8 +49,9 @@ from pausemesh.core.service import ContinuationService
 
 __all__ = ("A2aAnswer", "A2aNotices", "A2aPauses", "continuation_id_of")
 
-A2aAction = Literal["accept", "cancel", "expire", "reject", "wait", "end"]
-"""``accept``: answered (or signed in); the rest: the task was already moved on here."""
+A2aAction = Literal["accept", "cancel", "expire", "reject", "wait", "end", "done"]
+"""``accept``: answered (or signed in); ``done``: the task was terminal already (nothing to do);
+the rest: the task was moved on here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,11 @@ class A2aAnswer:
     continuation: Continuation
     action: A2aAction
     content: Any = None
+
+    def artifact_id(self, name: str) -> str:
+        """A stable artifact id for what this pause produced: a racing or replayed follow-up
+        that reconciles to the same answer replaces the artifact instead of adding one."""
+        return f"{self.continuation.continuation_id}:{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +192,13 @@ class A2aPauses:
     async def check_follow_up(self, task: Task, message: Message, principal: str | None) -> None:
         """Refuse (``InvalidParamsError``) a follow-up that does not fit the task's open pause.
 
-        Another principal's pause is ``TaskNotFoundError``; a task without an open pause is
+        A terminal task is ``UnsupportedOperationError`` (A2A: messages to terminal tasks);
+        another principal's pause is ``TaskNotFoundError``; a task without an open pause is
         left to the executor.
         """
+        if is_terminal(task):
+            state = TaskState.Name(task.status.state)
+            raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {state}")
         if task.status.state not in INTERRUPTED_TASK_STATES:
             return
         cid = continuation_id_of(task)
@@ -208,6 +218,9 @@ class A2aPauses:
         if task is None or cid is None:
             return None
         principal = principal_of_call(context.call_context)
+        if is_terminal(task):
+            # A follow-up queued behind the one that finished the task: nothing to do.
+            return A2aAnswer(await self._service().get(cid, principal=principal), "done")
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         answer = answer_of(context.message)
         if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
@@ -222,7 +235,9 @@ class A2aPauses:
                 resolved_by=principal,
             )
         except (TokenAlreadyUsedError, IdempotencyConflictError):
-            # Answered already (a duplicate or another replica won): the stored answer counts.
+            # Answered already (a duplicate, a racing follow-up or another replica won): the
+            # stored answer counts, so every racer reconciles to the same outcome; the task
+            # store keeps the task's first terminal write.
             settled = await service.get(cid, principal=principal)
         except ContinuationCancelledError:
             await updater.cancel(_text(updater, self._notices.cancelled))

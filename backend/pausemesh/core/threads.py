@@ -43,9 +43,10 @@ __all__ = (
     "new_lease_id",
 )
 
-PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:",)
-"""Thread ids with these prefixes hold another protocol's records (A2A tasks live in the thread
-store); AG-UI clients may not name them, so a chat run can never overwrite a task."""
+PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:", "mcp-pause:")
+"""Thread ids with these prefixes hold another protocol's records (A2A tasks and the open MCP
+pause of a tool call live in the thread store); AG-UI clients may not name them, so a chat run
+can never overwrite one."""
 
 DEFAULT_LEASE_SECONDS = 5
 """How long a run's lease lasts without renewal. The process holding it renews it every third of
@@ -165,6 +166,19 @@ class ThreadStore(Protocol):
         ...
 
     async def get(self, thread_id: str) -> ThreadRecord | None: ...
+
+    async def list_records(
+        self,
+        prefix: str,
+        *,
+        owner: str | None,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[ThreadRecord]:
+        """Up to ``limit`` records whose id starts with ``prefix`` and whose owner is ``owner``
+        (None matches only ownerless records), most recently updated first, ties by id
+        descending; ``before`` (an ``updated_at`` and id) continues after that record."""
+        ...
 
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         """CAS: store ``messages``, ``state``, ``open_receipt`` and ``closed_receipt`` if the stored

@@ -26,8 +26,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
-from pausemesh.a2a.pauses import A2aNotices, A2aPauses
-from pausemesh.core.model import Continuation
+from pausemesh.a2a.pauses import A2aAnswer, A2aNotices, A2aPauses
 from pausemesh.demo.airline import CONNECT_PATH
 from pausemesh.demo.flights import flight_choice_schema, flight_question
 from pausemesh.demo.mcp_tools import book_once, booking_summary, demo_ledger
@@ -93,14 +92,14 @@ class TravelA2AExecutor(AgentExecutor):
             await self._ask(context, event_queue)
             return
         if answer.action != "accept":
-            return  # the task was moved on already (cancelled, expired, rejected, waiting)
+            return  # the task was moved on (cancelled, expired, rejected, waiting, or done)
         updater = TaskUpdater(event_queue, str(context.task_id), str(context.context_id))
         if answer.continuation.payload.get("kind") == "authorization":
             await updater.complete(
                 updater.new_agent_message(_parts({"text": "Your airline account is linked."}))
             )
             return
-        await self._book(updater, answer.continuation)
+        await self._book(updater, answer)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await self._pauses.cancel(context, event_queue)
@@ -130,7 +129,8 @@ class TravelA2AExecutor(AgentExecutor):
             metadata={"destination": destination},
         )
 
-    async def _book(self, updater: TaskUpdater, settled: Continuation) -> None:
+    async def _book(self, updater: TaskUpdater, outcome: A2aAnswer) -> None:
+        settled = outcome.continuation
         ledger = demo_ledger(self._pausemesh)
         destination = settled.metadata.get("a2a", {}).get("destination", _DEFAULT_DESTINATION)
         answer = settled.resume_payload
@@ -141,7 +141,9 @@ class TravelA2AExecutor(AgentExecutor):
             )
             return
         booking = await book_once(ledger, settled.continuation_id, destination, flight)
-        await updater.add_artifact(_parts({"data": booking}), name="booking")
+        await updater.add_artifact(
+            _parts({"data": booking}), artifact_id=outcome.artifact_id("booking"), name="booking"
+        )
         await updater.complete(
             updater.new_agent_message(_parts({"text": booking_summary(booking)}))
         )

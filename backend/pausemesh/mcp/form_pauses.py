@@ -4,7 +4,9 @@
   with the form and a sealed ``requestState``; the retry carries the answer, which is checked
   against the pause's schema and resumes the continuation exactly once.
 * **2025-11-25 and older**: a live ``elicitation/create`` on the session, backed by the same
-  kind of continuation and settled with the client's answer.
+  kind of continuation and settled with the client's answer. The question is also the tool
+  call's open pause (``mcp.pause_slots``): if the session ends unanswered, a later call of the
+  same tool with the same arguments (either era) joins it instead of asking anew.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    CONNECTION_CLOSED,
     INVALID_PARAMS,
+    REQUEST_TIMEOUT,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
@@ -25,6 +29,7 @@ from mcp_types import (
 
 from pausemesh.core.model import Continuation
 from pausemesh.mcp.elicitation import McpFormResponse
+from pausemesh.mcp.pause_slots import PauseSlots
 from pausemesh.mcp.sdk_bridge import (
     ANSWERED_DIFFERENTLY,
     McpAnswer,
@@ -40,11 +45,19 @@ from pausemesh.mcp.sdk_bridge import (
 __all__ = ("FormPauses",)
 
 
+def _session_lost(error: Exception) -> bool:
+    """The elicitation got no answer because the connection went, not because of the client."""
+    if isinstance(error, MCPError):
+        return error.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+    return True
+
+
 class FormPauses:
     """``McpPauses.ask``: one question, one continuation, one settlement."""
 
-    def __init__(self, bridge: PauseBridge) -> None:
+    def __init__(self, bridge: PauseBridge, slots: PauseSlots) -> None:
         self._bridge = bridge
+        self._slots = slots
 
     async def ask(
         self, ctx: Context[Any, Any], question: Question
@@ -63,7 +76,9 @@ class FormPauses:
         capabilities = client_capabilities(ctx)
         if ctx.request_state is None:
             require_form(capabilities)
-            continuation = await bridge.create(question, principal)
+            payload = bridge.payload_of(question)
+            joined = await self._slots.pending(question, principal, payload)
+            continuation = joined or await bridge.create(question, principal)
         else:
             retried = await bridge.retried(ctx.request_state, question, principal)
             if isinstance(retried, McpAnswer):
@@ -102,7 +117,12 @@ class FormPauses:
         principal = principal_of(ctx)
         capabilities = client_capabilities(ctx)
         require_form(capabilities)
-        continuation = await bridge.create(question, principal)
+        continuation = await self._slots.open(
+            question,
+            principal,
+            bridge.payload_of(question),
+            lambda: bridge.create(question, principal),
+        )
         request, receipt = bridge.project(continuation, capabilities)
         try:
             response = await ctx.session.send_request(
@@ -110,9 +130,11 @@ class FormPauses:
                 ElicitResult,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_context.request_id),
             )
-        except Exception:
-            # The session is gone or the client failed: nobody can answer this pause now.
-            await bridge.abandon(continuation, principal)
+        except Exception as error:
+            # The client failed to answer: the pause ends. The session went away: with slots
+            # the pause stays pending for a later call to join; without, nobody can answer it.
+            if not (self._slots.enabled and _session_lost(error)):
+                await bridge.abandon(continuation, principal)
             raise
         outcome = parse_result(continuation, request, receipt, response)
         assert isinstance(outcome, McpFormResponse)  # noqa: S101 - form requests only

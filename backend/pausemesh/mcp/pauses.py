@@ -8,7 +8,9 @@ A tool calls ``McpPauses.ask(ctx, ...)``:
   the pause's schema and resumes the continuation exactly once; a replay of the same retry
   gets the stored outcome, a different answer after the fact is refused.
 * **2025-11-25 and older** (handshake era): a live ``elicitation/create`` on the session,
-  backed by the same kind of continuation, resumed or cancelled with the client's answer.
+  backed by the same kind of continuation, resumed or cancelled with the client's answer. With
+  the thread store (``threads``), the question outlives the session: a later call of the same
+  tool with the same arguments, in either era, gets the same pending question.
 
 A bad answer is the protocol's ``-32602`` and the continuation stays pending; decline and
 cancel cancel it. The answer a tool gets is ``McpAnswer``; it then acts (e.g. books through
@@ -29,8 +31,10 @@ from mcp_types import InputRequiredResult
 
 from pausemesh.core.model import Continuation
 from pausemesh.core.service import ContinuationService
+from pausemesh.core.threads import ThreadStore
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.form_pauses import FormPauses
+from pausemesh.mcp.pause_slots import PauseSlots
 from pausemesh.mcp.sdk_bridge import McpAnswer, PauseBridge, Question, principal_of
 from pausemesh.mcp.url_authorization import UrlAuthorizations
 
@@ -44,9 +48,11 @@ class McpPauses:
         self,
         service: Callable[[], ContinuationService],
         policy: Callable[[], McpProjectionPolicy | None] = lambda: None,
+        threads: Callable[[], ThreadStore | None] = lambda: None,
     ) -> None:
+        """``threads`` (the thread store) lets a 2025-11-25 question outlive its session."""
         bridge = PauseBridge(service)
-        self._forms = FormPauses(bridge)
+        self._forms = FormPauses(bridge, PauseSlots(service, threads))
         self._urls = UrlAuthorizations(bridge, policy)
 
     async def ask(

@@ -177,17 +177,19 @@ class PauseBridge:
     def service(self) -> ContinuationService:
         return self._service()
 
+    @staticmethod
+    def payload_of(question: Question) -> dict[str, Any]:
+        """The pause payload ``question`` opens (what a joined pause must still ask)."""
+        if question.schema is None:
+            return {"kind": "authorization", "message": question.message}
+        return {"kind": "input", "message": question.message, "responseSchema": question.schema}
+
     async def create(self, question: Question, principal: str | None) -> Continuation:
         service = self._service()
         expires_in = question.expires_in
         expires_at = service.clock.now() + expires_in if expires_in is not None else None
-        payload: dict[str, Any] = (
-            {"kind": "authorization", "message": question.message}
-            if question.schema is None
-            else {"kind": "input", "message": question.message, "responseSchema": question.schema}
-        )
         created = await service.create(
-            payload=payload,
+            payload=self.payload_of(question),
             correlation_id=f"mcp:{uuid7()}",
             expires_at=expires_at,
             metadata={"mcp": {"tool": question.tool, "arguments": question.arguments}},

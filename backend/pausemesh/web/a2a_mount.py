@@ -10,11 +10,14 @@ Tasks live in ``ThreadBackedTaskStore`` (our thread store), scoped to the princi
 by the host's resolver. A follow-up ``SendMessage`` to an interrupted task is checked against
 its pause (``A2aPauses.check_follow_up``) *before* the SDK runs the executor: a bad answer gets
 the A2A ``InvalidParamsError`` and the task stays interrupted (the SDK would mark a raising
-executor's task FAILED). The executor itself settles pauses with ``A2aPauses`` too.
+executor's task FAILED), and so is a message to a terminal task (``UnsupportedOperationError``).
+Follow-ups to one task then run one at a time (``FollowUpGate``). The executor itself settles
+pauses with ``A2aPauses`` too.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -39,6 +42,7 @@ from a2a.types import (
     Task,
 )
 from a2a.utils.constants import TransportProtocol
+from a2a.utils.task import apply_history_length
 from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
@@ -46,8 +50,14 @@ from litestar.types import Receive, Scope, Send
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 
+from pausemesh.a2a.follow_ups import FollowUpGate
 from pausemesh.a2a.pauses import A2aPauses
-from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore, principal_of_call
+from pausemesh.a2a.store import (
+    PRINCIPAL_STATE_KEY,
+    ThreadBackedTaskStore,
+    is_terminal,
+    principal_of_call,
+)
 from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
@@ -88,37 +98,77 @@ class _PrincipalContextBuilder(DefaultServerCallContextBuilder):
 
 
 class _PauseAwareRequestHandler(DefaultRequestHandlerV2):
-    """Refuses a follow-up that does not fit the pause before any executor runs."""
+    """Checks a follow-up against its pause, then runs it while holding the task's lease.
 
-    def __init__(self, *, pauses: A2aPauses, tasks: ThreadBackedTaskStore, **options: Any) -> None:
+    A bad answer is refused before any executor runs, and so is a message to a terminal task
+    (``UnsupportedOperationError``). Follow-ups to one task run one at a time
+    (``FollowUpGate``): one that waited while another finished the task is answered with that
+    final task; the executor never runs on it again.
+    """
+
+    def __init__(
+        self,
+        *,
+        pauses: A2aPauses,
+        tasks: ThreadBackedTaskStore,
+        gate: FollowUpGate,
+        **options: Any,
+    ) -> None:
         super().__init__(task_store=tasks, **options)
         self._pauses = pauses
         self._tasks = tasks
+        self._gate = gate
 
-    async def _check_follow_up(self, message: Message, context: ServerCallContext) -> None:
+    async def _check_follow_up(self, message: Message, context: ServerCallContext) -> bool:
+        """Whether ``message`` follows up one of the caller's tasks (and fits its pause)."""
         if not message.task_id:
-            return
-        task = await self._tasks.get(message.task_id, context)
-        if task is None:
-            return  # the SDK reports an unknown task itself
+            return False
+        stored = await self._tasks.get(message.task_id, context)
+        if stored is None:
+            return False  # the SDK reports an unknown task itself
+        task = stored.task
         if not message.context_id:
             # A2A: the context is inferred from the task when only the task id is sent.
             message.context_id = task.context_id
         await self._pauses.check_follow_up(task, message, principal_of_call(context))
+        return True
+
+    async def _finished_meanwhile(
+        self, message: Message, context: ServerCallContext
+    ) -> Task | None:
+        """The task, if a racing follow-up finished it while this one waited for the lease."""
+        stored = await self._tasks.get(message.task_id, context)
+        return stored.task if stored is not None and is_terminal(stored.task) else None
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Message | Task:
-        await self._check_follow_up(params.message, context)
-        result: Message | Task = await super().on_message_send(params, context)
-        return result
+        message = params.message
+        if not await self._check_follow_up(message, context):
+            new: Message | Task = await super().on_message_send(params, context)
+            return new
+        async with self._gate.hold(message.task_id, run_id=message.message_id):
+            final = await self._finished_meanwhile(message, context)
+            if final is not None:
+                return apply_history_length(final, params.configuration)
+            result: Message | Task = await super().on_message_send(params, context)
+            return result
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        await self._check_follow_up(params.message, context)
-        async for event in super().on_message_send_stream(params, context):
-            yield event
+        message = params.message
+        if not await self._check_follow_up(message, context):
+            async for event in super().on_message_send_stream(params, context):
+                yield event
+            return
+        async with self._gate.hold(message.task_id, run_id=message.message_id):
+            final = await self._finished_meanwhile(message, context)
+            if final is not None:
+                yield apply_history_length(final, params.configuration)
+                return
+            async for event in super().on_message_send_stream(params, context):
+                yield event
 
 
 class A2APlugin(ProtocolMount):
@@ -172,13 +222,19 @@ class A2APlugin(ProtocolMount):
 
     def _build_app(self) -> tuple[Starlette, _PauseAwareRequestHandler]:
         card = self.agent_card()
-        handler = _PauseAwareRequestHandler(
-            pauses=A2aPauses(lambda: self.pausemesh.runtime.service),
-            agent_executor=self._executor(self.pausemesh),
-            tasks=ThreadBackedTaskStore(self._threads),
-            agent_card=card,
-            interrupted_task_timeout=_INTERRUPTED_TASK_TIMEOUT,
-        )
+        with warnings.catch_warnings():
+            # The SDK warns that a versioned store without a cross-replica event stream serves
+            # live streams from this process only: that is our model (a follow-up on another
+            # replica re-reads the task from the shared store; the CAS version guards it).
+            warnings.filterwarnings("ignore", message="A VersionedTaskStore was configured")
+            handler = _PauseAwareRequestHandler(
+                pauses=A2aPauses(lambda: self.pausemesh.runtime.service),
+                agent_executor=self._executor(self.pausemesh),
+                tasks=ThreadBackedTaskStore(self._threads),
+                gate=FollowUpGate(self._threads),
+                agent_card=card,
+                interrupted_task_timeout=_INTERRUPTED_TASK_TIMEOUT,
+            )
         builder = _PrincipalContextBuilder()
         routes = [
             *create_agent_card_routes(card),

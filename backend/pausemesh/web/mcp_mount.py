@@ -121,7 +121,11 @@ class McpPlugin(ProtocolMount):
                 ),
             )
         )
-        self.pauses = McpPauses(lambda: self.pausemesh.runtime.service, self._projection_policy)
+        self.pauses = McpPauses(
+            lambda: self.pausemesh.runtime.service,
+            self._projection_policy,
+            lambda: self.pausemesh.runtime.storage.threads,
+        )
 
     def _projection_policy(self) -> McpProjectionPolicy | None:
         if self._policy is not None:

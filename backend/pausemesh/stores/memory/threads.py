@@ -48,6 +48,28 @@ class InMemoryThreadStore:
             raise ThreadNotFoundError(thread_id)
         return record
 
+    async def list_records(
+        self,
+        prefix: str,
+        *,
+        owner: str | None,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[ThreadRecord]:
+        self._check_open()
+        matching = sorted(
+            (
+                r
+                for r in self._records.values()
+                if r.thread_id.startswith(prefix)
+                and r.owner == owner
+                and (before is None or (r.updated_at, r.thread_id) < before)
+            ),
+            key=lambda r: (r.updated_at, r.thread_id),
+            reverse=True,
+        )
+        return [_copy(r) for r in matching[:limit]]
+
     async def create_or_load(
         self, thread_id: str, *, owner: str | None, now: datetime
     ) -> ThreadRecord:

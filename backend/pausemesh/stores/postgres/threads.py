@@ -144,10 +144,32 @@ class PostgresThreadStore(SharedDatabaseStore):
             WHERE thread_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3
         """
         self._sql_head = f"SELECT last_sequence FROM {q}.agui_threads WHERE thread_id = $1"
+        # Keyset pagination on (updated_at, thread_id); $4 NULL = from the start.
+        self._sql_list = f"""
+            SELECT {_COLUMNS} FROM {q}.agui_threads
+            WHERE starts_with(thread_id, $1) AND owner IS NOT DISTINCT FROM $2
+              AND ($4::text IS NULL OR (updated_at, thread_id) < ($3, $4::text))
+            ORDER BY updated_at DESC, thread_id DESC LIMIT $5
+        """
 
     async def get(self, thread_id: str) -> ThreadRecord | None:
         row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
         return None if row is None else _record(row)
+
+    async def list_records(
+        self,
+        prefix: str,
+        *,
+        owner: str | None,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[ThreadRecord]:
+        at, after_id = before if before is not None else (None, None)
+
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_list, prefix, owner, at, after_id, limit))
+
+        return [_record(row) for row in await self.database.run(op, read=True)]
 
     async def _load(self, thread_id: str) -> ThreadRecord:
         record = await self.get(thread_id)

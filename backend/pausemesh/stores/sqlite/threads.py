@@ -21,12 +21,13 @@ from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("SqliteThreadStore",)
 
-_SELECT_ONE = (
+_SELECT_ALL = (
     "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
     " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us,"
     " closed_receipt_json"
-    " FROM agui_threads WHERE thread_id = ?"
+    " FROM agui_threads"
 )
+_SELECT_ONE = _SELECT_ALL + " WHERE thread_id = ?"
 
 
 def _json(value: Any) -> str:
@@ -85,6 +86,25 @@ class SqliteThreadStore:
     async def get(self, thread_id: str) -> ThreadRecord | None:
         rows = await self.database.read(_SELECT_ONE, (thread_id,))
         return _record(rows[0]) if rows else None
+
+    async def list_records(
+        self,
+        prefix: str,
+        *,
+        owner: str | None,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[ThreadRecord]:
+        # Keyset pagination on (updated_at, thread_id); a prefix compare keeps LIKE wildcards out.
+        sql = _SELECT_ALL + " WHERE substr(thread_id, 1, ?) = ? AND owner IS ?"
+        params: list[Any] = [len(prefix), prefix, owner]
+        if before is not None:
+            at = epoch_us(before[0])
+            sql += " AND (updated_at_us < ? OR (updated_at_us = ? AND thread_id < ?))"
+            params += [at, at, before[1]]
+        sql += " ORDER BY updated_at_us DESC, thread_id DESC LIMIT ?"
+        rows = await self.database.read(sql, [*params, limit])
+        return [_record(row) for row in rows]
 
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         messages = _json(record.messages)
