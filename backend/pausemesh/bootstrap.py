@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from pausemesh.agui.conversations import Conversations, PurgeReport
 from pausemesh.core.clock import SystemClock
+from pausemesh.core.errors import SettingsError
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
@@ -33,7 +36,9 @@ __all__ = (
     "open_runtime",
     "open_sqlite_storage",
     "open_storage",
+    "purge_threads",
     "run_expiry_sweeper",
+    "run_retention",
 )
 
 _log = logging.getLogger("pausemesh.bootstrap")
@@ -110,6 +115,43 @@ async def run_expiry_sweeper(service: ContinuationService, interval_seconds: flo
             await asyncio.sleep(interval_seconds)
 
 
+async def purge_threads(
+    settings: Settings,
+    *,
+    older_than: timedelta,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> PurgeReport:
+    """``pausemesh purge``: erase (or list) the threads idle longer than ``older_than``.
+
+    Cancelling a pending question needs no token, so this runs without the server key.
+    """
+    storage = await open_storage(settings)
+    try:
+        if storage.threads is None:
+            msg = "this storage has no thread store"
+            raise SettingsError(msg, code="INVALID_SETTINGS")
+        service = ContinuationService(store=storage.events, clock=SystemClock())
+        conversations = Conversations(threads=storage.threads, service=service)
+        return await conversations.purge(older_than=older_than, dry_run=dry_run, progress=progress)
+    finally:
+        await storage.close()
+
+
+async def run_retention(
+    conversations: Conversations, older_than: timedelta, interval_seconds: float
+) -> None:
+    """Erase threads idle longer than ``older_than``, every ``interval_seconds`` (retention)."""
+    while True:
+        try:
+            await conversations.purge(older_than=older_than)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a failed purge is retried; it must not kill the app
+            _log.warning("retention purge failed; retrying in %.0fs", interval_seconds)
+        await asyncio.sleep(interval_seconds)
+
+
 @dataclass(slots=True)
 class Runtime:
     """What a running PauseMesh holds: settings, storage, the service and its server key."""
@@ -147,6 +189,18 @@ async def open_runtime(
                     name="pausemesh-expiry-sweeper",
                 )
             )
+            if settings.retention_days is not None and storage.threads is not None:
+                conversations = Conversations(threads=storage.threads, service=service)
+                runtime.tasks.append(
+                    asyncio.create_task(
+                        run_retention(
+                            conversations,
+                            timedelta(days=settings.retention_days),
+                            settings.retention_interval_seconds,
+                        ),
+                        name="pausemesh-retention",
+                    )
+                )
         try:
             yield runtime
         finally:
