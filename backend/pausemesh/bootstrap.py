@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pausemesh.agui.conversations import Conversations, PurgeReport
+from pausemesh.agui.run.expiry import close_lapsed_cohorts
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
+from pausemesh.core.threads import ThreadStore
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
@@ -101,11 +103,17 @@ def build_service(
     )
 
 
-async def run_expiry_sweeper(service: ContinuationService, interval_seconds: float) -> None:
-    """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2)."""
+async def run_expiry_sweeper(
+    service: ContinuationService, interval_seconds: float, threads: ThreadStore | None = None
+) -> None:
+    """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2);
+    with a thread store, also close the thread cohorts whose questions have all lapsed (their
+    logs say so, live tails see it)."""
     while True:
         try:
             expired = await service.expire_due(limit=_SWEEP_BATCH)
+            if threads is not None:
+                await close_lapsed_cohorts(threads, service)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a failed sweep is retried; it must not kill the app
@@ -185,7 +193,7 @@ async def open_runtime(
         if sweeper:
             runtime.tasks.append(
                 asyncio.create_task(
-                    run_expiry_sweeper(service, settings.sweep_interval_seconds),
+                    run_expiry_sweeper(service, settings.sweep_interval_seconds, storage.threads),
                     name="pausemesh-expiry-sweeper",
                 )
             )

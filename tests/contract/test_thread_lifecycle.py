@@ -219,3 +219,37 @@ async def test_idle_threads_lists_the_oldest_first_up_to_a_limit(threads: Thread
     assert await threads.idle_threads(updated_before=_at(25), limit=10) == ["t1", "t2", "t3"]
     assert await threads.idle_threads(updated_before=_at(25), limit=2) == ["t1", "t2"]
     assert await threads.idle_threads(updated_before=NOW, limit=10) == []
+
+
+async def test_lapsed_cohorts_lists_threads_whose_every_question_is_past_its_deadline(
+    threads: ThreadStore,
+) -> None:
+    def cohort(thread_id: str, *deadlines: str) -> IssuedCohort:
+        base = _cohort(thread_id, *(f"{thread_id}-c{i}" for i in range(len(deadlines))))
+        interrupts = tuple(
+            msgspec.structs.replace(i, expires_at=d)
+            for i, d in zip(base.receipt.interrupts, deadlines, strict=True)
+        )
+        return msgspec.structs.replace(
+            base, receipt=msgspec.structs.replace(base.receipt, interrupts=interrupts)
+        )
+
+    plans = {
+        "early": cohort("early", "2026-01-01T12:05:00.000Z"),
+        "late": cohort("late", "2026-01-01T12:03:00.000Z", "2026-01-01T12:20:00.000Z"),
+        "mixed": cohort("mixed", "2026-01-01T12:01:00.000Z", "2026-01-01T12:06:00.000Z"),
+    }
+    for thread_id, planned in plans.items():
+        record = await threads.create_or_load(thread_id, owner="alice", now=NOW)
+        await threads.save(msgspec.structs.replace(record, open_receipt=planned), now=NOW)
+    await _touch(threads, "none", NOW)
+
+    assert await threads.lapsed_cohorts(now=_at(4), limit=10) == []
+    assert await threads.lapsed_cohorts(now=_at(10), limit=10) == ["early", "mixed"]
+    assert await threads.lapsed_cohorts(now=_at(10), limit=1) == ["early"]
+    assert await threads.lapsed_cohorts(now=_at(30), limit=10) == ["early", "mixed", "late"]
+    # A closed cohort leaves the listing.
+    record = await threads.get("early")
+    assert record is not None
+    await threads.save(msgspec.structs.replace(record, open_receipt=None), now=_at(30))
+    assert await threads.lapsed_cohorts(now=_at(30), limit=10) == ["mixed", "late"]

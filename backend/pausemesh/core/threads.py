@@ -36,6 +36,7 @@ __all__ = (
     "ThreadRecord",
     "ThreadStore",
     "ThreadSummary",
+    "cohort_deadline",
     "decode_cohort",
     "derive_title",
     "is_protocol_thread",
@@ -79,12 +80,15 @@ class CohortReceipt(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         return tuple(i.continuation_id for i in self.interrupts)
 
 
-class IssuedCohort(msgspec.Struct, frozen=True, kw_only=True):
+class IssuedCohort(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One interrupt cohort as a thread keeps it: the receipt, and the interrupts as sent (the
     AG-UI wire JSON, which core does not type) for restoring them after a reload."""
 
     receipt: CohortReceipt
     interrupts: tuple[dict[str, Any], ...]
+    # True on a closed cohort that the server closed because every question lapsed, until a
+    # run has acknowledged it (the client's cancel of it then runs the agent once).
+    lapsed: bool = False
 
     @property
     def interrupt_ids(self) -> tuple[str, ...]:
@@ -148,6 +152,13 @@ def derive_title(messages: Sequence[Any]) -> str | None:
                 return text[: TITLE_MAX_CHARS - 1].rstrip() + "\u2026"
             return text
     return None
+
+
+def cohort_deadline(cohort: IssuedCohort | None) -> datetime | None:
+    """When every question of ``cohort`` has lapsed: its latest ``expiresAt`` (None for none)."""
+    if cohort is None or not cohort.receipt.interrupts:
+        return None
+    return max(datetime.fromisoformat(i.expires_at) for i in cohort.receipt.interrupts)
 
 
 def is_protocol_thread(thread_id: str) -> bool:
@@ -261,6 +272,12 @@ class ThreadStore(Protocol):
     async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
         """Ids of threads (not protocol threads) last updated before ``updated_before``,
         oldest first, at most ``limit`` (retention)."""
+        ...
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        """Ids of threads whose open cohort's every deadline has passed by ``now`` (its
+        ``cohort_deadline``), earliest first, at most ``limit``; from an index over open
+        cohorts only (the expiry sweeper asks every interval)."""
         ...
 
     async def close(self) -> None: ...

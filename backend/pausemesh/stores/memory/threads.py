@@ -21,6 +21,7 @@ from pausemesh.core.threads import (
     ThreadLogEntry,
     ThreadRecord,
     ThreadSummary,
+    cohort_deadline,
     decode_cohort,
     derive_title,
     is_protocol_thread,
@@ -193,6 +194,15 @@ class InMemoryThreadStore:
             key=lambda r: (r.updated_at, r.thread_id),
         )
         return [r.thread_id for r in rows[: max(limit, 0)]]
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        self._check_open()
+        due = sorted(
+            (deadline, r.thread_id)
+            for r in self._records.values()
+            if (deadline := cohort_deadline(r.open_receipt)) is not None and deadline <= now
+        )
+        return [thread_id for _, thread_id in due[: max(limit, 0)]]
 
     async def close(self) -> None:
         self._closed = True

@@ -202,6 +202,12 @@ _THREAD_LIFECYCLE = Migration(
     name="thread_lifecycle",
     statements=(
         "ALTER TABLE {schema}.agui_threads ADD COLUMN title TEXT",
+        # The open cohort's latest deadline (NULL without one): the expiry sweeper's index.
+        "ALTER TABLE {schema}.agui_threads ADD COLUMN open_deadline TIMESTAMPTZ",
+        """
+        CREATE INDEX agui_threads_open_deadline ON {schema}.agui_threads (open_deadline)
+            WHERE open_deadline IS NOT NULL
+        """,
         # The thread list: one owner's threads, newest first, keyset-paginated. On the owner
         # with NULL (no auth) as '' (never a principal): ``owner IS NULL`` would find the rows
         # but not in index order, so every page would sort.

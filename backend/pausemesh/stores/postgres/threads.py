@@ -30,6 +30,7 @@ from pausemesh.core.threads import (
     ThreadLogEntry,
     ThreadRecord,
     ThreadSummary,
+    cohort_deadline,
     decode_cohort,
     derive_title,
 )
@@ -131,12 +132,16 @@ class PostgresThreadStore(SharedDatabaseStore):
         """
         self._sql_save = f"""
             UPDATE {q}.agui_threads SET body_json = $2, version = version + 1, updated_at = $3,
-                title = coalesce(title, $5)
+                title = coalesce(title, $5), open_deadline = $6
             WHERE thread_id = $1 AND version = $4 RETURNING {_COLUMNS}
         """
         self._sql_list = {after: list_threads_sql(q, after=after) for after in (True, False)}
         self._sql_title = f"UPDATE {q}.agui_threads SET title = $2 WHERE thread_id = $1"
         self._sql_erase = f"SELECT {q}.pausemesh_erase_thread($1, $2)"
+        self._sql_lapsed = f"""
+            SELECT thread_id FROM {q}.agui_threads WHERE open_deadline <= $1
+            ORDER BY open_deadline LIMIT $2
+        """
         self._sql_idle = f"""
             SELECT thread_id FROM {q}.agui_threads
             WHERE updated_at < $1 AND {_NOT_PROTOCOL} ORDER BY updated_at LIMIT $2
@@ -203,6 +208,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             now,
             record.version,
             derive_title(record.messages),
+            cohort_deadline(record.open_receipt),
         )
         if row is None:
             actual = await self._load(record.thread_id)
@@ -332,6 +338,12 @@ class PostgresThreadStore(SharedDatabaseStore):
     async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
         async def op(conn: Conn) -> list[Any]:
             return list(await conn.fetch(self._sql_idle, updated_before, max(limit, 0)))
+
+        return [r[0] for r in await self.database.run(op, read=True)]
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_lapsed, now, max(limit, 0)))
 
         return [r[0] for r in await self.database.run(op, read=True)]
 

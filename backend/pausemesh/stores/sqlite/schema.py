@@ -133,6 +133,12 @@ _THREAD_LIFECYCLE = Migration(
     name="thread_lifecycle",
     statements=(
         "ALTER TABLE agui_threads ADD COLUMN title TEXT",
+        # The open cohort's latest deadline (NULL without one): the expiry sweeper's index.
+        "ALTER TABLE agui_threads ADD COLUMN open_deadline_us INTEGER",
+        """
+        CREATE INDEX agui_threads_open_deadline ON agui_threads (open_deadline_us)
+            WHERE open_deadline_us IS NOT NULL
+        """,
         # The thread list: one owner's threads, newest first, keyset-paginated.
         """
         CREATE INDEX agui_threads_by_owner

@@ -23,6 +23,7 @@ from pausemesh.core.threads import (
     ThreadLogEntry,
     ThreadRecord,
     ThreadSummary,
+    cohort_deadline,
     decode_cohort,
     derive_title,
 )
@@ -124,12 +125,14 @@ class SqliteThreadStore:
         receipt = None if record.open_receipt is None else _json(record.open_receipt)
         closed = None if record.closed_receipt is None else _json(record.closed_receipt)
         title = derive_title(record.messages)
+        deadline = cohort_deadline(record.open_receipt)
+        deadline_us = None if deadline is None else epoch_us(deadline)
 
         def op(conn: sqlite3.Connection) -> ThreadRecord:
             cursor = conn.execute(
                 "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
                 " closed_receipt_json = ?, version = version + 1, updated_at_us = ?,"
-                " title = coalesce(title, ?)"
+                " title = coalesce(title, ?), open_deadline_us = ?"
                 " WHERE thread_id = ? AND version = ?",
                 (
                     messages,
@@ -138,6 +141,7 @@ class SqliteThreadStore:
                     closed,
                     epoch_us(now),
                     title,
+                    deadline_us,
                     record.thread_id,
                     record.version,
                 ),
@@ -284,6 +288,14 @@ class SqliteThreadStore:
             f"SELECT thread_id FROM agui_threads WHERE updated_at_us < ? AND {_NOT_PROTOCOL}"
             " ORDER BY updated_at_us LIMIT ?",
             (epoch_us(updated_before), max(limit, 0)),
+        )
+        return [r[0] for r in rows]
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        rows = await self.database.read(
+            "SELECT thread_id FROM agui_threads WHERE open_deadline_us <= ?"
+            " ORDER BY open_deadline_us LIMIT ?",
+            (epoch_us(now), max(limit, 0)),
         )
         return [r[0] for r in rows]
 
