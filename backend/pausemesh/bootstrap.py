@@ -8,15 +8,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from pausemesh.agui.conversations import Conversations, PurgeReport
+from pausemesh.agui.run.expiry import close_lapsed_cohorts
 from pausemesh.core.clock import SystemClock
+from pausemesh.core.errors import SettingsError
 from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
+from pausemesh.core.threads import ThreadStore
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
@@ -36,7 +41,9 @@ __all__ = (
     "open_runtime",
     "open_sqlite_storage",
     "open_storage",
+    "purge_threads",
     "run_expiry_sweeper",
+    "run_retention",
 )
 
 _log = logging.getLogger("pausemesh.bootstrap")
@@ -113,11 +120,17 @@ async def free_predecessor_leases(storage: Storage, instance: ProcessInstance) -
         _log.info("freed %d run leases of this replica's previous process", freed)
 
 
-async def run_expiry_sweeper(service: ContinuationService, interval_seconds: float) -> None:
-    """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2)."""
+async def run_expiry_sweeper(
+    service: ContinuationService, interval_seconds: float, threads: ThreadStore | None = None
+) -> None:
+    """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2);
+    with a thread store, also close the thread cohorts whose questions have all lapsed (their
+    logs say so, live tails see it)."""
     while True:
         try:
             expired = await service.expire_due(limit=_SWEEP_BATCH)
+            if threads is not None:
+                await close_lapsed_cohorts(threads, service)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a failed sweep is retried; it must not kill the app
@@ -125,6 +138,43 @@ async def run_expiry_sweeper(service: ContinuationService, interval_seconds: flo
             expired = 0
         if expired < _SWEEP_BATCH:
             await asyncio.sleep(interval_seconds)
+
+
+async def purge_threads(
+    settings: Settings,
+    *,
+    older_than: timedelta,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> PurgeReport:
+    """``pausemesh purge``: erase (or list) the threads idle longer than ``older_than``.
+
+    Cancelling a pending question needs no token, so this runs without the server key.
+    """
+    storage = await open_storage(settings)
+    try:
+        if storage.threads is None:
+            msg = "this storage has no thread store"
+            raise SettingsError(msg, code="INVALID_SETTINGS")
+        service = ContinuationService(store=storage.events, clock=SystemClock())
+        conversations = Conversations(threads=storage.threads, service=service)
+        return await conversations.purge(older_than=older_than, dry_run=dry_run, progress=progress)
+    finally:
+        await storage.close()
+
+
+async def run_retention(
+    conversations: Conversations, older_than: timedelta, interval_seconds: float
+) -> None:
+    """Erase threads idle longer than ``older_than``, every ``interval_seconds`` (retention)."""
+    while True:
+        try:
+            await conversations.purge(older_than=older_than)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a failed purge is retried; it must not kill the app
+            _log.warning("retention purge failed; retrying in %.0fs", interval_seconds)
+        await asyncio.sleep(interval_seconds)
 
 
 @dataclass(slots=True)
@@ -166,10 +216,22 @@ async def open_runtime(
         if sweeper:
             runtime.tasks.append(
                 asyncio.create_task(
-                    run_expiry_sweeper(service, settings.sweep_interval_seconds),
+                    run_expiry_sweeper(service, settings.sweep_interval_seconds, storage.threads),
                     name="pausemesh-expiry-sweeper",
                 )
             )
+            if settings.retention_days is not None and storage.threads is not None:
+                conversations = Conversations(threads=storage.threads, service=service)
+                runtime.tasks.append(
+                    asyncio.create_task(
+                        run_retention(
+                            conversations,
+                            timedelta(days=settings.retention_days),
+                            settings.retention_interval_seconds,
+                        ),
+                        name="pausemesh-retention",
+                    )
+                )
         try:
             yield runtime
         finally:

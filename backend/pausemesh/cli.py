@@ -220,6 +220,75 @@ def _open_browser_plugin(url: str) -> Any:
     return OpenBrowser()
 
 
+def _add_purge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-path",
+        help="SQLite file (PAUSEMESH_DATABASE_PATH, default ./data/pausemesh.db)",
+    )
+    parser.add_argument(
+        "--database-url", help="PostgreSQL URL; wins over --database-path (PAUSEMESH_DATABASE_URL)"
+    )
+    parser.add_argument(
+        "--database-schema",
+        help="PostgreSQL schema (PAUSEMESH_DATABASE_SCHEMA, default pausemesh)",
+    )
+    parser.add_argument(
+        "--older-than",
+        required=True,
+        type=_days,
+        metavar="DAYS",
+        help="erase threads idle for longer than DAYS days",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be erased; change nothing"
+    )
+    parser.add_argument(
+        "--env-file", default=".env", help="dotenv file to read PAUSEMESH_* from (default .env)"
+    )
+
+
+def _days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if days < 1:
+        msg = f"DAYS must be a whole number of days, at least 1 (got {text!r})"
+        raise argparse.ArgumentTypeError(msg)
+    return days
+
+
+def _run_purge(args: argparse.Namespace) -> None:
+    import asyncio  # noqa: PLC0415 - only purge runs a loop here
+    from datetime import timedelta  # noqa: PLC0415
+
+    from pausemesh.bootstrap import purge_threads  # noqa: PLC0415 - keeps --version light
+
+    overrides = {
+        "database_path": args.database_path,
+        "database_url": args.database_url,
+        "database_schema": args.database_schema,
+    }
+    settings = load_settings(env_file=args.env_file, overrides=overrides)
+
+    def progress(count: int) -> None:
+        print(f"erased {count} threads...", file=sys.stderr, flush=True)
+
+    report = asyncio.run(
+        purge_threads(
+            settings,
+            older_than=timedelta(days=args.older_than),
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    )
+    verb = "would erase" if report.dry_run else "erased"
+    for thread_id in report.thread_ids if report.dry_run else ():
+        print(thread_id)
+    cutoff = report.cutoff.isoformat()
+    print(f"{verb} {len(report.thread_ids)} threads idle since before {cutoff}")
+
+
 Runner = Callable[[argparse.Namespace], None]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
     "serve": (
@@ -235,6 +304,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
     ),
     "gateway": ("serve the continuity gateway (pin, retire)", add_gateway_arguments, run_gateway),
     "ops": ("inspect and resolve the gateway's operations", add_ops_arguments, run_ops),
+    "purge": (
+        "erase conversations idle longer than --older-than DAYS (retention)",
+        _add_purge_arguments,
+        _run_purge,
+    ),
 }
 
 

@@ -89,6 +89,9 @@ class Settings:
     # Where the generated key file lives; defaults to the database file's directory.
     data_dir: str | None = None
     sweep_interval_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0
+    # Threads idle longer than this many days are erased in the background; None keeps all.
+    retention_days: Annotated[int, Meta(ge=1, le=36_500)] | None = None
+    retention_interval_seconds: Annotated[float, Meta(ge=1.0, le=86_400.0)] = 3600.0
     # "module:attribute" of an async principal resolver (see pausemesh.web.auth).
     principal_resolver: str | None = None
     insecure_no_auth: bool = False

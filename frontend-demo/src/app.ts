@@ -4,11 +4,21 @@
 
 import { buildResumeArray, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
 import { PauseMeshAgent } from "./agent";
-import { ANSWERED_ELSEWHERE, type Notice, noticeFor, noticeForFailure } from "./errors";
+import {
+  ANSWERED_ELSEWHERE,
+  type Notice,
+  noticeFor,
+  noticeForFailure,
+  QUESTION_EXPIRED,
+} from "./errors";
 import { QuestionForm } from "./question";
 import { display, type Json } from "./schema";
 import { type TailStatus, ThreadTail } from "./sse";
 import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread";
+
+/** The server's expiry run on the thread log (``pausemesh.agui.run.expiry``). */
+const EXPIRED_EVENT = "pausemesh.interrupts_expired";
+const EXPIRY_RUN = "pausemesh-expiry-";
 
 interface Elements {
   readonly connection: HTMLElement;
@@ -41,6 +51,7 @@ export class ChatApp {
   private question: QuestionForm | undefined;
   private resyncTimer: number | undefined;
   private wasLive = false;
+  private expiredOnServer = false;
   private readonly items = new Map<string, HTMLLIElement>();
 
   constructor(
@@ -289,7 +300,16 @@ export class ChatApp {
           return;
         }
         if (sequence <= this.seen) return;
-        if (event.type === "RUN_STARTED") this.ui.typing.hidden = false;
+        const runId = event["runId"];
+        if (event.type === "CUSTOM" && event["name"] === EXPIRED_EVENT) {
+          // The server's own expiry run: not an answer from elsewhere, and no typing.
+          this.expiredOnServer = true;
+        } else if (
+          event.type === "RUN_STARTED" &&
+          !(typeof runId === "string" && runId.startsWith(EXPIRY_RUN))
+        ) {
+          this.ui.typing.hidden = false;
+        }
         this.scheduleResync();
       },
       onStatus: (status, detail) => this.onTailStatus(status, detail),
@@ -325,8 +345,9 @@ export class ChatApp {
         const before = pendingKey(this.agent.pendingInterrupts);
         if (!(await this.restore())) return;
         if (before !== "" && before !== pendingKey(this.agent.pendingInterrupts)) {
-          this.showNotice(ANSWERED_ELSEWHERE);
+          this.showNotice(this.expiredOnServer ? QUESTION_EXPIRED : ANSWERED_ELSEWHERE);
         }
+        this.expiredOnServer = false;
         this.ui.typing.hidden = true;
         this.renderQuestion(false);
       });

@@ -105,6 +105,13 @@ export function noticeForFailure(error: unknown): Notice {
   };
 }
 
+/** The server closed the question when it expired (it said so on the thread's live tail). */
+export const QUESTION_EXPIRED: Notice = {
+  kind: "expired",
+  message: "The question expired before it was answered, so nothing was booked. Ask again to continue.",
+  resync: false,
+};
+
 /** Another tab (or client) answered the question this tab was showing. */
 export const ANSWERED_ELSEWHERE: Notice = {
   kind: "info",

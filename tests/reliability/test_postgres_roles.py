@@ -179,3 +179,48 @@ async def test_a_role_without_the_runtime_grants_gets_a_clear_code(
     finally:
         await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
         await admin.close()
+
+
+async def test_the_runtime_role_erases_a_thread_only_through_the_audited_function(
+    runtime: tuple[str, str],
+) -> None:
+    schema, url = runtime
+    database = await PostgresDatabase.connect(url, schema=schema, min_size=1, max_size=2)
+    conn = await asyncpg.connect(url)
+    try:
+        await database.check_readiness()
+        threads = PostgresThreadStore(database)
+        now = datetime.now(UTC)
+        for thread_id in ("t1", "t2"):
+            await threads.create_or_load(thread_id, owner="alice", now=now)
+            await threads.acquire_lease(
+                thread_id, lease_id="L", run_id="r", now=now, expires_at=now + timedelta(minutes=1)
+            )
+            await threads.append_events(thread_id, lease_id="L", run_id="r", events=["{}", "{}"])
+
+        # No DELETE privilege: the runtime role cannot remove a row directly.
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(
+                f"DELETE FROM \"{schema}\".agui_thread_events WHERE thread_id = 't1'"
+            )
+        # Nor write the erasure ledger to unlock another thread.
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(
+                f"INSERT INTO \"{schema}\".agui_thread_erasures VALUES ('t2', now())"
+            )
+
+        assert await threads.erase("t1", now=now) is True
+
+        assert await threads.get("t1") is None
+        counts = await conn.fetchrow(
+            f"SELECT (SELECT count(*) FROM \"{schema}\".agui_threads WHERE thread_id = 't1'),"
+            f" (SELECT count(*) FROM \"{schema}\".agui_thread_events WHERE thread_id = 't1'),"
+            f" (SELECT count(*) FROM \"{schema}\".agui_thread_events WHERE thread_id = 't2'),"
+            f" (SELECT erased_at FROM \"{schema}\".agui_thread_erasures WHERE thread_id = 't1')"
+        )
+        assert tuple(counts[:3]) == (0, 0, 2)
+        assert counts[3] == now  # the audit row: which thread, when; nothing of its content
+        await threads.close()
+    finally:
+        await conn.close()
+        await database.close()

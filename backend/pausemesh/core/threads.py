@@ -35,10 +35,15 @@ __all__ = (
     "IssuedCohort",
     "ReceiptInterrupt",
     "RunLease",
+    "ThreadCursor",
     "ThreadLogEntry",
     "ThreadRecord",
     "ThreadStore",
+    "ThreadSummary",
+    "cohort_deadline",
     "decode_cohort",
+    "derive_title",
+    "is_protocol_thread",
     "lease_holder",
     "new_lease_id",
 )
@@ -97,12 +102,15 @@ class CohortReceipt(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         return tuple(i.continuation_id for i in self.interrupts)
 
 
-class IssuedCohort(msgspec.Struct, frozen=True, kw_only=True):
+class IssuedCohort(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One interrupt cohort as a thread keeps it: the receipt, and the interrupts as sent (the
     AG-UI wire JSON, which core does not type) for restoring them after a reload."""
 
     receipt: CohortReceipt
     interrupts: tuple[dict[str, Any], ...]
+    # True on a closed cohort that the server closed because every question lapsed, until a
+    # run has acknowledged it (the client's cancel of it then runs the agent once).
+    lapsed: bool = False
 
     @property
     def interrupt_ids(self) -> tuple[str, ...]:
@@ -139,6 +147,62 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     # an identical one is idempotent, a different answer is refused.
     closed_receipt: IssuedCohort | None = None
     lease: RunLease | None = None
+    # Shown in thread lists: set by the owner (``set_title``) or, on the first ``save`` that
+    # carries a user message, taken from it (``derive_title``). ``save`` never replaces one.
+    title: str | None = None
+
+
+TITLE_MAX_CHARS = 60
+
+
+def derive_title(messages: Sequence[Any]) -> str | None:
+    """The first user message's text, whitespace collapsed, cut to ``TITLE_MAX_CHARS``."""
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            # Multimodal content: the text parts, in order.
+            content = " ".join(
+                p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            )
+        if not isinstance(content, str):
+            continue
+        text = " ".join(content.split())
+        if text:
+            if len(text) > TITLE_MAX_CHARS:
+                return text[: TITLE_MAX_CHARS - 1].rstrip() + "\u2026"
+            return text
+    return None
+
+
+def cohort_deadline(cohort: IssuedCohort | None) -> datetime | None:
+    """When every question of ``cohort`` has lapsed: its latest ``expiresAt`` (None for none)."""
+    if cohort is None or not cohort.receipt.interrupts:
+        return None
+    return max(datetime.fromisoformat(i.expires_at) for i in cohort.receipt.interrupts)
+
+
+def is_protocol_thread(thread_id: str) -> bool:
+    return thread_id.startswith(PROTOCOL_THREAD_PREFIXES)
+
+
+class ThreadSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of a thread list (no messages: a list reads only what it shows)."""
+
+    thread_id: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    pending_interrupts: int
+    last_sequence: int
+
+
+class ThreadCursor(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a page of a thread list ended: the last row's ``(updated_at, thread_id)``."""
+
+    updated_at: datetime
+    thread_id: str
 
 
 class ThreadLogEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,6 +226,7 @@ class ThreadStore(Protocol):
         """The thread's record, created empty (version 1, sequence 0) if it does not exist.
 
         The store does not compare ``owner`` with an existing record; callers scope access.
+        An erased thread id is never created again: ``ThreadNotFoundError``.
         """
         ...
 
@@ -230,6 +295,35 @@ class ThreadStore(Protocol):
     ) -> bool:
         """Return True as soon as the thread's log holds an entry past ``after_sequence``,
         False after ``wait_seconds`` without one (live tail)."""
+        ...
+
+    async def list_threads(
+        self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
+    ) -> list[ThreadSummary]:
+        """``owner``'s threads, most recently updated first (ties: thread id, descending),
+        strictly after ``after`` in that order, at most ``limit``; protocol threads (A2A
+        tasks) are not listed. Served by an index on ``(owner, updated_at, thread_id)``."""
+        ...
+
+    async def set_title(self, thread_id: str, title: str) -> None:
+        """Set the title (outside the CAS: a rename never fails a running save);
+        ``ThreadNotFoundError`` for an unknown thread."""
+        ...
+
+    async def erase(self, thread_id: str, *, now: datetime) -> bool:
+        """Delete the record and its whole log, and remember the id as erased (with ``now``)
+        so it is never created again. True if there was a thread to erase."""
+        ...
+
+    async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
+        """Ids of threads (not protocol threads) last updated before ``updated_before``,
+        oldest first, at most ``limit`` (retention)."""
+        ...
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        """Ids of threads whose open cohort's every deadline has passed by ``now`` (its
+        ``cohort_deadline``), earliest first, at most ``limit``; from an index over open
+        cohorts only (the expiry sweeper asks every interval)."""
         ...
 
     async def close(self) -> None: ...

@@ -13,22 +13,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from litestar import Controller, Request, get, post
+from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, HeaderParameter, QueryParameter
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from pausemesh.agui.agent import Agent
+from pausemesh.agui.conversations import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    Conversations,
+    ThreadList,
+)
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, replay_cursor
 from pausemesh.web.problems import problem_responses
+from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
 __all__ = ("AguiController", "agui_dependencies")
 
 # Dependencies provided by the plugin (``agui_dependencies`` and its ``principal``).
 Host = NamedDependency[RunHost]
 Principal = NamedDependency[str | None]
+Threads = NamedDependency[Conversations]
 
 
 def _sse(frames: Any) -> Stream:
@@ -69,6 +77,51 @@ class AguiController(Controller):
     ) -> Stream:
         run_input = await _run_input(request)
         return _sse(agui_host.connect(run_input, principal))
+
+    @get(
+        "/threads",
+        summary="The caller's threads, most recently updated first (cursor-paginated)",
+        responses=problem_responses(400, 401),
+    )
+    async def threads(
+        self,
+        agui_conversations: Threads,
+        principal: Principal,
+        limit: Annotated[
+            int, QueryParameter(name="limit", ge=1, le=MAX_PAGE_SIZE)
+        ] = DEFAULT_PAGE_SIZE,
+        cursor: Annotated[str | None, QueryParameter(name="cursor", max_length=1024)] = None,
+    ) -> ThreadList:
+        return await agui_conversations.page(principal, limit=limit, cursor=cursor)
+
+    @patch(
+        "/threads/{thread_id:str}",
+        summary="Rename a thread",
+        responses=problem_responses(400, 401, 404, 413),
+    )
+    async def rename(
+        self,
+        thread_id: FromPath[str],
+        data: JSONBody[StrictBody[ThreadTitleBody]],
+        agui_conversations: Threads,
+        principal: Principal,
+    ) -> dict[str, str]:
+        check_thread_id(thread_id)
+        body = strict_body(data, ThreadTitleBody)
+        title = await agui_conversations.rename(thread_id, principal, body.title)
+        return {"threadId": thread_id, "title": title}
+
+    @delete(
+        "/threads/{thread_id:str}",
+        summary="Erase a thread: cancel its pending questions, delete its messages and events",
+        status_code=204,
+        responses=problem_responses(400, 401, 404),
+    )
+    async def erase(
+        self, thread_id: FromPath[str], agui_conversations: Threads, principal: Principal
+    ) -> None:
+        check_thread_id(thread_id)
+        await agui_conversations.delete(thread_id, principal)
 
     @get(
         "/threads/{thread_id:str}",
@@ -128,4 +181,11 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
             )
         return host
 
-    return {"agui_host": Provide(agui_host, sync_to_thread=False)}
+    def agui_conversations() -> Conversations:
+        host = agui_host()
+        return Conversations(threads=host.threads, service=host.service, clock=host.clock)
+
+    return {
+        "agui_host": Provide(agui_host, sync_to_thread=False),
+        "agui_conversations": Provide(agui_conversations, sync_to_thread=False),
+    }

@@ -32,6 +32,7 @@ __all__ = (
     "ReadinessCheck",
     "ResumeBody",
     "StrictBody",
+    "ThreadTitleBody",
     "strict_body",
 )
 
@@ -79,6 +80,10 @@ class CreateBody(_Strict, frozen=True):
 
 class ResumeBody(_Strict, frozen=True):
     payload: Any
+
+
+class ThreadTitleBody(_Strict, frozen=True):
+    title: Annotated[str, Meta(min_length=1, max_length=200)]
 
 
 class CancelBody(_Strict, frozen=True):

@@ -36,6 +36,9 @@ async def finish(
 ) -> bytes:
     """The run's last frames: ``RUN_FINISHED``, or the snapshots and the interrupting one."""
     closed = closing if closing is not None else run.record.closed_receipt
+    if closed is not None and closed.lapsed:
+        # This run acknowledged the lapsed cohort: from now on a replay is answered as one.
+        closed = msgspec.structs.replace(closed, lapsed=False)
     now = run.host.clock.now()
     if not pauses:
         await _save_end(run, transcript, None, closed, now)

@@ -19,6 +19,7 @@ import anyio
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.events import Interrupt, Message
 from pausemesh.agui.input import RunAgentInput
+from pausemesh.agui.run.expiry import close_lapsed, has_lapsed
 from pausemesh.agui.run.keeper import LeaseKeeper
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
@@ -77,9 +78,18 @@ class RunHost:
 
     # -- reads ----------------------------------------------------------------------------
 
+    async def _current(self, thread_id: str) -> ThreadRecord | None:
+        """The record, with an open cohort whose deadlines all passed closed first (so no read
+        shows a lapsed question as pending, even between two sweeps)."""
+        record = await self.threads.get(thread_id)
+        if record is not None and has_lapsed(record, self.clock.now()):
+            await close_lapsed(self.threads, self.service, thread_id, clock=self.clock)
+            record = await self.threads.get(thread_id)
+        return record
+
     async def load(self, thread_id: str, principal: str | None) -> ThreadRecord:
         """The thread as ``principal`` may see it; ``ThreadNotFoundError`` otherwise."""
-        record = await self.threads.get(thread_id)
+        record = await self._current(thread_id)
         if record is None or record.owner != principal:
             raise ThreadNotFoundError(thread_id)
         return record
@@ -98,7 +108,7 @@ class RunHost:
         An unknown thread (or one of another principal, which looks the same) echoes the
         client's own messages and state, so a first visit loses nothing.
         """
-        record = await self.threads.get(run_input.thread_id)
+        record = await self._current(run_input.thread_id)
         if record is None or record.owner != principal:
             messages: list[Message] = list(run_input.messages)
             state = run_input.state

@@ -107,19 +107,20 @@ class LeasedRun:
         record = self.record
         answered = {e.interrupt_id for e in resume} if resume else set()
         closed = record.closed_receipt
-        if (
-            closed is not None
-            and answered & _ids(closed)
-            and not answered & _ids(record.open_receipt)
-        ):
+        open_cohort = record.open_receipt
+        if open_cohort is None and closed is not None and closed.lapsed and answered & _ids(closed):
+            # The server closed this cohort when its questions lapsed; the client's answer to
+            # it (a cancel; a resolve is refused as expired) is the run that acknowledges it.
+            open_cohort = closed
+        if closed is not None and answered & _ids(closed) and not answered & _ids(open_cohort):
             # A resume of the cohort that is already closed: identical → answered from the
             # record (the agent already acted on it); different → refused by validation.
             plan, _ = await resume_phase.validated(self, closed)
             await resume_phase.execute(self, plan)
             yield await self._replayed()
             return
-        if record.open_receipt is not None:
-            closing = record.open_receipt
+        if open_cohort is not None:
+            closing = open_cohort
             plan, continuations = await resume_phase.validated(self, closing)
             await resume_phase.execute(self, plan)
             decisions = resume_phase.decisions(plan, continuations)

@@ -59,6 +59,7 @@ def thread_snapshot(record: ThreadRecord) -> dict[str, Any]:
     """``GET /agui/threads/{id}``: what a client needs to rebuild the thread."""
     return {
         "threadId": record.thread_id,
+        "title": record.title,
         "messages": record.messages,
         "state": record.state,
         "pendingInterrupts": []

@@ -17,9 +17,14 @@ from pausemesh.core.errors import (
 from pausemesh.core.threads import (
     IssuedCohort,
     RunLease,
+    ThreadCursor,
     ThreadLogEntry,
     ThreadRecord,
+    ThreadSummary,
+    cohort_deadline,
     decode_cohort,
+    derive_title,
+    is_protocol_thread,
 )
 from pausemesh.stores.thread_notify import ThreadNotifier
 
@@ -35,6 +40,7 @@ class InMemoryThreadStore:
         self._logs: dict[str, list[ThreadLogEntry]] = {}
         self._notifier = ThreadNotifier()
         self._closed = False
+        self._erased: dict[str, datetime] = {}
 
     def _check_open(self) -> None:
         if self._closed:
@@ -76,6 +82,8 @@ class InMemoryThreadStore:
         self._check_open()
         record = self._records.get(thread_id)
         if record is None:
+            if thread_id in self._erased:
+                raise ThreadNotFoundError(thread_id)
             record = ThreadRecord(
                 thread_id=thread_id,
                 owner=owner,
@@ -108,6 +116,7 @@ class InMemoryThreadStore:
             closed_receipt=_clone_cohort(record.closed_receipt),
             version=current.version + 1,
             updated_at=now,
+            title=current.title or derive_title(record.messages),
         )
         self._records[record.thread_id] = updated
         return _copy(updated)
@@ -192,8 +201,72 @@ class InMemoryThreadStore:
 
         return await self._notifier.wait_past(thread_id, after_sequence, wait_seconds, head)
 
+    async def list_threads(
+        self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
+    ) -> list[ThreadSummary]:
+        self._check_open()
+        rows = sorted(
+            (
+                r
+                for r in self._records.values()
+                if r.owner == owner
+                and not is_protocol_thread(r.thread_id)
+                and (
+                    after is None
+                    or (r.updated_at, r.thread_id) < (after.updated_at, after.thread_id)
+                )
+            ),
+            key=lambda r: (r.updated_at, r.thread_id),
+            reverse=True,
+        )
+        return [_summary(r) for r in rows[: max(limit, 0)]]
+
+    async def set_title(self, thread_id: str, title: str) -> None:
+        current = self._require(thread_id)
+        self._records[thread_id] = msgspec.structs.replace(current, title=title)
+
+    async def erase(self, thread_id: str, *, now: datetime) -> bool:
+        self._check_open()
+        self._erased.setdefault(thread_id, now)
+        self._logs.pop(thread_id, None)
+        return self._records.pop(thread_id, None) is not None
+
+    async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
+        self._check_open()
+        rows = sorted(
+            (
+                r
+                for r in self._records.values()
+                if r.updated_at < updated_before and not is_protocol_thread(r.thread_id)
+            ),
+            key=lambda r: (r.updated_at, r.thread_id),
+        )
+        return [r.thread_id for r in rows[: max(limit, 0)]]
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        self._check_open()
+        due = sorted(
+            (deadline, r.thread_id)
+            for r in self._records.values()
+            if (deadline := cohort_deadline(r.open_receipt)) is not None and deadline <= now
+        )
+        return [thread_id for _, thread_id in due[: max(limit, 0)]]
+
     async def close(self) -> None:
         self._closed = True
+
+
+def _summary(record: ThreadRecord) -> ThreadSummary:
+    return ThreadSummary(
+        thread_id=record.thread_id,
+        title=record.title,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        pending_interrupts=0
+        if record.open_receipt is None
+        else len(record.open_receipt.interrupt_ids),
+        last_sequence=record.last_sequence,
+    )
 
 
 def _clone(value: Any) -> Any:

@@ -243,7 +243,9 @@ class PostgresDatabase:
                 JOIN pg_namespace n ON n.oid = c.relnamespace
                 JOIN pg_proc p ON p.oid = t.tgfoid
                 WHERE n.nspname = $1 AND NOT t.tgisinternal AND t.tgenabled IN ('O', 'A')
-                  AND p.proname = 'pausemesh_reject_mutation' AND p.pronamespace = n.oid
+                  AND p.proname IN ('pausemesh_reject_mutation',
+                                    'pausemesh_reject_unerased_delete')
+                  AND p.pronamespace = n.oid
                   AND p.pronargs = 0
                 """,
                 self.schema,

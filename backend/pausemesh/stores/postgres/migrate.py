@@ -27,6 +27,7 @@ from pausemesh.stores.postgres.schema import (
 )
 
 __all__ = (
+    "RUNTIME_FUNCTIONS",
     "RUNTIME_GRANTS",
     "MigrationReport",
     "grant_runtime_role",
@@ -121,7 +122,10 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT", "gateway_dispatches"),
     ("SELECT, INSERT", "operation_resolutions"),
     ("SELECT, INSERT", "operation_recoveries"),
+    ("SELECT", "agui_thread_erasures"),
 )
+# Erasure goes only through this SECURITY DEFINER function (migration ``thread_lifecycle``).
+RUNTIME_FUNCTIONS: tuple[str, ...] = ("pausemesh_erase_thread(TEXT, TIMESTAMPTZ)",)
 
 
 def _quote_role(role: str) -> str:
@@ -137,6 +141,7 @@ def runtime_grant_sql(role: str, schema: str = DEFAULT_SCHEMA) -> list[str]:
     return [
         f"GRANT USAGE ON SCHEMA {q} TO {r}",
         *(f"GRANT {privileges} ON {q}.{table} TO {r}" for privileges, table in RUNTIME_GRANTS),
+        *(f"GRANT EXECUTE ON FUNCTION {q}.{function} TO {r}" for function in RUNTIME_FUNCTIONS),
     ]
 
 

@@ -269,12 +269,100 @@ _RECOVERIES = Migration(
     ),
 )
 
+_THREAD_LIFECYCLE = Migration(
+    version=6,
+    name="thread_lifecycle",
+    statements=(
+        "ALTER TABLE {schema}.agui_threads ADD COLUMN title TEXT",
+        # The open cohort's latest deadline (NULL without one): the expiry sweeper's index.
+        "ALTER TABLE {schema}.agui_threads ADD COLUMN open_deadline TIMESTAMPTZ",
+        """
+        CREATE INDEX agui_threads_open_deadline ON {schema}.agui_threads (open_deadline)
+            WHERE open_deadline IS NOT NULL
+        """,
+        # The thread list: one owner's threads, newest first, keyset-paginated. On the owner
+        # with NULL (no auth) as '' (never a principal): ``owner IS NULL`` would find the rows
+        # but not in index order, so every page would sort.
+        """
+        CREATE INDEX agui_threads_by_owner
+            ON {schema}.agui_threads ((coalesce(owner, '')), updated_at DESC, thread_id DESC)
+        """,
+        # Retention: the threads idle the longest.
+        "CREATE INDEX agui_threads_by_updated ON {schema}.agui_threads (updated_at)",
+        # The erasure ledger (the audit): ids and times only, never content.
+        """
+        CREATE TABLE {schema}.agui_thread_erasures (
+            thread_id TEXT PRIMARY KEY,
+            erased_at TIMESTAMPTZ NOT NULL
+        )
+        """,
+        *_no_update_delete("agui_thread_erasures"),
+        """
+        CREATE FUNCTION {schema}.pausemesh_reject_unerased_delete() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM {schema}.agui_thread_erasures e
+                       WHERE e.thread_id = OLD.thread_id) THEN
+                RETURN OLD;
+            END IF;
+            RAISE EXCEPTION 'PauseMesh persistence is append-only (% on %)', TG_OP, TG_TABLE_NAME
+                USING ERRCODE = 'P0001';
+        END
+        $$
+        """,
+        # Threads and their logs: DELETE only for a thread in the ledger; UPDATE of a log
+        # entry and TRUNCATE stay refused.
+        "DROP TRIGGER pausemesh_agui_threads_no_mutation ON {schema}.agui_threads",
+        "DROP TRIGGER pausemesh_agui_thread_events_no_mutation ON {schema}.agui_thread_events",
+        """
+        CREATE TRIGGER pausemesh_agui_thread_events_no_mutation
+            BEFORE UPDATE ON {schema}.agui_thread_events
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
+        """,
+        """
+        CREATE TRIGGER pausemesh_agui_threads_erase_only
+            BEFORE DELETE ON {schema}.agui_threads
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_unerased_delete()
+        """,
+        """
+        CREATE TRIGGER pausemesh_agui_thread_events_erase_only
+            BEFORE DELETE ON {schema}.agui_thread_events
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_unerased_delete()
+        """,
+        # The one erase path: the runtime role has no DELETE privilege; it may EXECUTE this
+        # function, which runs as its owner (the migration role), records the erasure, then
+        # deletes exactly that thread's log and record.
+        """
+        CREATE FUNCTION {schema}.pausemesh_erase_thread(p_thread_id TEXT, p_at TIMESTAMPTZ)
+        RETURNS BOOLEAN
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+        DECLARE
+            erased INTEGER;
+        BEGIN
+            INSERT INTO {schema}.agui_thread_erasures (thread_id, erased_at)
+                VALUES (p_thread_id, p_at) ON CONFLICT DO NOTHING;
+            DELETE FROM {schema}.agui_thread_events WHERE thread_id = p_thread_id;
+            DELETE FROM {schema}.agui_threads WHERE thread_id = p_thread_id;
+            GET DIAGNOSTICS erased = ROW_COUNT;
+            RETURN erased = 1;
+        END
+        $$
+        """,
+        # Functions are executable by PUBLIC by default; only granted roles may erase.
+        """
+        REVOKE EXECUTE ON FUNCTION {schema}.pausemesh_erase_thread(TEXT, TIMESTAMPTZ)
+            FROM PUBLIC
+        """,
+    ),
+)
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,
     _GATEWAY,
     _RECOVERIES,
+    _THREAD_LIFECYCLE,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -325,6 +413,21 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
         "operation_recoveries": (
             "pausemesh_operation_recoveries_no_mutation",
             "pausemesh_operation_recoveries_no_truncate",
+        ),
+    },
+    6: {
+        "agui_threads": (
+            "pausemesh_agui_threads_erase_only",
+            "pausemesh_agui_threads_no_truncate",
+        ),
+        "agui_thread_events": (
+            "pausemesh_agui_thread_events_no_mutation",
+            "pausemesh_agui_thread_events_erase_only",
+            "pausemesh_agui_thread_events_no_truncate",
+        ),
+        "agui_thread_erasures": (
+            "pausemesh_agui_thread_erasures_no_mutation",
+            "pausemesh_agui_thread_erasures_no_truncate",
         ),
     },
 }

@@ -23,21 +23,40 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
-from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord, decode_cohort
+from pausemesh.core.threads import (
+    PROTOCOL_THREAD_PREFIXES,
+    RunLease,
+    ThreadCursor,
+    ThreadLogEntry,
+    ThreadRecord,
+    ThreadSummary,
+    cohort_deadline,
+    decode_cohort,
+    derive_title,
+)
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDatabaseStore
 from pausemesh.stores.postgres.listen import ThreadListener
 
-__all__ = ("PostgresThreadStore",)
+__all__ = ("PostgresThreadStore", "list_threads_sql")
 
 # The fields ``save`` writes live in one JSON body, so a new one needs no migration.
 _IDENTITY = frozenset(
-    {"thread_id", "owner", "version", "last_sequence", "created_at", "updated_at", "lease"}
+    {"thread_id", "owner", "version", "last_sequence", "created_at", "updated_at", "lease", "title"}
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
 _REQUIRED = frozenset(f.name for f in msgspec.structs.fields(ThreadRecord) if f.required)
 _COLUMNS = (
     "thread_id, owner, body_json, version, last_sequence, created_at, updated_at,"
-    " lease_id, lease_run_id, lease_expires_at"
+    " lease_id, lease_run_id, lease_expires_at, title"
+)
+# Protocol threads (A2A tasks) are neither listed nor purged by retention.
+_NOT_PROTOCOL = " AND ".join(
+    f"left(thread_id, {len(p)}) <> '{p}'" for p in PROTOCOL_THREAD_PREFIXES
+)
+_SUMMARY_COLUMNS = (
+    "thread_id, title, created_at, updated_at,"
+    " coalesce(jsonb_array_length(body_json::jsonb -> 'open_receipt' -> 'interrupts'), 0),"
+    " last_sequence"
 )
 _EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}, "open_receipt": None}).decode()
 
@@ -71,8 +90,20 @@ def _record(row: Any) -> ThreadRecord:
         created_at=row[5],
         updated_at=row[6],
         lease=lease,
+        title=row[10],
         **fields,
     )
+
+
+def list_threads_sql(q: str, *, after: bool) -> str:
+    """The thread list's query (``$1`` owner or '' for none, ``$2`` limit, ``$3``/``$4`` the
+    cursor), matching the ``(coalesce(owner, ''), updated_at DESC, thread_id DESC)`` index."""
+    cursor = "AND (updated_at, thread_id) < ($3, $4)" if after else ""
+    return f"""
+        SELECT {_SUMMARY_COLUMNS} FROM {q}.agui_threads
+        WHERE coalesce(owner, '') = $1 {cursor} AND {_NOT_PROTOCOL}
+        ORDER BY updated_at DESC, thread_id DESC LIMIT $2
+    """
 
 
 class PostgresThreadStore(SharedDatabaseStore):
@@ -95,11 +126,25 @@ class PostgresThreadStore(SharedDatabaseStore):
         self._sql_create = f"""
             INSERT INTO {q}.agui_threads (thread_id, owner, body_json, version, last_sequence,
                                           created_at, updated_at)
-            VALUES ($1, $2, $3, 1, 0, $4, $4) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}
+            SELECT $1, $2, $3, 1, 0, $4, $4
+            WHERE NOT EXISTS (SELECT 1 FROM {q}.agui_thread_erasures WHERE thread_id = $1)
+            ON CONFLICT DO NOTHING RETURNING {_COLUMNS}
         """
         self._sql_save = f"""
-            UPDATE {q}.agui_threads SET body_json = $2, version = version + 1, updated_at = $3
+            UPDATE {q}.agui_threads SET body_json = $2, version = version + 1, updated_at = $3,
+                title = coalesce(title, $5), open_deadline = $6
             WHERE thread_id = $1 AND version = $4 RETURNING {_COLUMNS}
+        """
+        self._sql_list = {after: list_threads_sql(q, after=after) for after in (True, False)}
+        self._sql_title = f"UPDATE {q}.agui_threads SET title = $2 WHERE thread_id = $1"
+        self._sql_erase = f"SELECT {q}.pausemesh_erase_thread($1, $2)"
+        self._sql_lapsed = f"""
+            SELECT thread_id FROM {q}.agui_threads WHERE open_deadline <= $1
+            ORDER BY open_deadline LIMIT $2
+        """
+        self._sql_idle = f"""
+            SELECT thread_id FROM {q}.agui_threads
+            WHERE updated_at < $1 AND {_NOT_PROTOCOL} ORDER BY updated_at LIMIT $2
         """
         self._sql_lease = f"""
             UPDATE {q}.agui_threads
@@ -145,7 +190,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         """
         self._sql_head = f"SELECT last_sequence FROM {q}.agui_threads WHERE thread_id = $1"
         # Keyset pagination on (updated_at, thread_id); $4 NULL = from the start.
-        self._sql_list = f"""
+        self._sql_list_records = f"""
             SELECT {_COLUMNS} FROM {q}.agui_threads
             WHERE starts_with(thread_id, $1) AND owner IS NOT DISTINCT FROM $2
               AND ($4::text IS NULL OR (updated_at, thread_id) < ($3, $4::text))
@@ -167,7 +212,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         at, after_id = before if before is not None else (None, None)
 
         async def op(conn: Conn) -> list[Any]:
-            return list(await conn.fetch(self._sql_list, prefix, owner, at, after_id, limit))
+            return list(await conn.fetch(self._sql_list_records, prefix, owner, at, after_id, limit))
 
         return [_record(row) for row in await self.database.run(op, read=True)]
 
@@ -191,7 +236,13 @@ class PostgresThreadStore(SharedDatabaseStore):
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         await self.database.ensure_schema()
         row = await self.database.fetchrow(
-            self._sql_save, record.thread_id, _body(record), now, record.version
+            self._sql_save,
+            record.thread_id,
+            _body(record),
+            now,
+            record.version,
+            derive_title(record.messages),
+            cohort_deadline(record.open_receipt),
         )
         if row is None:
             actual = await self._load(record.thread_id)
@@ -298,6 +349,58 @@ class PostgresThreadStore(SharedDatabaseStore):
                 return False
             # Woken by a notification, a reconnect, or another thread's append: re-check.
             await self.listener.notifier.wait(event, remaining)
+
+    async def list_threads(
+        self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
+    ) -> list[ThreadSummary]:
+        sql = self._sql_list[after is not None]
+        # No owner (no auth) is '' in the index; the principal rule refuses '' as a principal.
+        args: tuple[Any, ...] = (owner or "", max(limit, 0))
+        if after is not None:
+            args += (after.updated_at, after.thread_id)
+
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(sql, *args))
+
+        rows = await self.database.run(op, read=True)
+        return [
+            ThreadSummary(
+                thread_id=r[0],
+                title=r[1],
+                created_at=r[2],
+                updated_at=r[3],
+                pending_interrupts=int(r[4]),
+                last_sequence=int(r[5]),
+            )
+            for r in rows
+        ]
+
+    async def set_title(self, thread_id: str, title: str) -> None:
+        async def op(conn: Conn) -> str:
+            return str(await conn.execute(self._sql_title, thread_id, title))
+
+        status = await self.database.run(op)
+        if status != "UPDATE 1":
+            raise ThreadNotFoundError(thread_id)
+
+    async def erase(self, thread_id: str, *, now: datetime) -> bool:
+        await self.database.ensure_schema()
+        row = await self.database.fetchrow(self._sql_erase, thread_id, now)
+        # Wake local tails so they notice the thread is gone.
+        self.listener.wake(thread_id)
+        return bool(row is not None and row[0])
+
+    async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_idle, updated_before, max(limit, 0)))
+
+        return [r[0] for r in await self.database.run(op, read=True)]
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_lapsed, now, max(limit, 0)))
+
+        return [r[0] for r in await self.database.run(op, read=True)]
 
     async def close(self) -> None:
         await self.listener.close()

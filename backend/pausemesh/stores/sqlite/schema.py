@@ -203,10 +203,59 @@ _RECOVERIES = Migration(
     ),
 )
 
+_THREAD_LIFECYCLE = Migration(
+    version=6,
+    name="thread_lifecycle",
+    statements=(
+        "ALTER TABLE agui_threads ADD COLUMN title TEXT",
+        # The open cohort's latest deadline (NULL without one): the expiry sweeper's index.
+        "ALTER TABLE agui_threads ADD COLUMN open_deadline_us INTEGER",
+        """
+        CREATE INDEX agui_threads_open_deadline ON agui_threads (open_deadline_us)
+            WHERE open_deadline_us IS NOT NULL
+        """,
+        # The thread list: one owner's threads, newest first, keyset-paginated.
+        """
+        CREATE INDEX agui_threads_by_owner
+            ON agui_threads (owner, updated_at_us DESC, thread_id DESC)
+        """,
+        # Retention: the threads idle the longest.
+        "CREATE INDEX agui_threads_by_updated ON agui_threads (updated_at_us)",
+        # The erasure ledger: ids only, no content. A log may only be deleted once its thread
+        # is recorded here, and an erased id is never created again.
+        """
+        CREATE TABLE agui_thread_erasures (
+            thread_id TEXT PRIMARY KEY,
+            erased_at_us INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER agui_thread_erasures_no_update BEFORE UPDATE ON agui_thread_erasures
+        BEGIN SELECT RAISE(ABORT, 'agui_thread_erasures is append-only'); END
+        """,
+        """
+        CREATE TRIGGER agui_thread_erasures_no_delete BEFORE DELETE ON agui_thread_erasures
+        BEGIN SELECT RAISE(ABORT, 'agui_thread_erasures is append-only'); END
+        """,
+        "DROP TRIGGER agui_thread_events_no_delete",
+        """
+        CREATE TRIGGER agui_thread_events_no_delete BEFORE DELETE ON agui_thread_events
+        WHEN NOT EXISTS (SELECT 1 FROM agui_thread_erasures e WHERE e.thread_id = OLD.thread_id)
+        BEGIN SELECT RAISE(ABORT, 'agui_thread_events is append-only (erase the thread)'); END
+        """,
+        """
+        CREATE TRIGGER agui_threads_no_delete BEFORE DELETE ON agui_threads
+        WHEN NOT EXISTS (SELECT 1 FROM agui_thread_erasures e WHERE e.thread_id = OLD.thread_id)
+        BEGIN SELECT RAISE(ABORT, 'agui_threads rows go only through an erasure'); END
+        """,
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,
     _GATEWAY,
     _RECOVERIES,
+    _THREAD_LIFECYCLE,
 )

@@ -4,6 +4,8 @@ Writes go through the group-commit writer; waiters of the live tail are woken in
 the append is committed (one process per SQLite file; PostgreSQL tails across replicas).
 """
 
+# ruff: noqa: S608 - the only text put into SQL is _NOT_PROTOCOL, built from constant prefixes
+
 from __future__ import annotations
 
 import sqlite3
@@ -14,7 +16,17 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
-from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadRecord, decode_cohort
+from pausemesh.core.threads import (
+    PROTOCOL_THREAD_PREFIXES,
+    RunLease,
+    ThreadCursor,
+    ThreadLogEntry,
+    ThreadRecord,
+    ThreadSummary,
+    cohort_deadline,
+    decode_cohort,
+    derive_title,
+)
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.thread_notify import ThreadNotifier
@@ -24,10 +36,28 @@ __all__ = ("SqliteThreadStore",)
 _SELECT_ALL = (
     "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
     " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us,"
-    " closed_receipt_json"
+    " closed_receipt_json, title"
     " FROM agui_threads"
 )
 _SELECT_ONE = _SELECT_ALL + " WHERE thread_id = ?"
+# Protocol threads (A2A tasks) are neither listed nor purged by retention.
+_NOT_PROTOCOL = " AND ".join(
+    f"substr(thread_id, 1, {len(p)}) != '{p}'" for p in PROTOCOL_THREAD_PREFIXES
+)
+_SUMMARY = (
+    "SELECT thread_id, title, created_at_us, updated_at_us,"
+    " coalesce(json_array_length(open_receipt_json, '$.interrupts'), 0), last_sequence"
+    " FROM agui_threads"
+)
+# ``owner IS ?`` matches NULL (no auth) too and still uses the (owner, ...) index.
+LIST_THREADS_SQL = (
+    f"{_SUMMARY} WHERE owner IS ? AND {_NOT_PROTOCOL}"
+    " ORDER BY updated_at_us DESC, thread_id DESC LIMIT ?"
+)
+LIST_THREADS_AFTER_SQL = (
+    f"{_SUMMARY} WHERE owner IS ? AND (updated_at_us, thread_id) < (?, ?) AND {_NOT_PROTOCOL}"
+    " ORDER BY updated_at_us DESC, thread_id DESC LIMIT ?"
+)
 
 
 def _json(value: Any) -> str:
@@ -50,6 +80,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
         updated_at=from_epoch_us(row[8]),
         closed_receipt=decode_cohort(row[12]),
         lease=lease,
+        title=row[13],
     )
 
 
@@ -75,8 +106,10 @@ class SqliteThreadStore:
             conn.execute(
                 "INSERT INTO agui_threads (thread_id, owner, messages_json, state_json,"
                 " open_receipt_json, version, last_sequence, created_at_us, updated_at_us)"
-                " VALUES (?, ?, '[]', '{}', NULL, 1, 0, ?, ?) ON CONFLICT DO NOTHING",
-                (thread_id, owner, at, at),
+                " SELECT ?, ?, '[]', '{}', NULL, 1, 0, ?, ?"
+                " WHERE NOT EXISTS (SELECT 1 FROM agui_thread_erasures WHERE thread_id = ?)"
+                " ON CONFLICT DO NOTHING",
+                (thread_id, owner, at, at, thread_id),
             )
             return _load(conn, thread_id)
 
@@ -111,13 +144,27 @@ class SqliteThreadStore:
         state = _json(record.state)
         receipt = None if record.open_receipt is None else _json(record.open_receipt)
         closed = None if record.closed_receipt is None else _json(record.closed_receipt)
+        title = derive_title(record.messages)
+        deadline = cohort_deadline(record.open_receipt)
+        deadline_us = None if deadline is None else epoch_us(deadline)
 
         def op(conn: sqlite3.Connection) -> ThreadRecord:
             cursor = conn.execute(
                 "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
-                " closed_receipt_json = ?, version = version + 1, updated_at_us = ?"
+                " closed_receipt_json = ?, version = version + 1, updated_at_us = ?,"
+                " title = coalesce(title, ?), open_deadline_us = ?"
                 " WHERE thread_id = ? AND version = ?",
-                (messages, state, receipt, closed, epoch_us(now), record.thread_id, record.version),
+                (
+                    messages,
+                    state,
+                    receipt,
+                    closed,
+                    epoch_us(now),
+                    title,
+                    deadline_us,
+                    record.thread_id,
+                    record.version,
+                ),
             )
             if cursor.rowcount != 1:
                 actual = _load(conn, record.thread_id).version
@@ -242,6 +289,69 @@ class SqliteThreadStore:
         return await self._notifier.wait_past(
             thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id)
         )
+
+    async def list_threads(
+        self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
+    ) -> list[ThreadSummary]:
+        if after is None:
+            rows = await self.database.read(LIST_THREADS_SQL, (owner, max(limit, 0)))
+        else:
+            rows = await self.database.read(
+                LIST_THREADS_AFTER_SQL,
+                (owner, epoch_us(after.updated_at), after.thread_id, max(limit, 0)),
+            )
+        return [
+            ThreadSummary(
+                thread_id=r[0],
+                title=r[1],
+                created_at=from_epoch_us(r[2]),
+                updated_at=from_epoch_us(r[3]),
+                pending_interrupts=r[4],
+                last_sequence=r[5],
+            )
+            for r in rows
+        ]
+
+    async def set_title(self, thread_id: str, title: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "UPDATE agui_threads SET title = ? WHERE thread_id = ?", (title, thread_id)
+            )
+            if cursor.rowcount != 1:
+                raise ThreadNotFoundError(thread_id)
+
+        await self.database.write(op)
+
+    async def erase(self, thread_id: str, *, now: datetime) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            # The ledger row first: the delete triggers allow only an erased thread's rows.
+            conn.execute(
+                "INSERT INTO agui_thread_erasures VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (thread_id, epoch_us(now)),
+            )
+            conn.execute("DELETE FROM agui_thread_events WHERE thread_id = ?", (thread_id,))
+            cursor = conn.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
+            return cursor.rowcount == 1
+
+        erased = await self.database.write(op)
+        self._notifier.notify(thread_id)
+        return erased
+
+    async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
+        rows = await self.database.read(
+            f"SELECT thread_id FROM agui_threads WHERE updated_at_us < ? AND {_NOT_PROTOCOL}"
+            " ORDER BY updated_at_us LIMIT ?",
+            (epoch_us(updated_before), max(limit, 0)),
+        )
+        return [r[0] for r in rows]
+
+    async def lapsed_cohorts(self, *, now: datetime, limit: int) -> list[str]:
+        rows = await self.database.read(
+            "SELECT thread_id FROM agui_threads WHERE open_deadline_us <= ?"
+            " ORDER BY open_deadline_us LIMIT ?",
+            (epoch_us(now), max(limit, 0)),
+        )
+        return [r[0] for r in rows]
 
     async def close(self) -> None:
         if self._owns_database:

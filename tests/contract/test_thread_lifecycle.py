@@ -1,0 +1,255 @@
+"""Thread list, titles, erasure and retention reads: the same contract on every thread store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from pausemesh.core.errors import ThreadNotFoundError
+from pausemesh.core.threads import (
+    CohortReceipt,
+    IssuedCohort,
+    ReceiptInterrupt,
+    ThreadCursor,
+    ThreadStore,
+    ThreadSummary,
+)
+from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def _at(minutes: int) -> datetime:
+    return NOW + timedelta(minutes=minutes)
+
+
+def _cohort(thread_id: str, *ids: str) -> IssuedCohort:
+    return IssuedCohort(
+        receipt=CohortReceipt(
+            schema_version=1,
+            cohort_id=f"agui-cohort:{thread_id}",
+            thread_id=thread_id,
+            run_id="r1",
+            interrupts=tuple(
+                ReceiptInterrupt(
+                    continuation_id=i,
+                    expires_at="2026-01-01T12:15:00.000Z",
+                    issued_version=1,
+                    payload_hash="0" * 64,
+                )
+                for i in ids
+            ),
+        ),
+        interrupts=tuple({"id": i, "reason": "input_required"} for i in ids),
+    )
+
+
+@pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
+async def threads_fixture(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[ThreadStore]:
+    async with open_thread_store(request.param, tmp_path) as store:
+        yield store
+
+
+async def _touch(
+    threads: ThreadStore, thread_id: str, at: datetime, *, owner: str | None = "alice"
+) -> None:
+    record = await threads.create_or_load(thread_id, owner=owner, now=at)
+    await threads.save(record, now=at)
+
+
+async def _all_pages(threads: ThreadStore, owner: str | None, limit: int) -> list[ThreadSummary]:
+    seen: list[ThreadSummary] = []
+    after: ThreadCursor | None = None
+    while True:
+        page = await threads.list_threads(owner, limit=limit, after=after)
+        seen += page
+        if len(page) < limit:
+            return seen
+        after = ThreadCursor(updated_at=page[-1].updated_at, thread_id=page[-1].thread_id)
+
+
+async def test_list_threads_is_most_recently_updated_first_with_counts(
+    threads: ThreadStore,
+) -> None:
+    for i, thread_id in enumerate(("t1", "t2", "t3")):
+        await _touch(threads, thread_id, _at(i))
+    record = await threads.create_or_load("t1", owner="alice", now=_at(0))
+    await threads.save(
+        msgspec.structs.replace(record, open_receipt=_cohort("t1", "c1", "c2")), now=_at(9)
+    )
+
+    listed = await threads.list_threads("alice", limit=10)
+
+    assert [s.thread_id for s in listed] == ["t1", "t3", "t2"]
+    assert [s.pending_interrupts for s in listed] == [2, 0, 0]
+    assert listed[0].updated_at == _at(9)
+    assert listed[0].created_at == _at(0)
+    assert listed[0].last_sequence == 0
+
+
+async def test_list_threads_breaks_ties_on_thread_id_and_pages_without_overlap(
+    threads: ThreadStore,
+) -> None:
+    for thread_id in ("a", "b", "c", "d", "e"):
+        await _touch(threads, thread_id, NOW)  # one timestamp: only the id orders them
+
+    first = await threads.list_threads("alice", limit=2)
+    after = ThreadCursor(updated_at=first[-1].updated_at, thread_id=first[-1].thread_id)
+    second = await threads.list_threads("alice", limit=2, after=after)
+
+    assert [s.thread_id for s in first] == ["e", "d"]
+    assert [s.thread_id for s in second] == ["c", "b"]
+
+
+async def test_list_threads_is_scoped_to_the_owner_and_skips_protocol_threads(
+    threads: ThreadStore,
+) -> None:
+    await _touch(threads, "mine", NOW)
+    await _touch(threads, "bobs", NOW, owner="bob")
+    await _touch(threads, "anon", NOW, owner=None)
+    await _touch(threads, "a2a-task:1", NOW)
+
+    assert [s.thread_id for s in await threads.list_threads("alice", limit=10)] == ["mine"]
+    assert [s.thread_id for s in await threads.list_threads("bob", limit=10)] == ["bobs"]
+    assert [s.thread_id for s in await threads.list_threads(None, limit=10)] == ["anon"]
+
+
+async def test_pagination_has_no_duplicates_or_gaps_while_threads_are_written(
+    threads: ThreadStore,
+) -> None:
+    old = [f"old-{i:03d}" for i in range(40)]
+    for i, thread_id in enumerate(old):
+        await _touch(threads, thread_id, _at(i))
+
+    async def writer() -> None:
+        # New threads and updates to one thread land on top while the reader pages.
+        for i in range(40):
+            await _touch(threads, f"new-{i:03d}", _at(100 + i))
+            await asyncio.sleep(0)
+
+    seen: list[ThreadSummary] = []
+
+    async def reader() -> None:
+        after: ThreadCursor | None = None
+        while True:
+            page = await threads.list_threads("alice", limit=7, after=after)
+            seen.extend(page)
+            await asyncio.sleep(0)
+            if len(page) < 7:
+                return
+            after = ThreadCursor(updated_at=page[-1].updated_at, thread_id=page[-1].thread_id)
+
+    await asyncio.gather(writer(), reader())
+
+    ids = [s.thread_id for s in seen]
+    assert len(ids) == len(set(ids))
+    # Every thread that existed before the walk and was not touched during it is listed.
+    assert set(old) <= set(ids)
+
+
+async def test_title_comes_from_the_first_user_message_shortened(threads: ThreadStore) -> None:
+    record = await threads.create_or_load("t1", owner="alice", now=NOW)
+    assert record.title is None
+    long_text = "Book me  a flight\n to Lisbon " + "please " * 20
+    messages = [
+        {"id": "s", "role": "system", "content": "be nice"},
+        {"id": "m1", "role": "user", "content": long_text},
+    ]
+    saved = await threads.save(msgspec.structs.replace(record, messages=messages), now=_at(1))
+
+    assert saved.title is not None
+    assert saved.title.startswith("Book me a flight to Lisbon please")
+    assert len(saved.title) <= 60
+    assert saved.title.endswith("\u2026")
+
+    # A later message never renames it.
+    more = [*messages, {"id": "m2", "role": "user", "content": "something else"}]
+    again = await threads.save(msgspec.structs.replace(saved, messages=more), now=_at(2))
+    assert again.title == saved.title
+    assert (await threads.list_threads("alice", limit=1))[0].title == saved.title
+
+
+async def test_a_title_set_by_the_owner_survives_later_saves(threads: ThreadStore) -> None:
+    record = await threads.create_or_load("t1", owner="alice", now=NOW)
+    await threads.set_title("t1", "Trip to Lisbon")
+    # A save from a run that loaded the record before the rename keeps the new title.
+    messages = [{"id": "m1", "role": "user", "content": "hello"}]
+    saved = await threads.save(msgspec.structs.replace(record, messages=messages), now=_at(1))
+
+    assert saved.title == "Trip to Lisbon"
+    assert saved.version == 2  # a rename is outside the CAS
+
+
+async def test_set_title_on_an_unknown_thread_is_not_found(threads: ThreadStore) -> None:
+    with pytest.raises(ThreadNotFoundError):
+        await threads.set_title("nope", "x")
+
+
+async def test_erase_removes_the_record_and_log_and_the_id_is_never_reused(
+    threads: ThreadStore,
+) -> None:
+    await threads.create_or_load("t1", owner="alice", now=NOW)
+    await threads.acquire_lease("t1", lease_id="L", run_id="r1", now=NOW, expires_at=_at(1))
+    await threads.append_events("t1", lease_id="L", run_id="r1", events=['{"a":1}', '{"b":2}'])
+    await _touch(threads, "t2", NOW)
+
+    assert await threads.erase("t1", now=_at(1)) is True
+
+    assert await threads.get("t1") is None
+    assert await threads.read_events("t1", after_sequence=0) == []
+    assert [s.thread_id for s in await threads.list_threads("alice", limit=10)] == ["t2"]
+    with pytest.raises(ThreadNotFoundError):
+        await threads.create_or_load("t1", owner="alice", now=_at(2))
+    assert await threads.erase("t1", now=_at(3)) is False
+    assert (await threads.get("t2")) is not None
+
+
+async def test_idle_threads_lists_the_oldest_first_up_to_a_limit(threads: ThreadStore) -> None:
+    for i, thread_id in enumerate(("t1", "t2", "t3", "t4")):
+        await _touch(threads, thread_id, _at(i * 10))
+    await _touch(threads, "a2a-task:9", NOW)
+
+    assert await threads.idle_threads(updated_before=_at(25), limit=10) == ["t1", "t2", "t3"]
+    assert await threads.idle_threads(updated_before=_at(25), limit=2) == ["t1", "t2"]
+    assert await threads.idle_threads(updated_before=NOW, limit=10) == []
+
+
+async def test_lapsed_cohorts_lists_threads_whose_every_question_is_past_its_deadline(
+    threads: ThreadStore,
+) -> None:
+    def cohort(thread_id: str, *deadlines: str) -> IssuedCohort:
+        base = _cohort(thread_id, *(f"{thread_id}-c{i}" for i in range(len(deadlines))))
+        interrupts = tuple(
+            msgspec.structs.replace(i, expires_at=d)
+            for i, d in zip(base.receipt.interrupts, deadlines, strict=True)
+        )
+        return msgspec.structs.replace(
+            base, receipt=msgspec.structs.replace(base.receipt, interrupts=interrupts)
+        )
+
+    plans = {
+        "early": cohort("early", "2026-01-01T12:05:00.000Z"),
+        "late": cohort("late", "2026-01-01T12:03:00.000Z", "2026-01-01T12:20:00.000Z"),
+        "mixed": cohort("mixed", "2026-01-01T12:01:00.000Z", "2026-01-01T12:06:00.000Z"),
+    }
+    for thread_id, planned in plans.items():
+        record = await threads.create_or_load(thread_id, owner="alice", now=NOW)
+        await threads.save(msgspec.structs.replace(record, open_receipt=planned), now=NOW)
+    await _touch(threads, "none", NOW)
+
+    assert await threads.lapsed_cohorts(now=_at(4), limit=10) == []
+    assert await threads.lapsed_cohorts(now=_at(10), limit=10) == ["early", "mixed"]
+    assert await threads.lapsed_cohorts(now=_at(10), limit=1) == ["early"]
+    assert await threads.lapsed_cohorts(now=_at(30), limit=10) == ["early", "mixed", "late"]
+    # A closed cohort leaves the listing.
+    record = await threads.get("early")
+    assert record is not None
+    await threads.save(msgspec.structs.replace(record, open_receipt=None), now=_at(30))
+    assert await threads.lapsed_cohorts(now=_at(30), limit=10) == ["mixed", "late"]
