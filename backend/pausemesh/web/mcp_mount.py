@@ -38,7 +38,7 @@ from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, send_problem
+from pausemesh.web.protocol_mount import ProtocolMount, send_parse_error, send_problem
 
 __all__ = (
     "McpPlugin",
@@ -160,9 +160,16 @@ class McpPlugin(ProtocolMount):
                 return
             if not await plugin.admit(scope, receive, send):
                 return
-            await plugin.server.session_manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+            checked = await plugin.read_json_body(scope, receive, send)
+            if checked is None:
+                return
+            await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
+
+    async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
+        # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).
+        await send_parse_error(send, 400, detail)
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         pausemesh = self.attach(app_config)
