@@ -48,6 +48,9 @@ _LOWER = "lower"  # compared case-insensitively: stored lower-cased
 _KEY = Meta(extra={_MIN_BYTES: MIN_SECRET_KEY_BYTES})
 _KEYS = Meta(extra={_MIN_BYTES: MIN_SECRET_KEY_BYTES, _SEPARATOR: ","})
 _TEXT = Meta(min_length=1)
+# scheme://host[:port], no path, no trailing slash (what a browser sends in Origin).
+_ORIGIN = r"https?://[^/,\s]+"
+_ORIGIN_LIST = rf"^\s*{_ORIGIN}\s*(,\s*{_ORIGIN}\s*)*$"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,6 +97,17 @@ class Settings:
     insecure_no_auth: bool = False
     # "module:attr" (or "path.py:attr") of the agent ``pausemesh serve`` runs on /agui.
     agent: str | None = None
+    # Browser origins (comma-separated) allowed to call the API cross-site; none by default.
+    cors_origins: (
+        Annotated[
+            str,
+            Meta(
+                pattern=_ORIGIN_LIST,
+                description="comma-separated origins such as https://app.example.com",
+            ),
+        ]
+        | None
+    ) = None
 
     @classmethod
     def load(
@@ -109,6 +123,13 @@ class Settings:
     @property
     def uses_postgres(self) -> bool:
         return self.database_url is not None
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """``cors_origins`` as a tuple of lower-cased origins (empty when unset)."""
+        if self.cors_origins is None:
+            return ()
+        return tuple(o.strip().lower() for o in self.cors_origins.split(",") if o.strip())
 
     @property
     def resolved_data_dir(self) -> Path:

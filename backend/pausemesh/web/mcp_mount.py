@@ -79,15 +79,21 @@ def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
         root.setLevel(level)
 
 
-def transport_security(host: str) -> TransportSecuritySettings:
+def transport_security(host: str, extra_origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
     """DNS-rebinding protection for a loopback server without auth; a host that serves
-    elsewhere owns its Host/Origin policy (proxy, resolver)."""
+    elsewhere owns its Host/Origin policy (proxy, resolver). ``extra_origins``: the
+    ``PAUSEMESH_CORS_ORIGINS`` pages, which the SDK must not refuse either."""
     if not is_loopback_host(host):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        allowed_origins=[
+            "http://127.0.0.1:*",
+            "http://localhost:*",
+            "http://[::1]:*",
+            *extra_origins,
+        ],
     )
 
 
@@ -141,7 +147,10 @@ class McpPlugin(ProtocolMount):
         # A new session manager per lifespan: the SDK runs each one at most once.
         self.server.streamable_http_app(
             streamable_http_path="/",
-            transport_security=transport_security(self.pausemesh.config.settings.host),
+            transport_security=transport_security(
+                self.pausemesh.config.settings.host,
+                self.pausemesh.config.settings.allowed_origins,
+            ),
         )
         async with self.server.session_manager.run():
             self._running = True

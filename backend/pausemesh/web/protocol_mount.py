@@ -29,8 +29,9 @@ from pausemesh.web.body_guard import (
     read_body,
     replay_body,
 )
+from pausemesh.web.browser import browser_refusal
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.problems import encode_problem
+from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
 __all__ = (
     "PRINCIPAL_SCOPE_KEY",
@@ -69,18 +70,7 @@ async def send_parse_error(send: Send, status: int, detail: str) -> None:
 
 async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
     """An RFC 9457 problem straight onto the ASGI channel (the mounts answer before Litestar)."""
-    problem = encode_problem(status, code, detail)
-    payload = problem.body
-    headers = [(k.encode(), v.encode()) for k, v in problem.headers.items()]
-    headers.append((b"content-length", str(len(payload)).encode()))
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": headers,
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
-    await send(end)
+    await send_encoded(send, encode_problem(status, code, detail))
 
 
 class ProtocolMount(InitPlugin):
@@ -109,7 +99,14 @@ class ProtocolMount(InitPlugin):
         return found[0]
 
     async def admit(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Resolve the caller into the scope; answer 401 and return False if there is none."""
+        """Resolve the caller into the scope; answer 401 and return False if there is none.
+
+        A cross-site state change or a non-JSON body is refused first (``web.browser``).
+        """
+        refusal = browser_refusal(scope, self.pausemesh.config.settings.allowed_origins)
+        if refusal is not None:
+            await send_encoded(send, problem_for(refusal))
+            return False
         request: Request[Any, Any, Any] = Request(scope, receive)
         try:
             principal = await resolve_principal(self.pausemesh.config.principal_resolver, request)
