@@ -17,7 +17,7 @@ from pausemesh.agui.messages import Message
 from pausemesh.agui.preflight import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, passes_preflight
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.threads import PROTOCOL_THREAD_PREFIXES
-from pausemesh.core.validation import check_routable_id
+from pausemesh.core.validation import check_id, check_routable_id
 
 __all__ = (
     "Context",
