@@ -13,8 +13,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from litestar.config.cors import CORSConfig
@@ -62,7 +62,7 @@ def cors_config(settings: Settings) -> CORSConfig | None:
     )
 
 
-def _headers(scope: Scope) -> dict[bytes, bytes]:
+def _headers(scope: Mapping[str, Any]) -> dict[bytes, bytes]:
     raw: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())
     return {name.lower(): value for name, value in raw}
 
@@ -79,7 +79,9 @@ def _is_json(content_type: bytes) -> bool:
     return media == b"application/json" or media.endswith(b"+json")
 
 
-def browser_refusal(scope: Scope, allowed_origins: tuple[str, ...]) -> PauseMeshError | None:
+def browser_refusal(
+    scope: Mapping[str, Any], allowed_origins: tuple[str, ...]
+) -> PauseMeshError | None:
     """Why this request must not run (a foreign origin, a non-JSON body), or None."""
     method = scope.get("method", "GET")
     if method not in _STATE_CHANGING:
