@@ -97,6 +97,8 @@ class Settings:
     insecure_no_auth: bool = False
     # "module:attr" (or "path.py:attr") of the agent ``pausemesh serve`` runs on /agui.
     agent: str | None = None
+    # The longest an agent may run before its run ends with RUN_ERROR RUN_TIMEOUT.
+    run_timeout_seconds: Annotated[float, Meta(ge=1.0, le=86_400.0)] = 600.0
     # Browser origins (comma-separated) allowed to call the API cross-site; none by default.
     cors_origins: (
         Annotated[

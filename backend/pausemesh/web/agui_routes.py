@@ -123,6 +123,7 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 service=current.service,
                 threads=threads,
                 operations=current.storage.operations,
+                run_timeout_seconds=current.settings.run_timeout_seconds,
             )
         return host
 

@@ -94,6 +94,7 @@ class StarletteAgui:
                 service=runtime.service,
                 threads=threads,
                 operations=runtime.storage.operations,
+                run_timeout_seconds=runtime.settings.run_timeout_seconds,
             )
             try:
                 yield self._host

@@ -50,6 +50,7 @@ class RunHost:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         keepalive_seconds: float = 15.0,
         queue_size: int = 256,
+        run_timeout_seconds: float | None = None,
     ) -> None:
         self.agent = agent
         self.service = service
@@ -64,6 +65,8 @@ class RunHost:
         self.lease = timedelta(seconds=lease_seconds)
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size
+        # None: an agent may run as long as it likes (embedders who bound runs themselves).
+        self.run_timeout_seconds = run_timeout_seconds
 
     # -- reads ----------------------------------------------------------------------------
 
