@@ -95,7 +95,10 @@ def browser_refusal(
     if method in _WITH_BODY:
         length = headers.get(b"content-length", b"").strip()
         has_body = b"transfer-encoding" in headers or (length not in {b"", b"0"})
-        if has_body and not _is_json(headers.get(b"content-type", b"")):
+        content_type = headers.get(b"content-type")
+        # No Content-Type at all is read as JSON (what a bare client sends); a browser always
+        # labels a body, and only the labels that skip the preflight matter here.
+        if has_body and content_type is not None and not _is_json(content_type):
             return UnsupportedMediaTypeError()
     return None
 
