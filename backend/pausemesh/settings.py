@@ -48,6 +48,9 @@ _LOWER = "lower"  # compared case-insensitively: stored lower-cased
 _KEY = Meta(extra={_MIN_BYTES: MIN_SECRET_KEY_BYTES})
 _KEYS = Meta(extra={_MIN_BYTES: MIN_SECRET_KEY_BYTES, _SEPARATOR: ","})
 _TEXT = Meta(min_length=1)
+# scheme://host[:port], no path, no trailing slash (what a browser sends in Origin).
+_ORIGIN = r"https?://[^/,\s]+"
+_ORIGIN_LIST = rf"^\s*{_ORIGIN}\s*(,\s*{_ORIGIN}\s*)*$"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -109,6 +112,19 @@ class Settings:
         ]
         | None
     ) = None
+    # The longest an agent may run before its run ends with RUN_ERROR RUN_TIMEOUT.
+    run_timeout_seconds: Annotated[float, Meta(ge=1.0, le=86_400.0)] = 600.0
+    # Browser origins (comma-separated) allowed to call the API cross-site; none by default.
+    cors_origins: (
+        Annotated[
+            str,
+            Meta(
+                pattern=_ORIGIN_LIST,
+                description="comma-separated origins such as https://app.example.com",
+            ),
+        ]
+        | None
+    ) = None
     # A run lease's TTL: how long a thread stays busy after its process died unseen.
     lease_seconds: Annotated[float, Meta(ge=1.0, le=300.0)] = 5.0
     # ``pausemesh demo`` only: the demo airline's booking file (default: airline.db in the data
@@ -130,6 +146,13 @@ class Settings:
     @property
     def uses_postgres(self) -> bool:
         return self.database_url is not None
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """``cors_origins`` as a tuple of lower-cased origins (empty when unset)."""
+        if self.cors_origins is None:
+            return ()
+        return tuple(o.strip().lower() for o in self.cors_origins.split(",") if o.strip())
 
     @property
     def resolved_data_dir(self) -> Path:

@@ -265,3 +265,32 @@ async def test_native_routes_scope_threads_to_the_resolved_principal(tmp_path: P
         anonymous = await client.get("/agui/threads/shared-name")
         assert anonymous.status_code == 401
         assert anonymous.json()["code"] == "UNAUTHENTICATED"
+
+
+async def test_native_routes_refuse_a_cross_site_or_non_json_run(tmp_path: Path) -> None:
+    from examples import starlette_native  # noqa: PLC0415
+    from starlette.applications import Starlette  # noqa: PLC0415
+
+    from pausemesh.web.agui_starlette import StarletteAgui  # noqa: PLC0415
+
+    pausemesh = StarletteAgui(
+        Settings(database_path=str(tmp_path / "o.db")), agent=starlette_native.meeting_agent
+    )
+    host = Starlette(routes=pausemesh.routes(), lifespan=pausemesh.lifespan)
+    body = json.dumps({"threadId": "t-csrf", "runId": "r", "messages": []})
+    async with (
+        LifespanManager(host),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+    ):
+        foreign = await client.post(
+            "/agui",
+            content=body,
+            headers={"origin": "https://evil.example", "content-type": "application/json"},
+        )
+        plain = await client.post("/agui", content=body, headers={"content-type": "text/plain"})
+        snapshot = await client.get("/agui/threads/t-csrf")
+    assert foreign.status_code == 403
+    assert foreign.json()["code"] == "ORIGIN_NOT_ALLOWED"
+    assert plain.status_code == 415
+    assert plain.json()["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert snapshot.status_code == 404

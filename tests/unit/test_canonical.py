@@ -76,3 +76,19 @@ def test_deep_nesting_is_refused_not_a_crash() -> None:
         value = [value]
     with pytest.raises(InvalidInputError):
         canonical_json(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["\ud800", "ok \udfff", {"\ud83d": 1}, ["fine", {"k": "\udc00x"}]],
+    ids=["lone-high", "lone-low-after-text", "lone-in-key", "nested"],
+)
+def test_lone_surrogates_are_not_json_text(value: Any) -> None:
+    # UTF-8 cannot encode them: accepting one here once ended in UnicodeEncodeError at storage.
+    with pytest.raises(InvalidInputError) as refused:
+        canonical_json(value)
+    assert refused.value.code == "INVALID_PAYLOAD"
+
+
+def test_a_surrogate_pair_decoded_to_one_character_is_fine() -> None:
+    assert canonical_json({"smile": "\U0001f600"}) == '{"smile":"\U0001f600"}'

@@ -17,7 +17,7 @@ from pausemesh.agui.messages import Message
 from pausemesh.agui.preflight import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, passes_preflight
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.threads import PROTOCOL_THREAD_PREFIXES
-from pausemesh.core.validation import check_id
+from pausemesh.core.validation import check_id, check_routable_id
 
 __all__ = (
     "Context",
@@ -144,7 +144,7 @@ def decode_run_input(
 
 def check_thread_id(value: object) -> str:
     """An AG-UI thread id: an opaque id outside the prefixes other protocols reserve."""
-    thread_id = check_id(value, "threadId")
+    thread_id = check_routable_id(value, "threadId")
     if thread_id.startswith(PROTOCOL_THREAD_PREFIXES):
         msg = "threadId uses a prefix reserved for another protocol's records"
         raise InvalidInputError(msg, code="INVALID_ID", field="threadId")

@@ -60,7 +60,8 @@ def replay_cursor(last_event_id: str | None, after: str | None) -> int:
     text = "" if raw is None else raw.strip()
     if text == "":
         return 0
-    if not text.isdigit() or int(text) > _MAX_SEQUENCE:
+    # isdigit alone accepts "²" and other non-ASCII digits that int() then refuses.
+    if not (text.isascii() and text.isdigit()) or int(text) > _MAX_SEQUENCE:
         msg = "Last-Event-ID / after must be a non-negative integer thread sequence"
         raise InvalidInputError(msg, code="INVALID_CURSOR")
     return int(text)

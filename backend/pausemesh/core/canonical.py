@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -25,6 +26,17 @@ _MAX_DEPTH = 256
 _encode_string = encode_basestring
 
 
+# A code point in U+D800..U+DFFF inside a Python str is always a lone surrogate (a valid pair
+# decodes to one astral code point); UTF-8 cannot encode it, so it is not JSON text.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii() and _LONE_SURROGATE.search(text) is not None:
+        msg = "JSON strings must not contain lone surrogates"
+        raise InvalidInputError(msg, code="INVALID_PAYLOAD")
+
+
 def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
@@ -38,6 +50,7 @@ def _sorted_keys(value: dict[Any, Any]) -> list[str]:
         if type(key) is not str:
             msg = "JSON object keys must be strings"
             raise InvalidInputError(msg, code="INVALID_PAYLOAD")
+        _check_text(key)
     # Code-point order equals UTF-16 order unless a key holds U+E000..U+FFFF and an
     # astral character; only then pay for the re-sort.
     if keys and max(keys) >= "\ue000":
@@ -48,6 +61,7 @@ def _sorted_keys(value: dict[Any, Any]) -> list[str]:
 def _encode(value: Any, out: list[str], depth: int) -> None:  # noqa: PLR0912, PLR0915 - one branch per JSON type
     kind = type(value)
     if kind is str:
+        _check_text(value)
         out.append(_encode_string(value))
     elif kind is dict:
         if depth >= _MAX_DEPTH:

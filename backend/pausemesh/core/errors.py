@@ -22,6 +22,8 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── OutcomeUnknownError                       OUTCOME_UNKNOWN: attempted, no recorded outcome
     ├── UnauthenticatedError                      UNAUTHENTICATED: the host's resolver named nobody
     ├── PayloadTooLargeError                      PAYLOAD_TOO_LARGE: a request body over the limit
+    ├── OriginNotAllowedError                     ORIGIN_NOT_ALLOWED: a cross-site state change
+    ├── UnsupportedMediaTypeError                 UNSUPPORTED_MEDIA_TYPE: a body that is not JSON
     ├── SettingsError (ValueError)                INVALID_SETTING: a setting is missing or malformed
     ├── NotStartedError (RuntimeError)            NOT_STARTED: a request before the lifespan ran
     ├── AgentLoadError                            AGENT_NOT_LOADABLE: --agent names no usable agent
@@ -51,6 +53,7 @@ __all__ = (
     "InvalidTransitionError",
     "NotStartedError",
     "OperationConflictError",
+    "OriginNotAllowedError",
     "OutcomeUnknownError",
     "PauseMeshError",
     "PayloadTooLargeError",
@@ -63,6 +66,7 @@ __all__ = (
     "TokenAlreadyUsedError",
     "TokenMismatchError",
     "UnauthenticatedError",
+    "UnsupportedMediaTypeError",
     "UnsupportedSchemaVersionError",
     "VersionConflictError",
 )
@@ -244,6 +248,24 @@ class PayloadTooLargeError(PauseMeshError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"The request body exceeds {limit} bytes", limit=limit)
+
+
+class OriginNotAllowedError(PauseMeshError):
+    """A state-changing request from a browser page of a foreign, unlisted origin (CSRF)."""
+
+    default_code = "ORIGIN_NOT_ALLOWED"
+
+    def __init__(self) -> None:
+        super().__init__("Requests from this origin are not allowed")
+
+
+class UnsupportedMediaTypeError(PauseMeshError):
+    """A body sent to a JSON endpoint under another content type (a form post, text/plain)."""
+
+    default_code = "UNSUPPORTED_MEDIA_TYPE"
+
+    def __init__(self) -> None:
+        super().__init__("The request body must be application/json")
 
 
 class SettingsError(PauseMeshError, ValueError):

@@ -54,6 +54,7 @@ from pausemesh.core.validation import (
     check_metadata,
     check_payload,
     check_reason,
+    check_routable_id,
 )
 
 __all__ = ("ContinuationService",)
@@ -101,7 +102,7 @@ class ContinuationService:
         keyed: bool = False,
     ) -> CreatedContinuation:
         """Persist a new pending continuation; the raw token is returned only here."""
-        continuation_id = check_id(
+        continuation_id = check_routable_id(
             self._new_id() if continuation_id is None else continuation_id, "continuationId"
         )
         correlation_id = check_id(

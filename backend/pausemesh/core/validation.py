@@ -19,6 +19,7 @@ __all__ = (
     "check_payload",
     "check_protocol_id",
     "check_reason",
+    "check_routable_id",
 )
 
 MAX_ID_LENGTH = 200
@@ -38,6 +39,18 @@ def check_id(value: object, field: str = "continuationId") -> str:
         msg = f"{field} must not have edge whitespace or control characters"
         raise InvalidInputError(msg, code="INVALID_ID", field=field)
     return value
+
+
+def check_routable_id(value: object, field: str) -> str:
+    """``check_id`` for ids that later appear as one path segment (threads, continuations).
+
+    A ``/`` would make the record unreachable: ``/v1/continuations/pay/42`` matches no route.
+    """
+    checked = check_id(value, field)
+    if "/" in checked:
+        msg = f"{field} must not contain '/'"
+        raise InvalidInputError(msg, code="INVALID_ID", field=field)
+    return checked
 
 
 def check_idempotency_key(value: object) -> str:

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
+import msgspec
 from a2a.auth.user import User
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.context import ServerCallContext
@@ -42,6 +43,8 @@ from a2a.types import (
     Task,
 )
 from a2a.utils.constants import TransportProtocol
+from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import InvalidRequestError
 from a2a.utils.task import apply_history_length
 from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
@@ -61,7 +64,12 @@ from pausemesh.a2a.store import (
 from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, send_problem
+from pausemesh.web.protocol_mount import (
+    ProtocolMount,
+    send_json,
+    send_parse_error,
+    send_problem,
+)
 
 __all__ = ("A2APlugin",)
 
@@ -271,9 +279,20 @@ class A2APlugin(ProtocolMount):
             prefix = scope.get("root_path", "") + plugin.path
             scope["path"] = full[len(prefix) :] if full.startswith(prefix) else scope["path"]
             scope["root_path"] = prefix
-            await app(scope, receive, send)  # type: ignore[arg-type]
+            checked = await plugin.read_json_body(scope, receive, send)
+            if checked is None:
+                return
+            await app(scope, checked, send)  # type: ignore[arg-type]
 
         return a2a_endpoint
+
+    async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:
+        # Each binding's own answer to a body it cannot parse, so the SDK's clients read it.
+        if scope["path"].rstrip("/").endswith("/jsonrpc"):
+            await send_parse_error(send, 200, detail)
+            return
+        payload = build_rest_error_payload(InvalidRequestError(message=detail))
+        await send_json(send, 400, msgspec.json.encode(payload), "application/json")
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         self.attach(app_config)

@@ -178,6 +178,7 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 operations=current.storage.operations,
                 lease_seconds=current.settings.lease_seconds,
                 lease_holder=current.instance.holder,
+                run_timeout_seconds=current.settings.run_timeout_seconds,
             )
         return host
 

@@ -37,6 +37,7 @@ from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLar
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import resolve_principal
+from pausemesh.web.browser import browser_refusal
 from pausemesh.web.problems import problem_for
 from pausemesh.web.served_agent import served_agent
 
@@ -95,6 +96,7 @@ class StarletteAgui:
                 operations=runtime.storage.operations,
                 lease_seconds=runtime.settings.lease_seconds,
                 lease_holder=runtime.instance.holder,
+                run_timeout_seconds=runtime.settings.run_timeout_seconds,
             )
             try:
                 yield self._host
@@ -172,12 +174,15 @@ class StarletteAgui:
     async def _principal(self, request: Request) -> str | None:
         return await resolve_principal(self.principal_resolver, request)
 
-    @staticmethod
     def _guard(
-        endpoint: Callable[[Request], Awaitable[Response]],
+        self, endpoint: Callable[[Request], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
             try:
+                # The same CSRF fence as the Litestar routes (CORS is the host's middleware).
+                refusal = browser_refusal(request.scope, self.settings.allowed_origins)
+                if refusal is not None:
+                    raise refusal
                 return await endpoint(request)
             except PauseMeshError as error:
                 problem = problem_for(error)

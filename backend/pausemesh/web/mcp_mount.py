@@ -38,7 +38,7 @@ from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, send_problem
+from pausemesh.web.protocol_mount import ProtocolMount, send_parse_error, send_problem
 
 __all__ = (
     "McpPlugin",
@@ -79,15 +79,21 @@ def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
         root.setLevel(level)
 
 
-def transport_security(host: str) -> TransportSecuritySettings:
+def transport_security(host: str, extra_origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
     """DNS-rebinding protection for a loopback server without auth; a host that serves
-    elsewhere owns its Host/Origin policy (proxy, resolver)."""
+    elsewhere owns its Host/Origin policy (proxy, resolver). ``extra_origins``: the
+    ``PAUSEMESH_CORS_ORIGINS`` pages, which the SDK must not refuse either."""
     if not is_loopback_host(host):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        allowed_origins=[
+            "http://127.0.0.1:*",
+            "http://localhost:*",
+            "http://[::1]:*",
+            *extra_origins,
+        ],
     )
 
 
@@ -145,7 +151,10 @@ class McpPlugin(ProtocolMount):
         # A new session manager per lifespan: the SDK runs each one at most once.
         self.server.streamable_http_app(
             streamable_http_path="/",
-            transport_security=transport_security(self.pausemesh.config.settings.host),
+            transport_security=transport_security(
+                self.pausemesh.config.settings.host,
+                self.pausemesh.config.settings.allowed_origins,
+            ),
         )
         async with self.server.session_manager.run():
             self._running = True
@@ -164,9 +173,16 @@ class McpPlugin(ProtocolMount):
                 return
             if not await plugin.admit(scope, receive, send):
                 return
-            await plugin.server.session_manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+            checked = await plugin.read_json_body(scope, receive, send)
+            if checked is None:
+                return
+            await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
+
+    async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
+        # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).
+        await send_parse_error(send, 400, detail)
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         pausemesh = self.attach(app_config)

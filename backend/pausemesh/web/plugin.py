@@ -20,6 +20,7 @@ from litestar import Litestar, Request, Router
 from litestar.config.app import AppConfig
 from litestar.di import Provide
 from litestar.exceptions import HTTPException
+from litestar.middleware import DefineMiddleware
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPlugin
 
@@ -29,6 +30,7 @@ from pausemesh.core.service import ContinuationService
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
 from pausemesh.web.auth import resolve_principal
+from pausemesh.web.browser import BrowserGuard, cors_config
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
@@ -147,10 +149,16 @@ class PauseMeshPlugin(InitPlugin):
             # Litestar counts bytes while it streams the body in, before any parsing,
             # whether or not Content-Length is sent (chunked uploads included).
             request_max_body_size=self.config.settings.max_payload_bytes,
+            middleware=[
+                DefineMiddleware(BrowserGuard, allowed_origins=self.config.settings.allowed_origins)
+            ],
         )
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         app_config.route_handlers.append(self.router())
+        if app_config.cors_config is None:
+            # A host that configured CORS itself keeps its own policy.
+            app_config.cors_config = cors_config(self.config.settings)
         app_config.lifespan.append(self.lifespan)
         app_config.signature_namespace.update(
             ContinuationService=ContinuationService,

@@ -17,6 +17,7 @@ import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.types import Send
 
 from pausemesh.core.errors import (
     ContinuationCancelledError,
@@ -25,12 +26,14 @@ from pausemesh.core.errors import (
     IdempotencyConflictError,
     InvalidTransitionError,
     NotStartedError,
+    OriginNotAllowedError,
     PauseMeshError,
     PayloadTooLargeError,
     StoreError,
     TokenAlreadyUsedError,
     TokenMismatchError,
     UnauthenticatedError,
+    UnsupportedMediaTypeError,
     VersionConflictError,
 )
 
@@ -45,6 +48,7 @@ __all__ = (
     "problem_for",
     "problem_response",
     "problem_responses",
+    "send_encoded",
     "status_for",
     "undecodable_body_to_problem",
 )
@@ -85,6 +89,8 @@ _STATUS_BY_CLASS: tuple[tuple[type[PauseMeshError], int], ...] = (
     (VersionConflictError, 409),
     (UnauthenticatedError, 401),
     (PayloadTooLargeError, 413),
+    (OriginNotAllowedError, 403),
+    (UnsupportedMediaTypeError, 415),
     (NotStartedError, 500),
     (StoreError, 503),
 )
@@ -99,6 +105,7 @@ _STATUS_BY_CODE = {
 _TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
@@ -147,6 +154,14 @@ def encode_problem(
     if status == 401:
         headers["www-authenticate"] = "PauseMesh"
     return EncodedProblem(status, body, headers)
+
+
+async def send_encoded(send: Send, problem: EncodedProblem) -> None:
+    """A problem straight onto an ASGI channel (for code that answers before Litestar does)."""
+    headers = [(k.encode(), v.encode()) for k, v in problem.headers.items()]
+    headers.append((b"content-length", str(len(problem.body)).encode()))
+    await send({"type": "http.response.start", "status": problem.status, "headers": headers})
+    await send({"type": "http.response.body", "body": problem.body, "more_body": False})
 
 
 def problem_for(error: PauseMeshError) -> EncodedProblem:

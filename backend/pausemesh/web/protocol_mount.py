@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Request
 from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
@@ -20,18 +21,33 @@ from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receiv
 from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
 from pausemesh.web.auth import resolve_principal
+from pausemesh.web.body_guard import (
+    BodyTooLarge,
+    declared_length,
+    has_body,
+    json_fault,
+    read_body,
+    replay_body,
+)
+from pausemesh.web.browser import browser_refusal
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.problems import encode_problem
+from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
-__all__ = ("PRINCIPAL_SCOPE_KEY", "ProtocolMount", "principal_in_scope", "send_problem")
+__all__ = (
+    "PRINCIPAL_SCOPE_KEY",
+    "ProtocolMount",
+    "principal_in_scope",
+    "send_json",
+    "send_parse_error",
+    "send_problem",
+)
 
 
-async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
-    """An RFC 9457 problem straight onto the ASGI channel (the mounts answer before Litestar)."""
-    problem = encode_problem(status, code, detail)
-    payload = problem.body
-    headers = [(k.encode(), v.encode()) for k, v in problem.headers.items()]
-    headers.append((b"content-length", str(len(payload)).encode()))
+async def send_json(send: Send, status: int, payload: bytes, media_type: str) -> None:
+    headers = [
+        (b"content-type", media_type.encode()),
+        (b"content-length", str(len(payload)).encode()),
+    ]
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
         "status": status,
@@ -40,6 +56,21 @@ async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
     await send(start)
     end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
     await send(end)
+
+
+async def send_parse_error(send: Send, status: int, detail: str) -> None:
+    """A JSON-RPC 2.0 parse error (-32700): the body could not be read as JSON, so no id."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": f"Parse error: {detail}"},
+    }
+    await send_json(send, status, msgspec.json.encode(error), "application/json")
+
+
+async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
+    """An RFC 9457 problem straight onto the ASGI channel (the mounts answer before Litestar)."""
+    await send_encoded(send, encode_problem(status, code, detail))
 
 
 class ProtocolMount(InitPlugin):
@@ -68,7 +99,14 @@ class ProtocolMount(InitPlugin):
         return found[0]
 
     async def admit(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Resolve the caller into the scope; answer 401 and return False if there is none."""
+        """Resolve the caller into the scope; answer 401 and return False if there is none.
+
+        A cross-site state change or a non-JSON body is refused first (``web.browser``).
+        """
+        refusal = browser_refusal(scope, self.pausemesh.config.settings.allowed_origins)
+        if refusal is not None:
+            await send_encoded(send, problem_for(refusal))
+            return False
         request: Request[Any, Any, Any] = Request(scope, receive)
         try:
             principal = await resolve_principal(self.pausemesh.config.principal_resolver, request)
@@ -77,3 +115,31 @@ class ProtocolMount(InitPlugin):
             return False
         scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
         return True
+
+    async def read_json_body(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """Read a request's body within the payload limit and check it is JSON text.
+
+        Returns the ``receive`` to hand the SDK (it replays the body), or None once the request
+        has been refused here: 413 past the limit, ``refuse_malformed`` for bad JSON.
+        """
+        if not has_body(scope):
+            return receive
+        limit = self.pausemesh.config.settings.max_payload_bytes
+        declared = declared_length(scope)
+        try:
+            if declared is not None and declared > limit:
+                raise BodyTooLarge
+            body = await read_body(receive, limit)
+        except BodyTooLarge:
+            detail = "The request body exceeds the configured limit"
+            await send_problem(send, 413, "PAYLOAD_TOO_LARGE", detail)
+            return None
+        fault = json_fault(body) if body else None
+        if fault is not None:
+            await self.refuse_malformed(scope, send, fault)
+            return None
+        return replay_body(body, receive)
+
+    async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - the scope tells a subclass which binding was called
+        """Answer a body that is not JSON text (a JSON-RPC mount overrides this)."""
+        await send_problem(send, 400, "MALFORMED_JSON", detail)

@@ -54,6 +54,7 @@ class RunHost:
         keepalive_seconds: float = 15.0,
         queue_size: int = 256,
         lease_holder: str | None = None,
+        run_timeout_seconds: float | None = None,
     ) -> None:
         self.agent = agent
         self.service = service
@@ -75,6 +76,8 @@ class RunHost:
         )
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size
+        # None: an agent may run as long as it likes (embedders who bound runs themselves).
+        self.run_timeout_seconds = run_timeout_seconds
 
     # -- reads ----------------------------------------------------------------------------
 

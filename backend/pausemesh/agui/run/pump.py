@@ -56,12 +56,24 @@ async def agent_frames(
             await queue.put(_DONE)
 
     task = asyncio.create_task(produce(), name=f"pausemesh-agent-{run.thread_id}")
+    loop = asyncio.get_running_loop()
+    limit = host.run_timeout_seconds
+    deadline = None if limit is None else loop.time() + limit
     try:
         while True:
+            wait = host.keepalive_seconds
+            if deadline is not None:
+                left = deadline - loop.time()
+                if left <= 0:
+                    _log.warning("agent run timed out on thread %s after %ss", run.thread_id, limit)
+                    raise AguiRunError("RUN_TIMEOUT", "The agent did not finish in time")
+                wait = min(wait, left)
             try:
-                async with asyncio.timeout(host.keepalive_seconds):
+                async with asyncio.timeout(wait):
                     item = await queue.get()
             except TimeoutError:
+                if deadline is not None and loop.time() >= deadline:
+                    continue  # the check above ends the run
                 yield KEEPALIVE_FRAME
                 continue
             batch = [item]

@@ -212,7 +212,9 @@ class PostgresThreadStore(SharedDatabaseStore):
         at, after_id = before if before is not None else (None, None)
 
         async def op(conn: Conn) -> list[Any]:
-            return list(await conn.fetch(self._sql_list_records, prefix, owner, at, after_id, limit))
+            return list(
+                await conn.fetch(self._sql_list_records, prefix, owner, at, after_id, limit)
+            )
 
         return [_record(row) for row in await self.database.run(op, read=True)]
 
