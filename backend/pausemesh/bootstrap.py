@@ -16,7 +16,7 @@ from datetime import timedelta
 from pausemesh.agui.conversations import Conversations, PurgeReport
 from pausemesh.agui.run.expiry import close_lapsed_cohorts
 from pausemesh.core.clock import SystemClock
-from pausemesh.core.errors import SettingsError
+from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
@@ -115,7 +115,13 @@ async def free_predecessor_leases(storage: Storage, instance: ProcessInstance) -
     so those threads are answerable now rather than after the lease TTL."""
     if storage.threads is None:
         return
-    freed = await storage.threads.release_instance_leases(instance.name, keep=instance.holder)
+    try:
+        freed = await storage.threads.release_instance_leases(instance.name, keep=instance.holder)
+    except StoreError as error:
+        # A store that is down at start must not stop the start: readiness reports it, and the
+        # predecessor's leases still lapse after their TTL.
+        _log.warning("could not free the previous process's run leases: %s", error.code)
+        return
     if freed:
         _log.info("freed %d run leases of this replica's previous process", freed)
 
