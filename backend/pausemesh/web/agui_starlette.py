@@ -34,6 +34,7 @@ from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, replay_cursor
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLargeError
+from pausemesh.core.identity import Identity
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import resolve_principal
@@ -43,7 +44,7 @@ from pausemesh.web.served_agent import served_agent
 
 __all__ = ("StarletteAgui", "StarlettePrincipalResolver")
 
-StarlettePrincipalResolver = Callable[[Request], Awaitable[str | None]]
+StarlettePrincipalResolver = Callable[[Request], Awaitable[str | Identity | None]]
 
 _NOT_STARTED = (
     "PauseMesh has not started: its lifespan did not run. Pass `lifespan=pausemesh.lifespan`"

@@ -2,9 +2,10 @@
 
 PauseMesh is not an identity provider. A host passes an async callable that takes the
 request (Litestar's, or Starlette's for the native Starlette routes) and returns a principal
-id (its user, tenant, API client...). Returning ``None`` or an empty id, or raising, means
-"not authenticated". Continuations created by a principal are visible only to that principal
-(others get 404). ``resolve_principal`` is the one place this rule lives, for every binding.
+id (its user, tenant, API client...) or an ``Identity`` (the id and its roles). Returning
+``None`` or an empty id, or raising, means "not authenticated". Continuations created by a
+principal are visible only to that principal (others get 404). ``resolve_identity`` is the one
+place this rule lives, for every binding; ``resolve_principal`` is its principal id.
 """
 
 from __future__ import annotations
@@ -17,20 +18,21 @@ from typing import Any, TypeVar
 from litestar import Request
 
 from pausemesh.core.errors import UnauthenticatedError
+from pausemesh.core.identity import Identity
 
-__all__ = ("PrincipalResolver", "import_resolver", "resolve_principal")
+__all__ = ("PrincipalResolver", "import_resolver", "resolve_identity", "resolve_principal")
 
-PrincipalResolver = Callable[[Request[Any, Any, Any]], Awaitable[str | None]]
+PrincipalResolver = Callable[[Request[Any, Any, Any]], Awaitable[str | Identity | None]]
 
 RequestT = TypeVar("RequestT")
 
 _log = logging.getLogger("pausemesh.web")
 
 
-async def resolve_principal(
-    resolver: Callable[[RequestT], Awaitable[str | None]] | None, request: RequestT
-) -> str | None:
-    """The caller's principal; ``None`` when the server has no resolver (loopback-only).
+async def resolve_identity(
+    resolver: Callable[[RequestT], Awaitable[str | Identity | None]] | None, request: RequestT
+) -> Identity | None:
+    """The caller's identity; ``None`` when the server has no resolver (loopback-only).
 
     Raises ``UnauthenticatedError`` (401) when the resolver returns ``None``, an empty or
     non-string id, or raises: a failing resolver is an unauthenticated caller, never a 500.
@@ -38,13 +40,27 @@ async def resolve_principal(
     if resolver is None:
         return None
     try:
-        principal = await resolver(request)
+        resolved = await resolver(request)
+    except UnauthenticatedError:
+        raise
     except Exception:  # noqa: BLE001 - any resolver failure is "not authenticated", never a 500
         _log.info("principal resolver rejected a request")
         raise UnauthenticatedError from None
-    if not isinstance(principal, str) or not principal:
+    if isinstance(resolved, Identity):
+        if not isinstance(resolved.principal, str) or not resolved.principal:
+            raise UnauthenticatedError
+        return resolved
+    if not isinstance(resolved, str) or not resolved:
         raise UnauthenticatedError
-    return principal
+    return Identity(principal=resolved)
+
+
+async def resolve_principal(
+    resolver: Callable[[RequestT], Awaitable[str | Identity | None]] | None, request: RequestT
+) -> str | None:
+    """The caller's principal id (``resolve_identity`` without the roles)."""
+    identity = await resolve_identity(resolver, request)
+    return None if identity is None else identity.principal
 
 
 def import_resolver(spec: str) -> PrincipalResolver:

@@ -20,3 +20,5 @@ class PauseMeshCaller:
     principal: str | None
     """The host resolver's principal; ``None`` on servers without one."""
     config: PauseMeshConfig
+    roles: frozenset[str] = frozenset()
+    """The roles the resolver gave the principal (empty for a plain principal id)."""

@@ -29,7 +29,7 @@ from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
-from pausemesh.web.auth import resolve_principal
+from pausemesh.web.auth import resolve_identity, resolve_principal
 from pausemesh.web.browser import BrowserGuard, cors_config
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
@@ -116,8 +116,12 @@ class PauseMeshPlugin(InitPlugin):
 
         async def caller(request: Request[Any, Any, Any]) -> PauseMeshCaller:
             service = plugin.runtime.service
-            resolved = await resolve_principal(config.principal_resolver, request)
-            return PauseMeshCaller(service=service, principal=resolved, config=config)
+            identity = await resolve_identity(config.principal_resolver, request)
+            if identity is None:
+                return PauseMeshCaller(service=service, principal=None, config=config)
+            return PauseMeshCaller(
+                service=service, principal=identity.principal, config=config, roles=identity.roles
+            )
 
         extra: dict[str, Provide] = {}
         if config.agent is not None:
