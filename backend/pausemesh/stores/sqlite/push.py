@@ -111,6 +111,14 @@ class SqlitePushStore:
         self, *, now: datetime, holder: str, lease_until: datetime, limit: int
     ) -> list[PushDelivery]:
         at = epoch_us(now)
+        # A read first: an idle poll (the usual case) then costs no write transaction.
+        due = await self.database.read(
+            "SELECT 1 FROM a2a_push_deliveries WHERE next_attempt_at_us <= ?"
+            " AND (lease_until_us IS NULL OR lease_until_us <= ?) LIMIT 1",
+            (at, at),
+        )
+        if not due:
+            return []
 
         def op(conn: sqlite3.Connection) -> list[Any]:
             return conn.execute(
