@@ -32,6 +32,7 @@ from pausemesh.stores.sqlite import (
     SqliteOperationLedger,
     SqliteThreadStore,
 )
+from pausemesh.stores.sqlite.push import SqlitePushStore
 from pausemesh.stores.storage import Storage
 
 __all__ = (
@@ -64,6 +65,7 @@ async def open_sqlite_storage(path: str) -> Storage:
             threads=threads,
             operations=operations,
             fencing=SqliteFencedOperations(database),
+            push=SqlitePushStore(database),
             on_close=[database.close],
         )
     except BaseException:

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
+from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 
 __all__ = ("Storage",)
@@ -20,8 +21,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 
 class Storage:
-    """The event store plus the optional thread store, operation ledger and (for the
-    gateway) fenced operations over that ledger.
+    """The event store plus the optional thread store, operation ledger, (for the gateway)
+    fenced operations over that ledger, and (for A2A push notifications) the push store.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -34,12 +35,15 @@ class Storage:
         threads: ThreadStore | None = None,
         operations: OperationLedger | None = None,
         fencing: FencedOperations | None = None,
+        push: PushStore | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
         self.threads = threads
         self.operations = operations
         self.fencing = fencing
+        # The A2A push configurations and outbox (on the thread store's database).
+        self.push = push
         self._on_close = list(on_close)
         self._closed = False
 
