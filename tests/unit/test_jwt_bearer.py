@@ -7,9 +7,11 @@ Every refusal is an ``UnauthenticatedError`` whose challenge is ``Bearer`` with
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,31 @@ def test_inconsistent_auth_settings_are_refused_at_start(
 
 def test_no_auth_settings_mean_no_bearer_resolver() -> None:
     assert bearer_auth(Settings()) is None
+
+
+async def test_a_remembered_token_is_refused_once_it_expires(
+    jwks_file: Path, key: SigningKey
+) -> None:
+    auth = _auth(jwks_file.as_uri(), PAUSEMESH_AUTH_LEEWAY_SECONDS="0")
+    token = key.token("alice", exp=int(time.time()) + 2)
+    assert (await auth.identify(f"Bearer {token}")).principal == "alice"
+    assert (await auth.identify(f"Bearer {token}")).principal == "alice"  # remembered
+    await asyncio.sleep(3.1)  # past exp: no assertion on time, only on the outcome
+    refused = await _refusal(auth, token)
+    assert refused.message == "The access token has expired"
+
+
+async def test_a_remembered_token_is_refused_once_its_key_leaves_the_jwks(
+    tmp_path: Path, key: SigningKey
+) -> None:
+    path = tmp_path / "jwks.json"
+    write_jwks(path, key)
+    auth = _auth(path.as_uri(), PAUSEMESH_AUTH_JWKS_REFRESH_SECONDS="0")
+    token = key.token("alice")
+    assert (await auth.identify(f"Bearer {token}")).principal == "alice"
+
+    successor = SigningKey.ec("successor")
+    write_jwks(path, successor)  # the provider withdrew the old key
+    assert (await auth.identify(f"Bearer {successor.token('bob')}")).principal == "bob"
+    refused = await _refusal(auth, token)
+    assert refused.message == "The access token's signing key is unknown"

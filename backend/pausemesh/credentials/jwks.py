@@ -132,10 +132,16 @@ class JwksCache:
         self._lock = anyio.Lock()
         self.fetches = 0
         """How many fetches were attempted (for tests and the log)."""
+        self.generation = 0
+        """Counts the key sets fetched: what was verified under another one is checked again."""
+
+    def fresh(self) -> bool:
+        """The keys were fetched within ``max_age``."""
+        return self._keys is not None and self._now() - self._fetched_at < self.max_age
 
     async def key_for(self, kid: str | None) -> jwt.PyJWK | None:
         """The key a token's ``kid`` names (refetching once if unknown), or None."""
-        if self._keys is None or self._now() - self._fetched_at >= self.max_age:
+        if not self.fresh():
             await self._refresh()
         key = _lookup(self._keys, kid)
         if key is None and await self._refresh():
@@ -160,6 +166,7 @@ class JwksCache:
                 return False
             self._keys = keys
             self._fetched_at = self._now()
+            self.generation += 1
             return True
 
 

@@ -8,11 +8,14 @@ refused before any signature is computed (the classic algorithm-confusion attack
 
 from __future__ import annotations
 
+import base64
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
+import msgspec
 
 from pausemesh.core.identity import Identity
 from pausemesh.credentials.jwks import ALGORITHMS, JwksCache
@@ -21,6 +24,8 @@ __all__ = ("JwtRejectedError", "JwtVerifier", "looks_like_jwt")
 
 # Registered claims every access token must carry; iss/aud are checked against the settings.
 _REQUIRED_CLAIMS = ["exp", "iss", "aud"]
+# How many verified tokens are remembered (a few hundred bytes each).
+_REMEMBERED_TOKENS = 10_000
 
 
 class JwtRejectedError(Exception):
@@ -37,21 +42,50 @@ def looks_like_jwt(credential: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class JwtVerifier:
-    """Checks one token against the JWKS and the settings, and names its caller."""
+class _Verified:
+    identity: Identity
+    not_before: float
+    expires: float
+    generation: int
 
-    keys: JwksCache
-    issuer: str
-    audience: str
-    principal_claim: str = "sub"
-    roles_claim: str | None = None
-    leeway_seconds: int = 30
+
+class JwtVerifier:
+    """Checks one token against the JWKS and the settings, and names its caller.
+
+    A client sends the same access token with every request until it expires, so the outcome
+    of a full check is remembered for that exact token string (bounded, oldest dropped first):
+    a repeat costs a dictionary lookup and the ``exp``/``nbf`` comparison. A remembered
+    outcome is dropped when the JWKS changes or goes stale, so a key the provider withdrew
+    stops working as soon as its refetch shows it gone.
+    """
+
+    def __init__(
+        self,
+        *,
+        keys: JwksCache,
+        issuer: str,
+        audience: str,
+        principal_claim: str = "sub",
+        roles_claim: str | None = None,
+        leeway_seconds: int = 30,
+        remembered: int = _REMEMBERED_TOKENS,
+    ) -> None:
+        self.keys = keys
+        self.issuer = issuer
+        self.audience = audience
+        self.principal_claim = principal_claim
+        self.roles_claim = roles_claim
+        self.leeway_seconds = leeway_seconds
+        self._remembered = remembered
+        self._verified: dict[str, _Verified] = {}
 
     async def verify(self, token: str) -> Identity:
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.DecodeError:
-            raise JwtRejectedError("The access token is malformed") from None
+        known = self._verified.get(token)
+        if known is not None:
+            if self._still_valid(known):
+                return known.identity
+            del self._verified[token]  # the full check below says why it no longer passes
+        header = _header(token)
         algorithm = header.get("alg")
         if algorithm not in ALGORITHMS:
             raise JwtRejectedError("The access token's algorithm is not accepted")
@@ -61,8 +95,31 @@ class JwtVerifier:
         key = await self.keys.key_for(kid)
         if key is None:
             raise JwtRejectedError("The access token's signing key is unknown")
+        generation = self.keys.generation
         claims = self._decode(token, key)
-        return Identity(principal=self._principal(claims), roles=self._roles(claims))
+        identity = Identity(principal=self._principal(claims), roles=self._roles(claims))
+        self._remember(token, identity, claims, generation)
+        return identity
+
+    def _still_valid(self, known: _Verified) -> bool:
+        # PyJWT's own rules: expired once now >= exp + leeway, immature while now < nbf - leeway.
+        now = time.time()
+        leeway = self.leeway_seconds
+        return (
+            known.generation == self.keys.generation
+            and self.keys.fresh()
+            and known.not_before - leeway <= now < known.expires + leeway
+        )
+
+    def _remember(
+        self, token: str, identity: Identity, claims: Mapping[str, Any], generation: int
+    ) -> None:
+        nbf = claims.get("nbf")
+        not_before = float(nbf) if isinstance(nbf, (int, float)) else float("-inf")
+        verified = _Verified(identity, not_before, float(claims["exp"]), generation)
+        if len(self._verified) >= self._remembered:
+            del self._verified[next(iter(self._verified))]
+        self._verified[token] = verified
 
     def _decode(self, token: str, key: jwt.PyJWK) -> dict[str, Any]:
         try:
@@ -103,6 +160,18 @@ class JwtVerifier:
         if isinstance(value, list):
             return frozenset(item for item in value if isinstance(item, str) and item)
         return frozenset()
+
+
+def _header(token: str) -> dict[str, Any]:
+    """The JOSE header, to pick the key (PyJWT checks it again, strictly, with the signature)."""
+    encoded = token.split(".", 1)[0]
+    try:
+        header = msgspec.json.decode(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    except (ValueError, msgspec.DecodeError):
+        raise JwtRejectedError("The access token is malformed") from None
+    if not isinstance(header, dict):
+        raise JwtRejectedError("The access token is malformed")
+    return header
 
 
 def claim_at(claims: Mapping[str, Any], name: str) -> Any:
