@@ -117,6 +117,8 @@ class JwtVerifier:
         nbf = claims.get("nbf")
         not_before = float(nbf) if isinstance(nbf, (int, float)) else float("-inf")
         verified = _Verified(identity, not_before, float(claims["exp"]), generation)
+        if self._remembered <= 0:
+            return
         if len(self._verified) >= self._remembered:
             del self._verified[next(iter(self._verified))]
         self._verified[token] = verified
