@@ -26,6 +26,7 @@ __all__ = ("JwtRejectedError", "JwtVerifier", "looks_like_jwt")
 _REQUIRED_CLAIMS = ["exp", "iss", "aud"]
 # How many verified tokens are remembered (a few hundred bytes each).
 _REMEMBERED_TOKENS = 10_000
+_REMEMBERED_TOKEN_CHARS = 4096
 
 
 class JwtRejectedError(Exception):
@@ -117,8 +118,8 @@ class JwtVerifier:
         nbf = claims.get("nbf")
         not_before = float(nbf) if isinstance(nbf, (int, float)) else float("-inf")
         verified = _Verified(identity, not_before, float(claims["exp"]), generation)
-        if self._remembered <= 0:
-            return
+        if self._remembered <= 0 or len(token) > _REMEMBERED_TOKEN_CHARS:
+            return  # an outsized token is checked every time rather than held in memory
         if len(self._verified) >= self._remembered:
             del self._verified[next(iter(self._verified))]
         self._verified[token] = verified
