@@ -8,7 +8,13 @@ against a server on SQLite (WAL, ``synchronous=FULL``, one file in a temp direct
 Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use, read from
 ``/proc/<pid>/stat`` over the measured window. Figures, never assertions.
 
+``--jwt`` adds, in the same run, a second server with JWT bearer identity on
+(``PAUSEMESH_AUTH_JWKS_URL``: an RS256 key in a local JWKS file; every request carries one
+access token, verified on each request) and prints its lifecycles/s against auth off. The two
+are measured in alternating rounds (``--rounds``), so background load falls on both alike.
+
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
+       .venv/bin/python bench/http.py --jwt [--rounds 2]
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ import time  # noqa: E402
 
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
+from tests.support.identity import SigningKey, jwt_env, write_jwks  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
+
+from pausemesh.credentials.bearer import bearer_auth  # noqa: E402
+from pausemesh.settings import load_settings  # noqa: E402
 
 PAYLOAD = {
     "kind": "input",
@@ -51,17 +61,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
-async def lifecycle(session: aiohttp.ClientSession, base: str, n: int) -> None:
-    async with session.post(f"{base}/v1/continuations", json={"payload": PAYLOAD}) as response:
+async def lifecycle(
+    session: aiohttp.ClientSession, base: str, n: int, bearer: str | None = None
+) -> None:
+    identity = {} if bearer is None else {"authorization": f"Bearer {bearer}"}
+    async with session.post(
+        f"{base}/v1/continuations", json={"payload": PAYLOAD}, headers=identity
+    ) as response:
         if response.status != 201:
             msg = f"create: {response.status} {await response.text()}"
             raise RuntimeError(msg)
         created = await response.json()
     continuation_id = created["continuation"]["continuationId"]
-    headers = {
-        "authorization": f"PauseMesh {created['resumeToken']}",
-        "idempotency-key": f"bench-{n}",
-    }
+    token = created["resumeToken"]
+    headers = {"idempotency-key": f"bench-{n}"}
+    if bearer is None:
+        headers["authorization"] = f"PauseMesh {token}"
+    else:
+        # Authorization carries the caller's identity; the resume token has its own header.
+        headers.update(identity, **{"pausemesh-token": token})
     async with session.post(
         f"{base}/v1/continuations/{continuation_id}/resume",
         json={"payload": {"flight": "PM101"}},
@@ -74,7 +92,7 @@ async def lifecycle(session: aiohttp.ClientSession, base: str, n: int) -> None:
 
 
 async def drive(
-    base: str, seconds: float, concurrency: int, pid: int | None
+    base: str, seconds: float, concurrency: int, pid: int | None, bearer: str | None = None
 ) -> tuple[int, list[float], float, float, float]:
     """Run lifecycles for ``seconds``: (count, latencies, wall s, server CPU s, client CPU s)."""
     connector = aiohttp.TCPConnector(limit=concurrency)
@@ -88,7 +106,7 @@ async def drive(
             while time.perf_counter() < deadline:
                 counter += 1
                 start = time.perf_counter()
-                await lifecycle(session, base, counter)
+                await lifecycle(session, base, counter, bearer)
                 latencies.append(time.perf_counter() - start)
 
         cpu_before = cpu_seconds(pid) if pid else 0.0
@@ -115,7 +133,16 @@ def main() -> None:
     parser.add_argument(
         "--log-level", default="info", help="the server's log level (info logs each transition)"
     )
+    parser.add_argument(
+        "--jwt", action="store_true", help="also measure with JWT bearer identity on (ratio)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="--jwt: alternating rounds per configuration"
+    )
     args = parser.parse_args()
+    if args.jwt:
+        compare_jwt(args)
+        return
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         database = Path(tmp) / "bench.db"
@@ -148,6 +175,81 @@ def main() -> None:
     print(f"  ({os.cpu_count()} cores, load average {load:.1f} at the end)")
     for name, value in rows:
         print(f"  {name:<{width}}  {value:>12}")
+
+
+async def check_costs(jwks_uri: str, key: SigningKey, count: int = 300) -> tuple[float, float]:
+    """In-process: µs per request for a full JWT check (a token seen for the first time) and
+    for a remembered one (the same token again, as a client sends it until it expires)."""
+    auth = bearer_auth(load_settings(environ=jwt_env(jwks_uri), env_file=None))
+    if auth is None:
+        msg = "the JWT settings configure no resolver"
+        raise RuntimeError(msg)
+    tokens = [f"Bearer {key.token(f'user-{n}', lifetime=3600)}" for n in range(count)]
+    await auth.identify(tokens[0])  # the JWKS is read once
+    started = time.perf_counter()
+    for token in tokens:
+        await auth.identify(token)
+    full = (time.perf_counter() - started) / count
+    started = time.perf_counter()
+    for _ in range(count):
+        await auth.identify(tokens[0])
+    remembered = (time.perf_counter() - started) / count
+    return 1e6 * full, 1e6 * remembered
+
+
+def compare_jwt(args: argparse.Namespace) -> None:
+    """Auth off against JWT auth on: two servers, measured in alternating rounds."""
+    key = SigningKey.rsa("bench")
+    token = key.token("bench-client", lifetime=3600)
+    totals = {"off": [0, 0.0, 0.0], "jwt": [0, 0.0, 0.0]}  # lifecycles, wall s, server CPU s
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        jwks = Path(tmp) / "jwks.json"
+        write_jwks(jwks, key)
+        common = ["serve", "--log-level", args.log_level]
+        off = ServerProcess([*common, "--database-path", str(Path(tmp) / "off.db")])
+        jwt = ServerProcess(
+            [*common, "--database-path", str(Path(tmp) / "jwt.db")], env=jwt_env(jwks.as_uri())
+        )
+        with off, jwt:
+            bearers = {"off": None, "jwt": token}
+            servers = {"off": off, "jwt": jwt}
+            for name, server in servers.items():
+                uvloop.run(
+                    drive(server.base_url, args.warmup, args.concurrency, None, bearers[name])
+                )
+            for _ in range(args.rounds):
+                for name, server in servers.items():
+                    count, _, wall, cpu, _ = uvloop.run(
+                        drive(
+                            server.base_url,
+                            args.seconds,
+                            args.concurrency,
+                            server.pid,
+                            bearers[name],
+                        )
+                    )
+                    totals[name][0] += count
+                    totals[name][1] += wall
+                    totals[name][2] += cpu
+        full_us, remembered_us = asyncio.run(check_costs(jwks.as_uri(), key))
+    rates = {name: count / wall for name, (count, wall, _) in totals.items()}
+    per_core = {name: count / cpu for name, (count, _, cpu) in totals.items() if cpu}
+    load = os.getloadavg()[0]
+    print(
+        f"bench/http.py --jwt: create+resume over HTTP, {args.rounds} alternating rounds of"
+        f" {args.seconds:.0f}s each"
+    )
+    print(f"  ({os.cpu_count()} cores, load average {load:.1f} at the end)")
+    print(f"  lifecycles/s, auth off          {rates['off']:>10,.0f}")
+    print(f"  lifecycles/s, JWT (RS256) on    {rates['jwt']:>10,.0f}")
+    print(f"  JWT on / auth off               {rates['jwt'] / rates['off']:>10.2f}  (goal >= 0.9)")
+    if len(per_core) == 2:
+        ratio = per_core["jwt"] / per_core["off"]
+        print(f"  per server core, JWT / off      {ratio:>10.2f}")
+    print(
+        f"  JWT check, first sight (us)     {full_us:>10.0f}  (header, key, RS256 verify, claims)"
+    )
+    print(f"  JWT check, remembered (us)      {remembered_us:>10.0f}  (same token again)")
 
 
 if __name__ == "__main__":

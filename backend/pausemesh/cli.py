@@ -15,6 +15,7 @@ from typing import Any
 
 from pausemesh import __version__
 from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
+from pausemesh.cli_keys import add_keys_arguments, run_keys
 from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
@@ -115,10 +116,12 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
             resolver = import_resolver(settings.principal_resolver)
         except (ImportError, ValueError, TypeError) as error:
             raise CliError(str(error)) from None
-    if resolver is None and not is_loopback_host(settings.host) and not settings.insecure_no_auth:
+    authenticated = resolver is not None or settings.uses_bearer_auth
+    if not authenticated and not is_loopback_host(settings.host) and not settings.insecure_no_auth:
         raise CliError(
             f"refusing to bind {settings.host}: without a principal resolver anyone who can"
-            " reach it could create and cancel continuations. Bind 127.0.0.1, pass"
+            " reach it could create and cancel continuations. Bind 127.0.0.1, configure"
+            " PAUSEMESH_AUTH_JWKS_URL or PAUSEMESH_AUTH_API_KEYS_FILE, pass"
             " --principal-resolver, or --insecure-no-auth if you really mean it."
         )
     # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
@@ -304,6 +307,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
     ),
     "gateway": ("serve the continuity gateway (pin, retire)", add_gateway_arguments, run_gateway),
     "ops": ("inspect and resolve the gateway's operations", add_ops_arguments, run_ops),
+    "keys": (
+        "create, list and revoke API keys (PAUSEMESH_AUTH_API_KEYS_FILE)",
+        add_keys_arguments,
+        run_keys,
+    ),
     "purge": (
         "erase conversations idle longer than --older-than DAYS (retention)",
         _add_purge_arguments,

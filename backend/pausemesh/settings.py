@@ -19,12 +19,14 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 from dotenv import dotenv_values
 from msgspec import Meta
 
 from pausemesh.core.errors import SettingsError
+from pausemesh.core.hosts import is_loopback_host
 
 __all__ = (
     "ENV_PREFIX",
@@ -127,6 +129,32 @@ class Settings:
     ) = None
     # A run lease's TTL: how long a thread stays busy after its process died unseen.
     lease_seconds: Annotated[float, Meta(ge=1.0, le=300.0)] = 5.0
+    # Built-in bearer identity (pausemesh.credentials): JWT access tokens checked against a
+    # JWKS, and/or API keys whose hashes live in a file. Both exclusive with principal_resolver.
+    auth_jwks_url: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^(https://|file://|http://)\S+$",
+                description="an https:// or file:// URL (http:// only for a loopback host)",
+            ),
+        ]
+        | None
+    ) = None
+    auth_issuer: Annotated[str, _TEXT] | None = None
+    auth_audience: Annotated[str, _TEXT] | None = None
+    auth_principal_claim: Annotated[str, _TEXT] = "sub"
+    # A claim holding the caller's roles (a list or a space-separated string); a dotted path
+    # (``realm_access.roles``) reaches into nested claims.
+    auth_roles_claim: Annotated[str, _TEXT] | None = None
+    # Clock skew tolerated on exp/nbf.
+    auth_leeway_seconds: Annotated[int, Meta(ge=0, le=300)] = 30
+    # An unknown kid refetches the JWKS at most this often (a flood of forged kids costs the
+    # identity provider nothing); a cached JWKS older than auth_jwks_cache_seconds is refetched.
+    auth_jwks_refresh_seconds: Annotated[float, Meta(ge=0.0, le=3600.0)] = 30.0
+    auth_jwks_cache_seconds: Annotated[float, Meta(ge=1.0, le=86_400.0)] = 3600.0
+    # The API key file ``pausemesh keys create`` writes (only key hashes in it).
+    auth_api_keys_file: Annotated[str, _TEXT] | None = None
     # ``pausemesh demo`` only: the demo airline's booking file (default: airline.db in the data
     # directory; replicas share one) and its simulated network latency.
     demo_airline_path: Annotated[str, _TEXT] | None = None
@@ -164,6 +192,11 @@ class Settings:
     @property
     def uses_postgres(self) -> bool:
         return self.database_url is not None
+
+    @property
+    def uses_bearer_auth(self) -> bool:
+        """A built-in bearer resolver is configured (JWT, API keys or both)."""
+        return self.auth_jwks_url is not None or self.auth_api_keys_file is not None
 
     @property
     def allowed_origins(self) -> tuple[str, ...]:
@@ -349,7 +382,32 @@ def load_settings(
             "PAUSEMESH_SECRET_KEY (or PAUSEMESH_SECRET_KEY_FILE) is required with"
             " PAUSEMESH_DATABASE_URL: every replica must share one server key"
         )
+    _check_auth(settings)
     return settings
+
+
+def _check_auth(settings: Settings) -> None:
+    """The built-in resolvers' settings agree with each other (checked once, at start)."""
+    if settings.uses_bearer_auth and settings.principal_resolver is not None:
+        raise SettingsError(
+            "PAUSEMESH_PRINCIPAL_RESOLVER and PAUSEMESH_AUTH_JWKS_URL/PAUSEMESH_AUTH_API_KEYS_FILE"
+            " are exclusive: choose the custom resolver or the built-in bearer one"
+        )
+    url = settings.auth_jwks_url
+    if url is None:
+        return
+    if settings.auth_issuer is None or settings.auth_audience is None:
+        # Without both, a token the same identity provider issued for another app would pass.
+        raise SettingsError(
+            "PAUSEMESH_AUTH_ISSUER and PAUSEMESH_AUTH_AUDIENCE are required with"
+            " PAUSEMESH_AUTH_JWKS_URL"
+        )
+    if url.startswith("http://"):
+        host = urlsplit(url).hostname or ""
+        if not is_loopback_host(host):
+            raise SettingsError(
+                "PAUSEMESH_AUTH_JWKS_URL must be https:// (http:// only for a loopback host)"
+            )
 
 
 def with_overrides(settings: Settings, **changes: Any) -> Settings:

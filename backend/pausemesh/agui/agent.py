@@ -124,6 +124,8 @@ class RunContext:
     state: Any
     # Who is asking (None on a server without a principal resolver).
     principal: str | None
+    # The principal's roles, as its identity provider (JWT roles claim) or API key gave them.
+    roles: frozenset[str] = frozenset()
     # Answers to the previous run's interrupts, keyed by interrupt id; empty on a plain run.
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     operations: Operations | None = None

@@ -233,12 +233,23 @@ class OutcomeUnknownError(PauseMeshError):
 
 
 class UnauthenticatedError(PauseMeshError):
-    """The host's principal resolver returned no principal (or raised)."""
+    """The principal resolver named nobody: no credential, or one that did not verify.
+
+    ``challenge`` is the ``WWW-Authenticate`` value to answer with (RFC 9110 §11.6.1); the
+    built-in bearer resolvers set ``Bearer ...``, a host resolver leaves the default.
+    """
 
     default_code = "UNAUTHENTICATED"
 
-    def __init__(self) -> None:
-        super().__init__("Authentication is required")
+    def __init__(
+        self, message: str = "Authentication is required", *, challenge: str | None = None
+    ) -> None:
+        super().__init__(message, challenge=challenge)
+
+    @property
+    def challenge(self) -> str | None:
+        value = self.details.get("challenge")
+        return value if isinstance(value, str) else None
 
 
 class PayloadTooLargeError(PauseMeshError):

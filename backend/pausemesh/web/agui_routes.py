@@ -28,6 +28,7 @@ from pausemesh.agui.conversations import (
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, replay_cursor
+from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
@@ -36,6 +37,7 @@ __all__ = ("AguiController", "agui_dependencies")
 # Dependencies provided by the plugin (``agui_dependencies`` and its ``principal``).
 Host = NamedDependency[RunHost]
 Principal = NamedDependency[str | None]
+Caller = NamedDependency[PauseMeshCaller]
 Threads = NamedDependency[Conversations]
 
 
@@ -58,12 +60,11 @@ class AguiController(Controller):
         media_type="text/event-stream",
         responses=problem_responses(400, 401, 404, 413),
     )
-    async def run(
-        self, request: Request[Any, Any, Any], agui_host: Host, principal: Principal
-    ) -> Stream:
+    async def run(self, request: Request[Any, Any, Any], agui_host: Host, caller: Caller) -> Stream:
         run_input = await _run_input(request)
-        await agui_host.check_access(run_input.thread_id, principal)
-        return _sse(agui_host.run(run_input, principal))
+        await agui_host.check_access(run_input.thread_id, caller.principal)
+        # The roles travel to the agent (``ctx.roles``) beside the principal.
+        return _sse(agui_host.run(run_input, caller.principal, roles=caller.roles))
 
     @post(
         "/connect",

@@ -37,7 +37,7 @@ from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLar
 from pausemesh.core.identity import Identity
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
-from pausemesh.web.auth import resolve_principal
+from pausemesh.web.auth import configured_resolver, resolve_identity
 from pausemesh.web.browser import browser_refusal
 from pausemesh.web.problems import problem_for
 from pausemesh.web.served_agent import served_agent
@@ -69,7 +69,7 @@ class StarletteAgui:
         # A pydantic-ai Agent or a LangGraph graph is adapted here, as by the plugin.
         self.agent = served_agent(agent, self.settings)
         self.storage = storage
-        self.principal_resolver = principal_resolver
+        self.principal_resolver = configured_resolver(principal_resolver, self.settings)
         self.sweeper = sweeper
         self.send_timeout = send_timeout
         self._host: RunHost | None = None
@@ -129,9 +129,11 @@ class StarletteAgui:
     async def _run(self, request: Request) -> Response:
         host = self.host
         run_input = await self._input(request)
-        principal = await self._principal(request)
+        identity = await resolve_identity(self.principal_resolver, request)
+        principal = None if identity is None else identity.principal
+        roles = frozenset[str]() if identity is None else identity.roles
         await host.check_access(run_input.thread_id, principal)
-        return self._stream(host.run(run_input, principal))
+        return self._stream(host.run(run_input, principal, roles=roles))
 
     async def _connect(self, request: Request) -> Response:
         host = self.host
@@ -173,7 +175,8 @@ class StarletteAgui:
         return read_run_input(bytes(body))
 
     async def _principal(self, request: Request) -> str | None:
-        return await resolve_principal(self.principal_resolver, request)
+        identity = await resolve_identity(self.principal_resolver, request)
+        return None if identity is None else identity.principal
 
     def _guard(
         self, endpoint: Callable[[Request], Awaitable[Response]]

@@ -17,10 +17,18 @@ from typing import Any, TypeVar
 
 from litestar import Request
 
-from pausemesh.core.errors import UnauthenticatedError
+from pausemesh.core.errors import SettingsError, UnauthenticatedError
 from pausemesh.core.identity import Identity
+from pausemesh.credentials.bearer import bearer_auth
+from pausemesh.settings import Settings
 
-__all__ = ("PrincipalResolver", "import_resolver", "resolve_identity", "resolve_principal")
+__all__ = (
+    "PrincipalResolver",
+    "configured_resolver",
+    "import_resolver",
+    "resolve_identity",
+    "resolve_principal",
+)
 
 PrincipalResolver = Callable[[Request[Any, Any, Any]], Awaitable[str | Identity | None]]
 
@@ -61,6 +69,23 @@ async def resolve_principal(
     """The caller's principal id (``resolve_identity`` without the roles)."""
     identity = await resolve_identity(resolver, request)
     return None if identity is None else identity.principal
+
+
+def configured_resolver(
+    resolver: Callable[[RequestT], Awaitable[str | Identity | None]] | None, settings: Settings
+) -> Callable[[RequestT], Awaitable[str | Identity | None]] | None:
+    """The resolver a binding uses: the host's, or the built-in bearer one the settings
+    configure (``PAUSEMESH_AUTH_*``); both at once is a configuration error."""
+    builtin = bearer_auth(settings)
+    if builtin is None:
+        return resolver
+    if resolver is not None:
+        msg = (
+            "a principal resolver was passed and PAUSEMESH_AUTH_* settings configure the"
+            " built-in bearer resolver: choose one"
+        )
+        raise SettingsError(msg)
+    return builtin
 
 
 def import_resolver(spec: str) -> PrincipalResolver:

@@ -20,7 +20,10 @@ class PauseMeshConfig:
     storage: Storage | None = None
     """Stores the host already opened; the plugin then neither opens nor closes them."""
     principal_resolver: PrincipalResolver | None = None
-    """Async ``(request) -> principal | None``; ``None`` or an exception is a 401."""
+    """Async ``(request) -> principal | Identity | None``; ``None`` or an exception is a 401.
+    Without one, ``PAUSEMESH_AUTH_*`` settings may choose the built-in bearer resolver (JWT,
+    API keys; ``pausemesh.credentials``); a resolver here and those settings together are
+    refused."""
     path: str = "/"
     """Prefix for every PauseMesh route (``/v1/continuations``, ``/healthz`` ...)."""
     agent: Any | None = None

@@ -57,8 +57,17 @@ Caller = NamedDependency[PauseMeshCaller]
 # Bodies arrive as parsed JSON (``StrictBody``) and are converted strictly by ``strict_body``.
 
 
-def _resume_token(authorization: str | None, continuation_id: str) -> str:
-    """``authorization: PauseMesh <token>``; anything else is a 401 that echoes nothing."""
+def _resume_token(
+    pausemesh_token: str | None, authorization: str | None, continuation_id: str
+) -> str:
+    """``PauseMesh-Token: <token>`` (needed when ``Authorization`` carries the caller's bearer
+    identity), else ``Authorization: PauseMesh <token>``; anything else is a 401 that echoes
+    nothing."""
+    if pausemesh_token is not None:
+        token = pausemesh_token.strip()
+        if not token or any(c.isspace() for c in token):
+            raise TokenMismatchError(continuation_id)
+        return token
     match = _AUTH_RE.match(authorization or "")
     if match is None:
         raise TokenMismatchError(continuation_id)
@@ -126,14 +135,17 @@ class ContinuationController(Controller):
         status_code=200,
         summary="Resume exactly once",
         description=(
-            "Needs `authorization: PauseMesh <token>` and an `idempotency-key` header. An exact"
-            " retry (same key, canonically equal payload) returns the identical stored body."
+            "Needs the resume token (`PauseMesh-Token: <token>`, or `Authorization: PauseMesh"
+            " <token>` when `Authorization` does not carry the caller's bearer identity) and an"
+            " `idempotency-key` header. An exact retry (same key, canonically equal payload)"
+            " returns the identical stored body."
         ),
         security=[{"pausemeshResumeToken": []}],
         responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
     )
     async def resume(
         self,
+        *,
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[ResumeBody]],
         idempotency_key: IdempotencyKey,
@@ -141,11 +153,15 @@ class ContinuationController(Controller):
             str | None,
             HeaderParameter(name="authorization", required=False, include_in_schema=False),
         ],
+        pausemesh_token: Annotated[
+            str | None,
+            HeaderParameter(name="pausemesh-token", required=False, include_in_schema=False),
+        ],
         caller: Caller,
     ) -> ContinuationBody:
         body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
-        token = _resume_token(authorization, continuation_id)
+        token = _resume_token(pausemesh_token, authorization, continuation_id)
         continuation = await caller.service.resume(
             continuation_id=continuation_id,
             resume_token=token,

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from litestar import Litestar, asgi
+from litestar import Litestar, Request, Response, asgi, get
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
@@ -31,6 +31,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 
+from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.hosts import is_loopback_host
 from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.tokens import KeyedTokenIssuer
@@ -38,7 +39,12 @@ from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, send_parse_error, send_problem
+from pausemesh.web.protocol_mount import (
+    ProtocolMount,
+    request_origin,
+    send_parse_error,
+    send_problem,
+)
 
 __all__ = (
     "McpPlugin",
@@ -47,6 +53,8 @@ __all__ = (
     "quietly_build_server",
     "transport_security",
 )
+
+_METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 # The SDK's envelope expiry is only an outer bound: each pause state carries its
 # continuation's own deadline, checked by the tool (pausemesh.mcp.state).
@@ -180,6 +188,51 @@ class McpPlugin(ProtocolMount):
 
         return mcp_endpoint
 
+    def unauthenticated(self, scope: Scope, error: UnauthenticatedError) -> UnauthenticatedError:
+        """With JWT auth on, the challenge names this resource's metadata (MCP authorization,
+        RFC 9728 §5.1), so a client can find the authorization server to get a token from."""
+        challenge = error.challenge
+        if not self._publishes_metadata() or challenge is None:
+            return error
+        url = f"{request_origin(scope)}{_METADATA_PATH}{self.path}"
+        return UnauthenticatedError(
+            error.message, challenge=f'{challenge}, resource_metadata="{url}"'
+        )
+
+    def _publishes_metadata(self) -> bool:
+        settings = self.pausemesh.config.settings
+        return settings.auth_jwks_url is not None and settings.auth_issuer is not None
+
+    def metadata_handlers(self) -> list[Any]:
+        """``GET /.well-known/oauth-protected-resource/mcp`` (RFC 9728 §3.1: the well-known
+        string goes between the host and the resource's path) and the root variant, which
+        clients fall back to and which describes the whole server."""
+        plugin = self
+
+        def document(resource: str) -> Response[dict[str, Any]]:
+            issuer = plugin.pausemesh.config.settings.auth_issuer
+            body = {
+                "resource": resource,
+                "authorization_servers": [issuer],
+                "bearer_methods_supported": ["header"],
+                "resource_name": "PauseMesh",
+            }
+            return Response(body, headers={"cache-control": "public, max-age=3600"})
+
+        @get(f"{_METADATA_PATH}{plugin.path}", include_in_schema=False)
+        async def mcp_resource_metadata(
+            request: Request[Any, Any, Any],
+        ) -> Response[dict[str, Any]]:
+            return document(request_origin(request.scope) + plugin.path)
+
+        @get(_METADATA_PATH, include_in_schema=False)
+        async def server_resource_metadata(
+            request: Request[Any, Any, Any],
+        ) -> Response[dict[str, Any]]:
+            return document(request_origin(request.scope))
+
+        return [mcp_resource_metadata, server_resource_metadata]
+
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
         # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).
         await send_parse_error(send, 400, detail)
@@ -189,6 +242,8 @@ class McpPlugin(ProtocolMount):
         for register in self._registrars:
             app_config.route_handlers.extend(register(self.server, self.pauses, pausemesh) or ())
         app_config.route_handlers.append(self.route_handler())
+        if self._publishes_metadata():
+            app_config.route_handlers.extend(self.metadata_handlers())
         # After PauseMeshPlugin's lifespan (registered first), so the runtime is up.
         app_config.lifespan.append(self.lifespan)
         return app_config

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from litestar import Litestar, Request, Router
@@ -29,7 +30,7 @@ from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
-from pausemesh.web.auth import resolve_identity, resolve_principal
+from pausemesh.web.auth import configured_resolver, resolve_identity, resolve_principal
 from pausemesh.web.browser import BrowserGuard, cors_config
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
@@ -54,9 +55,12 @@ _NOT_STARTED = (
 
 _RESUME_TOKEN_SCHEME = SecurityScheme(
     type="apiKey",
-    name="Authorization",
+    name="PauseMesh-Token",
     security_scheme_in="header",
-    description="`PauseMesh <resume token>`, the token returned once by create.",
+    description=(
+        "The resume token returned once by create. Without bearer identity it may also be"
+        " sent as `Authorization: PauseMesh <token>`."
+    ),
 )
 
 
@@ -64,7 +68,11 @@ class PauseMeshPlugin(InitPlugin):
     __slots__ = ("_runtime", "config")
 
     def __init__(self, config: PauseMeshConfig | None = None) -> None:
-        self.config = config or PauseMeshConfig()
+        config = config or PauseMeshConfig()
+        # The host's resolver, or the bearer one PAUSEMESH_AUTH_* configure: every route and
+        # mount reads ``config.principal_resolver``, so this is the one place it is chosen.
+        resolver = configured_resolver(config.principal_resolver, config.settings)
+        self.config = replace(config, principal_resolver=resolver)
         self._runtime: Runtime | None = None
 
     @property

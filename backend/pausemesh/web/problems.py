@@ -137,7 +137,12 @@ def status_for(error: PauseMeshError) -> int:
 
 
 def encode_problem(
-    status: int, code: str, detail: str, *, errors: list[dict[str, str]] | None = None
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
+    challenge: str | None = None,
 ) -> EncodedProblem:
     """The one problem-body encoder; every binding sends what it returns unchanged."""
     body = _encoder.encode(
@@ -152,7 +157,8 @@ def encode_problem(
     )
     headers = {"content-type": PROBLEM_MEDIA_TYPE}
     if status == 401:
-        headers["www-authenticate"] = "PauseMesh"
+        # A resume token is a ``PauseMesh`` credential; the bearer resolvers name their own.
+        headers["www-authenticate"] = challenge or "PauseMesh"
     return EncodedProblem(status, body, headers)
 
 
@@ -179,7 +185,8 @@ def problem_for(error: PauseMeshError) -> EncodedProblem:
     field = error.details.get("field")
     if isinstance(field, str):
         errors = [{"field": field}]
-    return encode_problem(status, error.code, error.message, errors=errors)
+    challenge = error.challenge if isinstance(error, UnauthenticatedError) else None
+    return encode_problem(status, error.code, error.message, errors=errors, challenge=challenge)
 
 
 def _response(problem: EncodedProblem) -> Response[bytes]:

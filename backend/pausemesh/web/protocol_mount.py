@@ -10,6 +10,7 @@ runs gets an RFC 9457 problem body (``send_problem``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -37,10 +38,27 @@ __all__ = (
     "PRINCIPAL_SCOPE_KEY",
     "ProtocolMount",
     "principal_in_scope",
+    "request_origin",
     "send_json",
     "send_parse_error",
     "send_problem",
 )
+
+
+_HOST_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
+
+
+def request_origin(scope: Scope) -> str:
+    """``scheme://host[:port]`` as the client addressed this server (its ``Host`` header)."""
+    host = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), "")
+    if not _HOST_RE.match(host):
+        # Absent, or not a host[:port] (it ends up quoted in a header and in JSON).
+        server = scope.get("server") or ("localhost", None)
+        host = server[0] if server[1] is None else f"{server[0]}:{server[1]}"
+    scheme = {"ws": "http", "wss": "https"}.get(
+        scope.get("scheme", "http"), scope.get("scheme", "http")
+    )
+    return f"{scheme}://{host}"
 
 
 async def send_json(send: Send, status: int, payload: bytes, media_type: str) -> None:
@@ -110,11 +128,15 @@ class ProtocolMount(InitPlugin):
         request: Request[Any, Any, Any] = Request(scope, receive)
         try:
             principal = await resolve_principal(self.pausemesh.config.principal_resolver, request)
-        except UnauthenticatedError:
-            await send_problem(send, 401, "UNAUTHENTICATED", "Authentication is required")
+        except UnauthenticatedError as error:
+            await send_encoded(send, problem_for(self.unauthenticated(scope, error)))
             return False
         scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
         return True
+
+    def unauthenticated(self, scope: Scope, error: UnauthenticatedError) -> UnauthenticatedError:  # noqa: ARG002 - the MCP mount reads the scope
+        """The 401 to answer (the MCP mount adds its ``resource_metadata`` to the challenge)."""
+        return error
 
     async def read_json_body(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Read a request's body within the payload limit and check it is JSON text.

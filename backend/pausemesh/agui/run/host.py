@@ -143,9 +143,16 @@ class RunHost:
     # -- runs -----------------------------------------------------------------------------
 
     async def run(
-        self, run_input: RunAgentInput, principal: str | None
+        self,
+        run_input: RunAgentInput,
+        principal: str | None,
+        *,
+        roles: frozenset[str] = frozenset(),
     ) -> AsyncGenerator[bytes, None]:
-        """SSE frames for one run of the agent on ``run_input.thread_id``."""
+        """SSE frames for one run of the agent on ``run_input.thread_id``.
+
+        ``roles``: what the resolver said the principal holds; the agent sees them as
+        ``ctx.roles`` (the thread itself belongs to the principal alone)."""
         thread_id = run_input.thread_id
         lease_id = self.leases.new_lease_id()
         now = self.clock.now()
@@ -164,7 +171,7 @@ class RunHost:
             yield encode_frame(AguiRunError.from_error(error).to_event())
             return
         self.leases.hold(thread_id, lease_id)
-        run = LeasedRun(self, record, run_input, principal, lease_id)
+        run = LeasedRun(self, record, run_input, principal, lease_id, roles=roles)
         try:
             # aclosing: a client that goes away closes the inner generators now, not at GC.
             async with contextlib.aclosing(run.frames()) as frames:

@@ -55,11 +55,14 @@ class LeasedRun:
         run_input: RunAgentInput,
         principal: str | None,
         lease_id: str,
+        *,
+        roles: frozenset[str] = frozenset(),
     ) -> None:
         self.host = host
         self.record = record
         self.input = run_input
         self.principal = principal
+        self.roles = roles
         self.lease_id = lease_id
         self.thread_id = run_input.thread_id
         self.run_id = run_input.run_id
@@ -161,6 +164,7 @@ class LeasedRun:
             messages=to_messages(transcript.messages),
             state=msgspec.json.decode(msgspec.json.encode(transcript.state)),
             principal=self.principal,
+            roles=self.roles,
             decisions=decisions,
             operations=None
             if host.operations is None
