@@ -134,3 +134,16 @@ async def test_the_official_a2a_client_with_a_token_owns_its_task(server: Server
     async with a2a_as(server, "bob") as bob:
         with pytest.raises(A2AError):
             await bob.get_task(GetTaskRequest(id=task.id))
+
+
+def test_a2a_discovery_is_public_so_a_webhook_can_verify_a_push_without_a_token(
+    server: ServerProcess,
+) -> None:
+    card = httpx.get(server.url("/a2a/.well-known/agent-card.json"), timeout=10)
+    assert card.status_code == 200
+    assert card.json()["name"]
+    keys = httpx.get(server.url("/a2a/.well-known/jwks.json"), timeout=10)
+    assert keys.status_code == 200
+    assert [key["kty"] for key in keys.json()["keys"]] == ["EC"]
+    # Only the discovery documents: the same mount's work still needs a caller.
+    challenge_of(httpx.get(server.url("/a2a/rest/tasks/some-task"), timeout=10))

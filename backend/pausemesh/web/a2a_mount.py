@@ -96,6 +96,7 @@ _INTERRUPTED_TASK_TIMEOUT = 1.0
 
 ExecutorFactory = Callable[[PauseMeshPlugin], AgentExecutor]
 JWKS_PATH = "/.well-known/jwks.json"
+PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json", JWKS_PATH})
 # The agent card names the JWKS in this (optional) extension: A2A 1.0 has no card field for it.
 PUSH_JWKS_EXTENSION = "https://pausemesh.dev/a2a/extensions/push-jwks/v1"
 
@@ -362,14 +363,17 @@ class A2APlugin(ProtocolMount):
             if app is None:
                 await send_problem(send, 503, "NOT_STARTED", "the A2A endpoint has not started")
                 return
-            if not await plugin.admit(scope, receive, send):
-                return
             # Litestar hands a mount the remaining path with a trailing slash added; give the
             # SDK's Starlette routes the exact sub-path of the request instead.
             full = unquote(scope["raw_path"].decode("latin-1"))
             prefix = scope.get("root_path", "") + plugin.path
             scope["path"] = full[len(prefix) :] if full.startswith(prefix) else scope["path"]
             scope["root_path"] = prefix
+            # Discovery is public (the A2A card, the push-signing keys a webhook verifies with);
+            # everything else needs a caller.
+            public = scope["method"] in {"GET", "HEAD"} and scope["path"] in PUBLIC_PATHS
+            if not public and not await plugin.admit(scope, receive, send):
+                return
             checked = await plugin.read_json_body(scope, receive, send)
             if checked is None:
                 return
