@@ -83,6 +83,7 @@ from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
+    call_span,
     send_json,
     send_parse_error,
     send_problem,
@@ -373,7 +374,8 @@ class A2APlugin(ProtocolMount):
             checked = await plugin.read_json_body(scope, receive, send)
             if checked is None:
                 return
-            await app(scope, checked, send)  # type: ignore[arg-type]
+            with call_span("a2a.call", scope):
+                await app(scope, checked, send)  # type: ignore[arg-type]
 
         return a2a_endpoint
 

@@ -27,7 +27,7 @@ from pausemesh.agui.conversations import (
 )
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
-from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, replay_cursor
+from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
@@ -63,7 +63,7 @@ class AguiController(Controller):
     ) -> Stream:
         run_input = await _run_input(request)
         await agui_host.check_access(run_input.thread_id, principal)
-        return _sse(agui_host.run(run_input, principal))
+        return _sse(counted_stream(agui_host.run(run_input, principal), "run"))
 
     @post(
         "/connect",
@@ -76,7 +76,7 @@ class AguiController(Controller):
         self, request: Request[Any, Any, Any], agui_host: Host, principal: Principal
     ) -> Stream:
         run_input = await _run_input(request)
-        return _sse(agui_host.connect(run_input, principal))
+        return _sse(counted_stream(agui_host.connect(run_input, principal), "connect"))
 
     @get(
         "/threads",
@@ -151,7 +151,7 @@ class AguiController(Controller):
         check_thread_id(thread_id)
         cursor = replay_cursor(last_event_id, after)
         await agui_host.load(thread_id, principal)
-        return _sse(agui_host.tail(thread_id, after_sequence=cursor))
+        return _sse(counted_stream(agui_host.tail(thread_id, after_sequence=cursor), "tail"))
 
 
 def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Provide]:
