@@ -16,12 +16,12 @@ To count something new, add a ``MetricSpec`` to ``METRICS`` and call ``count``/`
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Protocol
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -273,23 +273,42 @@ def tracer() -> trace.Tracer:
     return _tracer
 
 
-@contextmanager
-def span(name: str, **attributes: AttributeValue | None) -> Iterator[Span]:
-    """A span around a step. ``None`` attributes are left out; an error's ``code`` is recorded.
+class span:  # noqa: N801 - used like a function: ``with span("name", key=value):``
+    """A span around a step, current while it runs. ``None`` attributes are left out; an
+    error's ``code`` is recorded, its text never is.
 
     Attribute names are written with ``_`` and become ``pausemesh.<name>`` (ids, versions,
-    codes, sizes only: callers never pass tokens, hashes, payloads or message text).
+    codes, sizes only: callers never pass tokens, hashes, payloads or message text). A plain
+    class rather than ``contextlib.contextmanager``: this runs on every request and commit.
     """
-    attrs = {f"pausemesh.{k}": v for k, v in attributes.items() if v is not None}
-    with _tracer.start_as_current_span(
-        name, attributes=attrs, record_exception=False, set_status_on_exception=False
-    ) as current:
-        try:
-            yield current
-        except Exception as error:
+
+    __slots__ = ("_attributes", "_name", "_span", "_token")
+
+    def __init__(self, name: str, **attributes: AttributeValue | None) -> None:
+        self._name = name
+        self._attributes = {f"pausemesh.{k}": v for k, v in attributes.items() if v is not None}
+        self._token: object | None = None
+
+    def __enter__(self) -> Span:
+        self._span = current = _tracer.start_span(self._name, attributes=self._attributes)
+        # Without an SDK the span is the invalid no-op one: nothing to make current.
+        if current.get_span_context().is_valid:
+            self._token = otel_context.attach(trace.set_span_in_context(current))
+        return current
+
+    def __exit__(
+        self,
+        error_type: type[BaseException] | None,
+        error: BaseException | None,
+        _traceback: TracebackType | None,
+    ) -> None:
+        current = self._span
+        if isinstance(error, Exception) and current.is_recording():
             code = getattr(error, "code", None)
             if isinstance(code, str):
                 current.set_attribute("pausemesh.code", code)
             # An exception's text can carry input; only its type is recorded.
             current.set_status(Status(StatusCode.ERROR, type(error).__name__))
-            raise
+        if self._token is not None:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
+        current.end()

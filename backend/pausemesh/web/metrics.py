@@ -38,6 +38,9 @@ class PrometheusMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._collectors: dict[str, Collector] = {}
+        # prometheus_client's labels() validates and locks on every call; a child, once made,
+        # is kept here (label values are bounded, so this stays small).
+        self._children: dict[tuple[str, tuple[str, ...]], Collector] = {}
         for spec in METRICS:
             collector = self._make(spec)
             self._collectors[spec.name] = collector
@@ -53,8 +56,13 @@ class PrometheusMetrics:
         return Histogram(spec.name, spec.help, buckets=spec.buckets, **common)  # type: ignore[arg-type]
 
     def _child(self, spec: MetricSpec, labels: tuple[str, ...]) -> Collector:
-        collector = self._collectors[spec.name]
-        return collector.labels(*labels) if labels else collector
+        key = (spec.name, labels)
+        child = self._children.get(key)
+        if child is None:
+            collector = self._collectors[spec.name]
+            child = collector.labels(*labels) if labels else collector
+            self._children[key] = child
+        return child
 
     def inc(self, spec: MetricSpec, labels: tuple[str, ...], amount: float) -> None:
         child = self._child(spec, labels)

@@ -17,7 +17,8 @@ from typing import Any
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
-from opentelemetry import propagate
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -81,7 +82,7 @@ class TelemetryMiddleware:
             return
         if self.metrics is not None:
             set_metrics(self.metrics)
-        headers = list(scope.get("headers", ()))
+        headers = scope.get("headers", ())
         incoming = _header(headers, REQUEST_ID_HEADER.encode())
         request_id = incoming if incoming and _REQUEST_ID.match(incoming) else uuid.uuid4().hex[:16]
         info = RequestInfo(request_id=request_id)
@@ -91,8 +92,13 @@ class TelemetryMiddleware:
         status = 500
         sent = 0
         started = time.perf_counter()
-        parent = propagate.extract(headers, getter=_GETTER)
-        with tracer().start_as_current_span(
+        # Only a request that carries trace context pays for reading it.
+        parent = (
+            propagate.extract(list(headers), getter=_GETTER)
+            if _header(headers, b"traceparent") is not None
+            else None
+        )
+        current = tracer().start_span(
             f"{method} {route}",
             context=parent,
             kind=SpanKind.SERVER,
@@ -101,31 +107,33 @@ class TelemetryMiddleware:
                 "http.route": route,
                 "pausemesh.request_id": request_id,
             },
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as current:
+        )
+        token = otel_context.attach(trace.set_span_in_context(current, parent))
 
-            async def watch(message: Message) -> None:
-                nonlocal status, sent
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                    message["headers"] = [
-                        *message.get("headers", ()),
-                        (REQUEST_ID_HEADER.encode(), request_id.encode()),
-                    ]
-                elif message["type"] == "http.response.body":
-                    sent += len(message.get("body", b""))
-                await send(message)
+        async def watch(message: Message) -> None:
+            nonlocal status, sent
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", ()),
+                    (REQUEST_ID_HEADER.encode(), request_id.encode()),
+                ]
+            elif message["type"] == "http.response.body":
+                sent += len(message.get("body", b""))
+            await send(message)
 
-            try:
-                await self.app(scope, receive, watch)
-            finally:
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if current.is_recording():
                 current.set_attribute("http.response.status_code", status)
                 current.set_attribute("http.response.body.size", sent)
                 if status >= 500:
                     current.set_status(Status(StatusCode.ERROR))
-                if self.access_log and _access.isEnabledFor(logging.INFO):
-                    _log_access(info, method, route, status, sent, started)
+            current.end()
+            otel_context.detach(token)
+            if self.access_log and _access.isEnabledFor(logging.INFO):
+                _log_access(info, method, route, status, sent, started)
 
 
 def _log_access(  # noqa: PLR0917 - the fields of one access line
