@@ -126,8 +126,9 @@ class TelemetryMiddleware:
             await self.app(scope, receive, watch)
         finally:
             if current.is_recording():
-                current.set_attribute("http.response.status_code", status)
-                current.set_attribute("http.response.body.size", sent)
+                current.set_attributes(
+                    {"http.response.status_code": status, "http.response.body.size": sent}
+                )
                 if status >= 500:
                     current.set_status(Status(StatusCode.ERROR))
             current.end()
