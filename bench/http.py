@@ -13,8 +13,13 @@ Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use, read fr
 access token, verified on each request) and prints its lifecycles/s against auth off. The two
 are measured in alternating rounds (``--rounds``), so background load falls on both alike.
 
+``--observability``: instead, rounds alternate between a server with tracing and metrics on
+(the OpenTelemetry SDK records every span and exports it to nothing, ``PAUSEMESH_METRICS=1``)
+and one with both off, and the ratio on/off is printed (same run, same machine load).
+
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
+       .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
 """
 
 from __future__ import annotations
@@ -53,6 +58,31 @@ PAYLOAD = {
     },
 }
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+# The server of the "on" rounds: the SDK records every span (a batch processor, as in
+# production) and its exporter drops them, so the cost measured is PauseMesh's, not a network's.
+_TRACED = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+class Discard(SpanExporter):
+    def export(self, spans):
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(Discard()))
+trace.set_tracer_provider(provider)
+from pausemesh.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+class TracedServer(ServerProcess):
+    def command(self) -> list[str]:
+        command = super().command()
+        return [sys.executable, "-c", _TRACED, *command[3:]]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -124,6 +154,44 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def observability(args: argparse.Namespace) -> None:
+    """Rounds alternating off/on; the on/off ratio of lifecycles/s over all rounds."""
+    totals = {"off": [0, 0.0, 0.0], "on": [0, 0.0, 0.0]}
+    print("bench/http.py --observability: tracing (SDK, exported to nothing) + metrics on vs off")
+    for round_no in range(1, args.rounds + 1):
+        for mode in ("off", "on"):
+            with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+                server_args = [
+                    "serve",
+                    "--database-path",
+                    str(Path(tmp) / "bench.db"),
+                    "--log-level",
+                    args.log_level,
+                ]
+                env = {"PAUSEMESH_METRICS": "1"} if mode == "on" else {}
+                kind = TracedServer if mode == "on" else ServerProcess
+                with kind(server_args, env=env) as server:
+                    uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
+                    count, latencies, wall, cpu, _ = uvloop.run(
+                        drive(server.base_url, args.seconds, args.concurrency, server.pid)
+                    )
+            totals[mode][0] += count
+            totals[mode][1] += wall
+            totals[mode][2] += cpu
+            print(
+                f"  round {round_no} {mode:>3}: {count / wall:8,.0f} lifecycles/s"
+                f"  p50 {1000 * statistics.median(latencies):6.2f} ms"
+                f"  p99 {1000 * percentile(latencies, 0.99):6.2f} ms"
+                f"  server CPU/lifecycle {1000 * cpu / count:5.2f} ms"
+                f"  (load average {os.getloadavg()[0]:.1f})"
+            )
+    rate = {mode: c / w for mode, (c, w, _) in totals.items()}
+    cost = {mode: cpu / c for mode, (c, _, cpu) in totals.items()}
+    print(f"  on/off lifecycles/s: {rate['on'] / rate['off']:.2f}  (goal >= 0.85)")
+    print(f"  on/off server CPU per lifecycle: {cost['on'] / cost['off']:.2f}")
+    print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -137,11 +205,16 @@ def main() -> None:
         "--jwt", action="store_true", help="also measure with JWT bearer identity on (ratio)"
     )
     parser.add_argument(
-        "--rounds", type=int, default=2, help="--jwt: alternating rounds per configuration"
+        "--observability", action="store_true", help="tracing and metrics on vs off, same run"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="--jwt/--observability: alternating rounds each"
     )
     args = parser.parse_args()
     if args.jwt:
         compare_jwt(args)
+    elif args.observability:
+        observability(args)
         return
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:

@@ -78,29 +78,16 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     return load_settings(env_file=args.env_file, overrides=overrides)
 
 
-class _FieldsFormatter(logging.Formatter):
-    """``time LEVEL logger: message key=value ...``: the observer's fields stay greppable."""
+def _configure_logging(settings: Settings) -> None:
+    """Logs in ``PAUSEMESH_LOG_FORMAT``; traces when the ``OTEL_*`` variables ask for them."""
+    from pausemesh.core.log_format import configure_logging  # noqa: PLC0415 - server commands only
+    from pausemesh.otel import configure_tracing  # noqa: PLC0415
 
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        fields = getattr(record, "pausemesh", None)
-        if isinstance(fields, dict):
-            pairs = (f"{key}={value}" for key, value in fields.items() if key != "name")
-            line = " ".join((line, *pairs))
-        return line
-
-
-def _configure_logging(level: str) -> None:
-    from pausemesh.core.observer import RedactingFilter  # noqa: PLC0415 - logging setup only
-
-    handler = logging.StreamHandler()
-    handler.setFormatter(_FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    # The observer never logs a token or payload; the redactor is a second fence for
-    # whatever else ends up in a log call.
-    handler.addFilter(RedactingFilter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        configure_tracing()
+    except (RuntimeError, ValueError) as error:
+        raise CliError(str(error)) from None
 
 
 def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
@@ -169,7 +156,7 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_serve(args: argparse.Namespace) -> None:
     settings = _settings_from(args)
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     agent = None
     if settings.agent is not None:
         from pausemesh.core.errors import AgentLoadError  # noqa: PLC0415 - keeps --version light
@@ -196,7 +183,7 @@ def _run_demo(args: argparse.Namespace) -> None:
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
 
     settings = _settings_from(args)
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
     plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins()]

@@ -220,7 +220,7 @@ def run_gateway(args: argparse.Namespace) -> None:
     # Imported here: cli imports this module. Its logging goes to stderr (stdout is MCP's).
     from pausemesh.cli import _configure_logging, serve_app  # noqa: PLC0415
 
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     if args.stdio:
         _serve_stdio(args, settings)
         return

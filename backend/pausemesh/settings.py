@@ -39,6 +39,7 @@ __all__ = (
 
 ENV_PREFIX = "PAUSEMESH_"
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+LogFormat = Literal["text", "json"]
 LOG_LEVELS: tuple[str, ...] = typing.get_args(LogLevel)
 MIN_SECRET_KEY_BYTES = 32
 
@@ -91,6 +92,12 @@ class Settings:
     token_ttl_seconds: Annotated[int, Meta(ge=30, le=604_800)] = 900
     max_payload_bytes: Annotated[int, Meta(ge=1_024, le=10_485_760)] = 65_536
     log_level: LogLevel = "info"
+    # ``json``: one JSON object per line (for a log collector); ``text`` for a terminal.
+    log_format: LogFormat = "text"
+    # One line per request on ``pausemesh.access`` (method, route, status, duration, bytes).
+    access_log: bool = True
+    # Serve ``GET /metrics`` (Prometheus text format) beside the probes.
+    metrics: bool = False
     # Where the generated key file lives; defaults to the database file's directory.
     data_dir: str | None = None
     sweep_interval_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0

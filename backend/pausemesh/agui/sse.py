@@ -8,18 +8,22 @@ The web bindings only move these bytes; nothing else in the package writes SSE.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncGenerator
 from typing import Final
 
 import msgspec
 
 from pausemesh.agui.events import Event
 from pausemesh.core.errors import InvalidInputError
+from pausemesh.core.telemetry import SSE_STREAMS_OPEN, gauge_add
 
 __all__ = (
     "KEEPALIVE_FRAME",
     "LINE_SEPARATOR",
     "MEDIA_TYPE",
     "SSE_HEADERS",
+    "counted_stream",
     "encode_frame",
     "replay_cursor",
 )
@@ -65,3 +69,16 @@ def replay_cursor(last_event_id: str | None, after: str | None) -> int:
         msg = "Last-Event-ID / after must be a non-negative integer thread sequence"
         raise InvalidInputError(msg, code="INVALID_CURSOR")
     return int(text)
+
+
+async def counted_stream(
+    frames: AsyncGenerator[bytes, None], route: str
+) -> AsyncGenerator[bytes, None]:
+    """``frames``, counted in ``pausemesh_sse_streams_open{route}`` while the response is open."""
+    gauge_add(SSE_STREAMS_OPEN, 1, route)
+    try:
+        async with contextlib.aclosing(frames) as inner:
+            async for chunk in inner:
+                yield chunk
+    finally:
+        gauge_add(SSE_STREAMS_OPEN, -1, route)

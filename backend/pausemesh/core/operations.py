@@ -46,8 +46,10 @@ from pausemesh.core.errors import (
     InvalidInputError,
     OperationConflictError,
     OutcomeUnknownError,
+    PauseMeshError,
 )
 from pausemesh.core.ports import Clock
+from pausemesh.core.telemetry import OPERATION_DECISIONS, count, span
 from pausemesh.core.validation import check_id, check_payload
 
 __all__ = (
@@ -318,6 +320,30 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
     asked for first (see the module docstring); ``OutcomeUnknownError`` only when the target
     gives no answer, or it never saw the key and the one resend was already used.
     """
+    with span("operation.run_once", domain=domain, tool=tool) as current:
+        try:
+            outcome = await _run_once(
+                ledger, domain, business_key, tool, arguments, action, clock, lookup
+            )
+        except PauseMeshError as error:
+            count(OPERATION_DECISIONS, error.code)
+            raise
+        count(OPERATION_DECISIONS, outcome.decision)
+        current.set_attribute("pausemesh.operation_id", outcome.record.operation_id)
+        current.set_attribute("pausemesh.decision", outcome.decision)
+        return outcome
+
+
+async def _run_once(  # noqa: PLR0917 - run_once's arguments, passed on
+    ledger: OperationLedger,
+    domain: str,
+    business_key: str,
+    tool: str,
+    arguments: Any,
+    action: Callable[[], Awaitable[Any]],
+    clock: Clock | None,
+    lookup: StatusLookup | None,
+) -> OperationResult:
     now = (clock or SystemClock()).now
     begun = await ledger.begin(domain, business_key, tool=tool, arguments=arguments, now=now())
     if begun.decision == RECONCILIATION_ONLY:

@@ -19,6 +19,7 @@ from pausemesh.core.errors import (
     IdempotencyConflictError,
     InvalidInputError,
     InvalidTransitionError,
+    PauseMeshError,
     StoreError,
     TokenAlreadyUsedError,
     TokenMismatchError,
@@ -45,6 +46,15 @@ from pausemesh.core.observations import (
 from pausemesh.core.observer import NoopObserver, observe_safely
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.telemetry import (
+    CONTINUATIONS_CREATED,
+    EXPIRIES,
+    EXPIRY_LAG_SECONDS,
+    RESUMES,
+    count,
+    observe,
+    span,
+)
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer, tokens_match
 from pausemesh.core.validation import (
     check_aware,
@@ -124,6 +134,27 @@ class ContinuationService:
         issuer: TokenIssuer = (
             self.keyed_issuer if keyed and self.keyed_issuer else self.token_issuer
         )
+        with span(
+            "continuation.create",
+            continuation_id=continuation_id,
+            correlation_id=correlation_id,
+            keyed=keyed,
+        ):
+            return await self._create(
+                continuation_id, correlation_id, issuer, now, expires_at, payload, metadata, owner
+            )
+
+    async def _create(  # noqa: PLR0917 - the checked fields of create, in order
+        self,
+        continuation_id: str,
+        correlation_id: str,
+        issuer: TokenIssuer,
+        now: datetime,
+        expires_at: datetime,
+        payload: Any,
+        metadata: dict[str, Any],
+        owner: str | None,
+    ) -> CreatedContinuation:
         issued = issuer.issue(continuation_id)
         event = ContinuationCreated(
             schema_version=CONTINUATION_SCHEMA_VERSION,
@@ -140,6 +171,7 @@ class ContinuationService:
             token_nonce=issued.nonce,
         )
         await self.store.append(continuation_id, 0, [event])
+        count(CONTINUATIONS_CREATED)
         continuation = apply_event(None, event)
         observe_safely(
             self.observer,
@@ -210,8 +242,11 @@ class ContinuationService:
         )
         return new_state
 
-    async def _expire_if_due(self, state: Continuation) -> Continuation:
-        """Append ``expired`` when a pending deadline has passed (raises on a lost race)."""
+    async def _expire_if_due(self, state: Continuation, *, by: str = "read") -> Continuation:
+        """Append ``expired`` when a pending deadline has passed (raises on a lost race).
+
+        ``by``: who noticed (``sweeper``, or ``read`` for a read, resume or cancel).
+        """
         now = self.clock.now()
         if state.status != "pending" or now < state.expires_at:
             return state
@@ -221,7 +256,16 @@ class ContinuationService:
             version=state.version + 1,
             occurred_at=now,
         )
-        return await self._append(state, event)
+        with span(
+            "continuation.expire",
+            continuation_id=state.continuation_id,
+            version=event.version,
+            by=by,
+        ):
+            expired = await self._append(state, event)
+        count(EXPIRIES, by)
+        observe(EXPIRY_LAG_SECONDS, (now - state.expires_at).total_seconds())
+        return expired
 
     async def resume(
         self,
@@ -255,6 +299,35 @@ class ContinuationService:
     ) -> Continuation:
         """``resume_token=None``: re-derive the keyed token from the ``created`` event loaded
         here (one load, not one to find the token and one to resume)."""
+        with span(
+            "continuation.resume", continuation_id=continuation_id, trusted=resume_token is None
+        ) as current:
+            try:
+                state = await self._resume_checked(
+                    continuation_id=continuation_id,
+                    resume_token=resume_token,
+                    idempotency_key=idempotency_key,
+                    payload=payload,
+                    principal=principal,
+                    resolved_by=resolved_by,
+                )
+            except PauseMeshError as error:
+                count(RESUMES, error.code)
+                raise
+            count(RESUMES, "OK")
+            current.set_attribute("pausemesh.version", state.version)
+            return state
+
+    async def _resume_checked(
+        self,
+        *,
+        continuation_id: str,
+        resume_token: str | None,
+        idempotency_key: str,
+        payload: Any,
+        principal: str | None,
+        resolved_by: str | None,
+    ) -> Continuation:
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
         wanted = check_payload(payload)
@@ -353,6 +426,18 @@ class ContinuationService:
         check_id(continuation_id)
         reason = check_reason(reason)
         expected_version = check_expected_version(expected_version)
+        with span("continuation.cancel", continuation_id=continuation_id) as current:
+            state = await self._cancel(continuation_id, reason, expected_version, principal)
+            current.set_attribute("pausemesh.version", state.version)
+            return state
+
+    async def _cancel(
+        self,
+        continuation_id: str,
+        reason: str | None,
+        expected_version: int | None,
+        principal: str | None,
+    ) -> Continuation:
         for _ in range(_MAX_ATTEMPTS):
             _, state = await self._load(continuation_id, principal)
             if state.status == "pending":
@@ -397,7 +482,8 @@ class ContinuationService:
             if state is None:
                 continue
             try:
-                if (await self._expire_if_due(state)).status == "expired" and state.is_pending:
+                swept = await self._expire_if_due(state, by="sweeper")
+                if swept.status == "expired" and state.is_pending:
                     expired += 1
             except VersionConflictError:
                 continue  # someone else settled it first; that is fine

@@ -48,6 +48,7 @@ from pausemesh.core.operations import (
 )
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
+from pausemesh.core.telemetry import GATEWAY_DISPATCHES, count, span
 from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.inspect import (
     DECLINED_RESULT,
@@ -238,13 +239,29 @@ class Gateway:
         if self.epoch is None or current != self.epoch:
             raise _Stop(outcome(REFUSED, job.name, reason="RUNTIME_NOT_CURRENT"))
 
-    async def run(  # noqa: PLR0911 - one early answer per refusal, in the documented order
+    async def run(
         self,
         name: str,
         arguments: dict[str, Any],
         principal: str | None,
         *,
         approver: Approver | None = None,
+    ) -> dict[str, Any] | Pending:
+        """One job call: at most one dispatch per business key (a span and a count each)."""
+        with span("gateway.dispatch", job=name) as current:
+            result = await self._run_job(name, arguments, principal, approver)
+            status = result.get("status") if isinstance(result, dict) else "PENDING"
+            status = status if isinstance(status, str) else "UNKNOWN"
+            current.set_attribute("pausemesh.status", status)
+            count(GATEWAY_DISPATCHES, status)
+            return result
+
+    async def _run_job(  # noqa: PLR0911 - one early answer per refusal, in the documented order
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        principal: str | None,
+        approver: Approver | None,
     ) -> dict[str, Any] | Pending:
         job = self.config.job(name)
         if job is None:

@@ -83,6 +83,7 @@ from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
+    call_span,
     send_json,
     send_parse_error,
     send_problem,
@@ -371,13 +372,15 @@ class A2APlugin(ProtocolMount):
             scope["root_path"] = prefix
             # Discovery is public (the A2A card, the push-signing keys a webhook verifies with);
             # everything else needs a caller.
-            public = scope["method"] in {"GET", "HEAD"} and scope["path"] in PUBLIC_PATHS
+            method = scope.get("method", "")
+            public = method in {"GET", "HEAD"} and scope["path"] in PUBLIC_PATHS
             if not public and not await plugin.admit(scope, receive, send):
                 return
             checked = await plugin.read_json_body(scope, receive, send)
             if checked is None:
                 return
-            await app(scope, checked, send)  # type: ignore[arg-type]
+            with call_span("a2a.call", scope):
+                await app(scope, checked, send)  # type: ignore[arg-type]
 
         return a2a_endpoint
 

@@ -27,7 +27,7 @@ from pausemesh.agui.conversations import (
 )
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
-from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, replay_cursor
+from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
@@ -64,7 +64,8 @@ class AguiController(Controller):
         run_input = await _run_input(request)
         await agui_host.check_access(run_input.thread_id, caller.principal)
         # The roles travel to the agent (``ctx.roles``) beside the principal.
-        return _sse(agui_host.run(run_input, caller.principal, roles=caller.roles))
+        run = agui_host.run(run_input, caller.principal, roles=caller.roles)
+        return _sse(counted_stream(run, "run"))
 
     @post(
         "/connect",
@@ -77,7 +78,7 @@ class AguiController(Controller):
         self, request: Request[Any, Any, Any], agui_host: Host, principal: Principal
     ) -> Stream:
         run_input = await _run_input(request)
-        return _sse(agui_host.connect(run_input, principal))
+        return _sse(counted_stream(agui_host.connect(run_input, principal), "connect"))
 
     @get(
         "/threads",
@@ -152,7 +153,7 @@ class AguiController(Controller):
         check_thread_id(thread_id)
         cursor = replay_cursor(last_event_id, after)
         await agui_host.load(thread_id, principal)
-        return _sse(agui_host.tail(thread_id, after_sequence=cursor))
+        return _sse(counted_stream(agui_host.tail(thread_id, after_sequence=cursor), "tail"))
 
 
 def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Provide]:

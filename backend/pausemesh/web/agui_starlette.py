@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
-from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, replay_cursor
+from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLargeError
 from pausemesh.core.identity import Identity
@@ -133,12 +133,14 @@ class StarletteAgui:
         principal = None if identity is None else identity.principal
         roles = frozenset[str]() if identity is None else identity.roles
         await host.check_access(run_input.thread_id, principal)
-        return self._stream(host.run(run_input, principal, roles=roles))
+        return self._stream(counted_stream(host.run(run_input, principal, roles=roles), "run"))
 
     async def _connect(self, request: Request) -> Response:
         host = self.host
         run_input = await self._input(request)
-        return self._stream(host.connect(run_input, await self._principal(request)))
+        return self._stream(
+            counted_stream(host.connect(run_input, await self._principal(request)), "connect")
+        )
 
     async def _thread(self, request: Request) -> Response:
         host = self.host
@@ -153,7 +155,7 @@ class StarletteAgui:
             request.headers.get("last-event-id"), request.query_params.get("after")
         )
         await host.load(thread_id, await self._principal(request))
-        return self._stream(host.tail(thread_id, after_sequence=cursor))
+        return self._stream(counted_stream(host.tail(thread_id, after_sequence=cursor), "tail"))
 
     # -- helpers ------------------------------------------------------------------------
 

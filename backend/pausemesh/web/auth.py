@@ -10,6 +10,7 @@ place this rule lives, for every binding; ``resolve_principal`` is its principal
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ from litestar import Request
 
 from pausemesh.core.errors import SettingsError, UnauthenticatedError
 from pausemesh.core.identity import Identity
+from pausemesh.core.telemetry import current_request
 from pausemesh.credentials.bearer import bearer_auth
 from pausemesh.settings import Settings
 
@@ -57,10 +59,19 @@ async def resolve_identity(
     if isinstance(resolved, Identity):
         if not isinstance(resolved.principal, str) or not resolved.principal:
             raise UnauthenticatedError
+        _note_principal(resolved.principal)
         return resolved
     if not isinstance(resolved, str) or not resolved:
         raise UnauthenticatedError
+    _note_principal(resolved)
     return Identity(principal=resolved)
+
+
+def _note_principal(principal: str) -> None:
+    """The access log names the caller by a short hash, never by the principal itself."""
+    info = current_request()
+    if info is not None:
+        info.principal_hash = hashlib.sha256(principal.encode()).hexdigest()[:16]
 
 
 async def resolve_principal(

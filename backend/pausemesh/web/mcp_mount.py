@@ -41,6 +41,7 @@ from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
+    call_span,
     request_origin,
     send_parse_error,
     send_problem,
@@ -184,7 +185,8 @@ class McpPlugin(ProtocolMount):
             checked = await plugin.read_json_body(scope, receive, send)
             if checked is None:
                 return
-            await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
+            with call_span("mcp.call", scope):
+                await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
 

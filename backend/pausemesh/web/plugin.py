@@ -28,6 +28,7 @@ from litestar.plugins import InitPlugin
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
+from pausemesh.core.telemetry import set_metrics
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies
 from pausemesh.web.auth import configured_resolver, resolve_identity, resolve_principal
@@ -36,6 +37,8 @@ from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
 from pausemesh.web.health import healthz, readyz
+from pausemesh.web.metrics import PrometheusMetrics, metrics_route
+from pausemesh.web.observability import TelemetryMiddleware
 from pausemesh.web.problems import (
     http_exception_to_problem,
     internal_error_to_problem,
@@ -65,7 +68,7 @@ _RESUME_TOKEN_SCHEME = SecurityScheme(
 
 
 class PauseMeshPlugin(InitPlugin):
-    __slots__ = ("_runtime", "config")
+    __slots__ = ("_runtime", "config", "metrics")
 
     def __init__(self, config: PauseMeshConfig | None = None) -> None:
         config = config or PauseMeshConfig()
@@ -74,6 +77,8 @@ class PauseMeshPlugin(InitPlugin):
         resolver = configured_resolver(config.principal_resolver, config.settings)
         self.config = replace(config, principal_resolver=resolver)
         self._runtime: Runtime | None = None
+        # This app's own registry (PAUSEMESH_METRICS=1), never prometheus_client's global one.
+        self.metrics = PrometheusMetrics() if self.config.settings.metrics else None
 
     @property
     def runtime(self) -> Runtime:
@@ -86,6 +91,10 @@ class PauseMeshPlugin(InitPlugin):
 
     @asynccontextmanager
     async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
+        if self.metrics is not None:
+            # Background tasks started from here (the sweeper, the SQLite writer, the protocol
+            # mounts' task groups) inherit this context, so they count into this app's registry.
+            set_metrics(self.metrics)
         async with open_runtime(
             self.config.settings, storage=self.config.storage, sweeper=self.config.sweeper
         ) as runtime:
@@ -101,6 +110,8 @@ class PauseMeshPlugin(InitPlugin):
         handlers: list[Any] = [ContinuationController]
         if self.config.health_routes:
             handlers += [healthz, readyz]
+            if self.metrics is not None:
+                handlers.append(metrics_route)
         # With an agent, the AG-UI controller joins below and shares these dependencies.
         # Plain closures, not bound methods: Litestar deep-copies layers when it registers
         # them, and a copied bound method would carry a copy of this plugin (never started).
@@ -118,6 +129,9 @@ class PauseMeshPlugin(InitPlugin):
 
         def pausemesh_config() -> PauseMeshConfig:
             return config
+
+        def pausemesh_metrics() -> PrometheusMetrics | None:
+            return plugin.metrics
 
         async def principal(request: Request[Any, Any, Any]) -> str | None:
             return await resolve_principal(config.principal_resolver, request)
@@ -148,6 +162,7 @@ class PauseMeshPlugin(InitPlugin):
                 "pausemesh_config": Provide(pausemesh_config, sync_to_thread=False),
                 "pausemesh_storage": Provide(storage, sync_to_thread=False),
                 "pausemesh_runtime": Provide(runtime, sync_to_thread=False),
+                "pausemesh_metrics": Provide(pausemesh_metrics, sync_to_thread=False),
                 **extra,
             },
             exception_handlers={
@@ -172,9 +187,20 @@ class PauseMeshPlugin(InitPlugin):
             # A host that configured CORS itself keeps its own policy.
             app_config.cors_config = cors_config(self.config.settings)
         app_config.lifespan.append(self.lifespan)
+        # App-wide, so the protocol mounts (/mcp, /a2a) and a host's own routes get a span,
+        # a request id and an access line too.
+        app_config.middleware.insert(
+            0,
+            DefineMiddleware(
+                TelemetryMiddleware,
+                metrics=self.metrics,
+                access_log=self.config.settings.access_log,
+            ),
+        )
         app_config.signature_namespace.update(
             ContinuationService=ContinuationService,
             PauseMeshCaller=PauseMeshCaller,
+            PrometheusMetrics=PrometheusMetrics,
             Runtime=Runtime,
             Storage=Storage,
         )

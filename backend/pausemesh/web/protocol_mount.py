@@ -11,6 +11,8 @@ runs gets an RFC 9457 problem body (``send_problem``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -21,6 +23,7 @@ from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receiv
 
 from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
+from pausemesh.core.telemetry import span
 from pausemesh.web.auth import resolve_principal
 from pausemesh.web.body_guard import (
     BodyTooLarge,
@@ -37,6 +40,7 @@ from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 __all__ = (
     "PRINCIPAL_SCOPE_KEY",
     "ProtocolMount",
+    "call_span",
     "principal_in_scope",
     "request_origin",
     "send_json",
@@ -59,6 +63,31 @@ def request_origin(scope: Scope) -> str:
         scope.get("scheme", "http"), scope.get("scheme", "http")
     )
     return f"{scheme}://{host}"
+
+
+# Where ``read_json_body`` leaves the JSON-RPC method it saw, for the call's span.
+_RPC_METHOD_KEY = "pausemesh.rpc_method"
+_MAX_METHOD = 64
+
+
+def _rpc_method(body: bytes) -> str | None:
+    """The JSON-RPC method of a request body (``batch`` for a batch), never its params."""
+    try:
+        decoded = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if isinstance(decoded, list):
+        return "batch"
+    method = decoded.get("method") if isinstance(decoded, dict) else None
+    return method[:_MAX_METHOD] if isinstance(method, str) else None
+
+
+@contextmanager
+def call_span(name: str, scope: Scope) -> Iterator[None]:
+    """The span of one protocol call (``mcp.call``, ``a2a.call``): its method, not its content."""
+    method: Any = scope.get(_RPC_METHOD_KEY)
+    with span(name, rpc_method=method if isinstance(method, str) else None):
+        yield
 
 
 async def send_json(send: Send, status: int, payload: bytes, media_type: str) -> None:
@@ -160,6 +189,8 @@ class ProtocolMount(InitPlugin):
         if fault is not None:
             await self.refuse_malformed(scope, send, fault)
             return None
+        if body:
+            scope[_RPC_METHOD_KEY] = _rpc_method(body)  # type: ignore[literal-required]
         return replay_body(body, receive)
 
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - the scope tells a subclass which binding was called

@@ -10,11 +10,14 @@ the finish with its pauses (``run/finish.py``).
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncGenerator
 from datetime import timedelta
 
 import anyio
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.events import Interrupt, Message
@@ -31,6 +34,15 @@ from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
+from pausemesh.core.telemetry import (
+    RUNS_FINISHED,
+    RUNS_STARTED,
+    TAIL_DELIVERY_LAG_SECONDS,
+    THREAD_BUSY,
+    count,
+    observe,
+    tracer,
+)
 from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
 
 __all__ = ("RunHost",)
@@ -126,18 +138,25 @@ class RunHost:
     async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
         """The thread log after ``after_sequence``, then live events as they are appended."""
         after = after_sequence
+        woke_at: float | None = None
         while True:
             entries = await self.threads.read_events(
                 thread_id, after_sequence=after, limit=_TAIL_PAGE
             )
             if entries:
                 yield b"".join(encode_frame(e.event_json, e.sequence) for e in entries)
+                if woke_at is not None:
+                    # The generator resumes once the response has sent the frames.
+                    observe(TAIL_DELIVERY_LAG_SECONDS, time.monotonic() - woke_at)
+                    woke_at = None
                 after = entries[-1].sequence
                 continue
             woke = await self.threads.wait_for_events(
                 thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
             )
-            if not woke:
+            if woke:
+                woke_at = time.monotonic()
+            else:
                 yield KEEPALIVE_FRAME
 
     # -- runs -----------------------------------------------------------------------------
@@ -168,16 +187,43 @@ class RunHost:
                 expires_at=now + self.lease,
             )
         except PauseMeshError as error:
+            if error.code == "THREAD_BUSY":
+                count(THREAD_BUSY)
             yield encode_frame(AguiRunError.from_error(error).to_event())
             return
         self.leases.hold(thread_id, lease_id)
+        count(RUNS_STARTED)
         run = LeasedRun(self, record, run_input, principal, lease_id, roles=roles)
+        # The run's span is made current only while the run works (between two frames), never
+        # across a ``yield``: the consumer of this generator keeps its own context.
+        run_span = tracer().start_span(
+            "agui.run",
+            attributes={"pausemesh.thread_id": thread_id, "pausemesh.run_id": run_input.run_id},
+        )
         try:
             # aclosing: a client that goes away closes the inner generators now, not at GC.
             async with contextlib.aclosing(run.frames()) as frames:
-                async for chunk in frames:
+                while True:
+                    with trace.use_span(
+                        run_span,
+                        end_on_exit=False,
+                        record_exception=False,
+                        set_status_on_exception=False,
+                    ):
+                        chunk = await anext(frames, None)
+                    if chunk is None:
+                        break
                     yield chunk
         finally:
+            outcome = run.outcome or "cancelled"
+            count(RUNS_FINISHED, outcome)
+            if run.error_code == "THREAD_BUSY":
+                count(THREAD_BUSY)
+            run_span.set_attribute("pausemesh.outcome", outcome)
+            if run.error_code is not None:
+                run_span.set_attribute("pausemesh.code", run.error_code)
+                run_span.set_status(Status(StatusCode.ERROR))
+            run_span.end()
             # Runs even when the client went away and the scope is cancelled.
             self.leases.drop(thread_id, lease_id)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):

@@ -67,6 +67,10 @@ class LeasedRun:
         self.thread_id = run_input.thread_id
         self.run_id = run_input.run_id
         self.started = False
+        # How the run ended, for its span and pausemesh_runs_finished_total; None while it runs
+        # (and for a run whose client went away before the end).
+        self.outcome: str | None = None
+        self.error_code: str | None = None
 
     # -- output ---------------------------------------------------------------------------
 
@@ -95,9 +99,12 @@ class LeasedRun:
                 async for chunk in frames:
                     yield chunk
         except PauseMeshError as error:  # AguiRunError is one too
-            yield await self._error_frame(AguiRunError.from_error(error))
+            refusal = AguiRunError.from_error(error)
+            self.outcome, self.error_code = "error", refusal.code
+            yield await self._error_frame(refusal)
         except Exception:  # noqa: BLE001 - after the 200 every failure is a RUN_ERROR
             _log.exception("AG-UI run failed on thread %s", self.thread_id)
+            self.outcome, self.error_code = "error", "INTERNAL_ERROR"
             yield await self._error_frame(AguiRunError("INTERNAL_ERROR", "The run failed"))
 
     # -- the run --------------------------------------------------------------------------
@@ -121,6 +128,7 @@ class LeasedRun:
             plan, _ = await resume_phase.validated(self, closed)
             await resume_phase.execute(self, plan)
             yield await self._replayed()
+            self.outcome = "success"
             return
         if open_cohort is not None:
             closing = open_cohort
@@ -154,7 +162,9 @@ class LeasedRun:
             async for chunk in out:
                 yield chunk
         yield await self.emit(transcript.closing_events())
-        yield await finish.finish(self, transcript, pauses, closing)
+        last = await finish.finish(self, transcript, pauses, closing)
+        self.outcome = "interrupt" if pauses else "success"
+        yield last
 
     def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:
         host = self.host

@@ -27,6 +27,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
+from pausemesh.core.telemetry import span
 from pausemesh.core.threads import CohortReceipt, IssuedCohort
 
 if TYPE_CHECKING:
@@ -55,6 +56,16 @@ def _service_error(error: PauseMeshError) -> AguiRunError:
 
 async def validated(run: LeasedRun, cohort: IssuedCohort) -> tuple[ResumePlan, list[Continuation]]:
     """The run's batch checked against ``cohort``; raises ``AguiRunError`` when refused."""
+    with span(
+        "agui.resume.validate",
+        thread_id=run.thread_id,
+        run_id=run.run_id,
+        cohort_size=len(cohort.receipt.interrupts),
+    ):
+        return await _validated(run, cohort)
+
+
+async def _validated(run: LeasedRun, cohort: IssuedCohort) -> tuple[ResumePlan, list[Continuation]]:
     receipt = cohort.receipt
     continuations = [
         await run.host.service.get(i.continuation_id, principal=run.principal)

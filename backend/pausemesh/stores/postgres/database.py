@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -19,6 +20,7 @@ import asyncpg
 from asyncpg import exceptions as pg_errors
 
 from pausemesh.core.errors import PauseMeshError, StoreError
+from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, observe, span
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.postgres.schema import (
     DEFAULT_SCHEMA,
@@ -172,7 +174,18 @@ class PostgresDatabase:
         (same idempotency key) finds out.
         """
         self.require_open()
-        attempts = 2 if read else 1
+        if read:
+            return await self._run(op, attempts=2)
+        # A write is one statement or one explicit transaction: one commit (no grouping here).
+        started = time.perf_counter()
+        with span("store.commit", store="postgres", group_size=1):
+            try:
+                return await self._run(op, attempts=1)
+            finally:
+                observe(COMMIT_SECONDS, time.perf_counter() - started, "postgres")
+                observe(COMMIT_GROUP_SIZE, 1, "postgres")
+
+    async def _run(self, op: Callable[[Conn], Awaitable[T]], *, attempts: int) -> T:
         for attempt in range(attempts):
             try:
                 async with self.pool.acquire() as conn:

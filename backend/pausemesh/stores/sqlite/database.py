@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from pausemesh.core.errors import PauseMeshError, StoreError
+from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, observe, span
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 
@@ -111,6 +112,11 @@ def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration])
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _commit_observed(started: float, size: int) -> None:
+    observe(COMMIT_SECONDS, time.perf_counter() - started, "sqlite")
+    observe(COMMIT_GROUP_SIZE, size, "sqlite")
 
 
 class SqliteDatabase:
@@ -211,8 +217,11 @@ class SqliteDatabase:
             # fsync of one small transaction is shorter than the hop's wake-ups. Under load
             # groups grow and go to the writer thread, so the loop keeps serving meanwhile.
             pending = self._queue[0]
-            results = self._run_group([pending.op], inline=True)
+            started = time.perf_counter()
+            with span("store.commit", store="sqlite", group_size=1, inline=True):
+                results = self._run_group([pending.op], inline=True)
             if results is not None:
+                _commit_observed(started, 1)
                 self._queue.pop(0)
                 _settle(pending, results[0])
                 return
@@ -235,8 +244,11 @@ class SqliteDatabase:
             while self._queue:
                 self._group_in_flight = True
                 group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
+                started = time.perf_counter()
                 try:
-                    results = await self._run_in_writer(self._run_group, [p.op for p in group])
+                    with span("store.commit", store="sqlite", group_size=len(group)):
+                        results = await self._run_in_writer(self._run_group, [p.op for p in group])
+                    _commit_observed(started, len(group))
                 except BaseException as error:
                     for pending in group:
                         _settle(pending, (False, StoreError(f"SQLite writer failed: {error!r}")))

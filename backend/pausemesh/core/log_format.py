@@ -1,0 +1,94 @@
+"""Log line formats: ``text`` for a terminal, ``json`` (one object per line) for a collector.
+
+Both carry the request id and, when a span is recording, the trace and span ids, so one
+conversation can be followed from the access line to the continuation events to the trace.
+The fields a log call passes under ``extra={"pausemesh": {...}}`` (ids, versions, codes) join
+the line; ``RedactingFilter`` runs first on every handler ``configure_logging`` installs.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgspec
+from opentelemetry import trace
+
+from pausemesh.core.observer import RedactingFilter
+from pausemesh.core.telemetry import current_request
+
+__all__ = ("JsonFormatter", "LogFormat", "TextFormatter", "configure_logging", "trace_ids")
+
+LogFormat = Literal["text", "json"]
+
+_encoder = msgspec.json.Encoder(enc_hook=str)
+
+
+def trace_ids() -> tuple[str | None, str | None]:
+    """The current span's trace and span ids in hex, or ``(None, None)`` outside a span."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None, None
+    return format(context.trace_id, "032x"), format(context.span_id, "016x")
+
+
+def _context_fields() -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    info = current_request()
+    if info is not None:
+        fields["requestId"] = info.request_id
+    trace_id, span_id = trace_ids()
+    if trace_id is not None:
+        fields["traceId"] = trace_id
+        fields["spanId"] = span_id
+    return fields
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message key=value ...``: the fields stay greppable."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "pausemesh", None)
+        pairs = [f"{k}={v}" for k, v in _context_fields().items()]
+        if isinstance(fields, dict):
+            pairs += [f"{k}={v}" for k, v in fields.items() if k != "name" and v is not None]
+        return " ".join((line, *pairs)) if pairs else line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the request and trace ids, and
+    the event's own fields. An exception is reduced to its type (its text can carry input)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update(_context_fields())
+        fields = getattr(record, "pausemesh", None)
+        if isinstance(fields, dict):
+            for key, value in fields.items():
+                if key != "name" and value is not None:
+                    line.setdefault(key, value)
+        if record.exc_info and record.exc_info[0] is not None:
+            line["exception"] = record.exc_info[0].__name__
+        return _encoder.encode(line).decode()
+
+
+def configure_logging(level: str, fmt: LogFormat = "text") -> None:
+    """Replace the root handlers with one stderr handler in ``fmt`` (the CLI calls this)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    # The observer never logs a token or payload; the redactor is a second fence for
+    # whatever else ends up in a log call.
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,105 @@
+"""``GET /metrics``: the catalogue of ``core.telemetry`` in the Prometheus text format.
+
+Opt-in (``PAUSEMESH_METRICS=1``). Each app has its own ``CollectorRegistry``, never
+prometheus_client's global one, so several apps (and tests) in one process keep their counts
+apart. The route follows the operational routes' rule (``/healthz``, ``/readyz``): it is served
+with them, without a principal, and carries counts only (no ids, no payloads): keep it on the
+private network the probes use.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from litestar import Response, get
+from litestar.di import NamedDependency
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from pausemesh.core.telemetry import INTERRUPTS_WAITING, METRICS, MetricKind, MetricSpec
+from pausemesh.stores.storage import Storage
+
+__all__ = ("PrometheusMetrics", "metrics_route")
+
+_log = logging.getLogger("pausemesh.web")
+
+# The waiting-questions gauge is one indexed query per scrape, capped so a huge backlog costs
+# a bounded read; past the cap the gauge reads the cap (alert long before that).
+WAITING_CAP = 10_000
+_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+Collector = Counter | Gauge | Histogram
+
+
+class PrometheusMetrics:
+    """A ``MetricsSink`` over one ``CollectorRegistry`` holding every ``METRICS`` entry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._collectors: dict[str, Collector] = {}
+        # prometheus_client's labels() validates and locks on every call; a child, once made,
+        # is kept here (label values are bounded, so this stays small).
+        self._children: dict[tuple[str, tuple[str, ...]], Collector] = {}
+        for spec in METRICS:
+            collector = self._make(spec)
+            self._collectors[spec.name] = collector
+            for labels in spec.initial:
+                collector.labels(*labels)
+
+    def _make(self, spec: MetricSpec) -> Collector:
+        common = {"registry": self.registry, "labelnames": spec.labels}
+        if spec.kind is MetricKind.COUNTER:
+            return Counter(spec.name, spec.help, **common)  # type: ignore[arg-type]
+        if spec.kind is MetricKind.GAUGE:
+            return Gauge(spec.name, spec.help, **common)  # type: ignore[arg-type]
+        return Histogram(spec.name, spec.help, buckets=spec.buckets, **common)  # type: ignore[arg-type]
+
+    def _child(self, spec: MetricSpec, labels: tuple[str, ...]) -> Collector:
+        key = (spec.name, labels)
+        child = self._children.get(key)
+        if child is None:
+            collector = self._collectors[spec.name]
+            child = collector.labels(*labels) if labels else collector
+            self._children[key] = child
+        return child
+
+    def inc(self, spec: MetricSpec, labels: tuple[str, ...], amount: float) -> None:
+        child = self._child(spec, labels)
+        if isinstance(child, Histogram):
+            return
+        child.inc(amount)
+
+    def observe(self, spec: MetricSpec, labels: tuple[str, ...], value: float) -> None:
+        child = self._child(spec, labels)
+        if isinstance(child, Histogram):
+            child.observe(value)
+        elif isinstance(child, Gauge):
+            child.set(value)
+
+    async def refresh(self, storage: Storage) -> None:
+        """Read what the store knows (not this process): the questions waiting."""
+        try:
+            due = await storage.events.list_due(_FAR_FUTURE, WAITING_CAP)
+        except Exception as error:  # noqa: BLE001 - a scrape must answer; the gauge keeps its last value
+            _log.warning("metrics: could not count waiting questions: %s", type(error).__name__)
+            return
+        self.observe(INTERRUPTS_WAITING, (), float(len(due)))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+@get(
+    "/metrics",
+    summary="Prometheus metrics (PAUSEMESH_METRICS=1)",
+    tags=["health"],
+    media_type=CONTENT_TYPE_LATEST,
+    include_in_schema=True,
+)
+async def metrics_route(
+    pausemesh_metrics: NamedDependency[PrometheusMetrics],
+    pausemesh_storage: NamedDependency[Storage],
+) -> Response[bytes]:
+    await pausemesh_metrics.refresh(pausemesh_storage)
+    return Response(pausemesh_metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,81 @@
+"""The OpenTelemetry SDK is installed only when the standard ``OTEL_*`` variables ask for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pausemesh.otel import configure_tracing, tracing_requested
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, []),
+        ({"OTEL_SERVICE_NAME": "pausemesh"}, []),
+        ({"OTEL_TRACES_EXPORTER": "none"}, []),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, ["otlp"]),
+        ({"OTEL_TRACES_EXPORTER": "otlp, console"}, ["otlp", "console"]),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, ["otlp"]),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, ["otlp"]),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, []),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}, []),
+    ],
+)
+def test_tracing_is_requested_only_by_the_standard_variables(
+    environ: dict[str, str], expected: list[str]
+) -> None:
+    assert tracing_requested(environ) == expected
+
+
+def test_without_otel_variables_nothing_is_configured() -> None:
+    assert configure_tracing({}) is False
+
+
+def test_an_unknown_exporter_name_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="no span exporter named 'nowhere'"):
+        configure_tracing({"OTEL_TRACES_EXPORTER": "nowhere"})
+
+
+def _run(code: str, env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        check=True,
+        env=env,
+        timeout=120,
+        capture_output=True,
+    )
+
+
+def test_the_app_loads_no_sdk_unless_configured() -> None:
+    _run(
+        """
+        import sys
+        from pausemesh.otel import configure_tracing
+        from pausemesh.web.app import create_app
+        from pausemesh.settings import Settings
+        create_app(Settings(metrics=True))
+        assert configure_tracing() is False
+        assert not [m for m in sys.modules if m.startswith("opentelemetry.sdk")]
+        """,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_otel_traces_exporter_installs_the_sdk_provider() -> None:
+    _run(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from pausemesh.otel import configure_tracing
+        assert configure_tracing() is True
+        assert isinstance(trace.get_tracer_provider(), TracerProvider)
+        from pausemesh.core.telemetry import span
+        with span("probe") as current:
+            assert current.is_recording()
+        """,
+        env={"PATH": "/usr/bin:/bin", "OTEL_TRACES_EXPORTER": "console"},
+    )
