@@ -6,15 +6,18 @@
    template, never from a field the caller names) → the operation id;
 2. an operation already recorded for that id is answered from the record — the recorded
    reply (``RECONCILIATION_ONLY``), ``OUTCOME_UNKNOWN``, ``OPERATION_CONFLICT`` for other
-   arguments — with no upstream connection at all;
-3. otherwise: optional human approval (``approver``), the live tool compared with the pin
-   (``TOOL_CHANGED``, nothing recorded or sent), the attempt recorded durably and fenced by
-   this worker's epoch, **one** ``tools/call``, the reply recorded (fenced again).
+   arguments, ``BUSY`` while another worker may still record its reply (``reconcile``) —
+   with no upstream connection at all;
+3. otherwise: optional human approval (``approver``), the tool's definition as the current
+   upstream connection lists it compared with the pin (``TOOL_CHANGED``, nothing recorded
+   or sent), the attempt recorded durably and fenced by this worker's epoch — the insert
+   decides, so of any number of processes on one database one dispatches — **one**
+   ``tools/call``, the reply recorded (fenced again, and only before ``reply_deadline``).
 
 Anything after the attempt that leaves no recorded reply — a crash, a timeout, the upstream
 exiting, an unreadable or oversized reply, retirement before the reply is recorded — leaves
 the operation ``OUTCOME_UNKNOWN`` for good. Two calls of one operation in this process at
-once: one dispatches, the other gets ``BUSY``.
+once: one dispatches, the other gets ``BUSY`` without reading the ledger.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.inspect import DECLINED_RESULT, upstream_result
 from pausemesh.gateway.inspect_tools import Inspection
 from pausemesh.gateway.lock import GatewayLock, agent_schema
-from pausemesh.gateway.reconcile import recorded_answer, wanted_attempt
+from pausemesh.gateway.reconcile import answer_recorded, reply_deadline, wanted_attempt
 from pausemesh.gateway.results import (
     BUSY,
     DENIED,
@@ -184,7 +187,7 @@ class Gateway:
         wanted = wanted_attempt(self.config.domain, job, pinned, key, arguments, self.clock.now())
         existing = await self.ledger.get(op)
         if existing is not None:
-            return recorded_answer(job, existing, wanted)
+            return await self._answer(job, existing, wanted)
         if job.require_approval:
             if approver is None:
                 return outcome(REFUSED, job.name, operation_id=op, reason="APPROVAL_UNAVAILABLE")
@@ -199,6 +202,13 @@ class Gateway:
         # From here the call is sent and its reply recorded even if the agent gives up
         # waiting (its request cancelled): a lost reply would make the outcome unknown.
         return await asyncio.shield(self._dispatch(job, attempt, session, arguments))
+
+    async def _answer(
+        self, job: Job, record: OperationRecord, wanted: OperationRecord
+    ) -> dict[str, Any]:
+        return await answer_recorded(
+            self.fencing, self.config.domain, self.worker, job, record, wanted, now=self.clock.now()
+        )
 
     async def _dispatch(
         self,
@@ -219,6 +229,9 @@ class Gateway:
                 )
             await self.pool.discard(session)
             return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="UPSTREAM_FAILED")
+        if self.clock.now() >= reply_deadline(job, attempt):
+            # Another process may already have answered OUTCOME_UNKNOWN for it: keep it so.
+            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="REPLY_TOO_LATE")
         retained = {
             "upstreamResult": reply.model_dump(by_alias=True, exclude_none=True, mode="json")
         }
@@ -274,7 +287,7 @@ class Gateway:
             ) from None
         if begun.decision != EXECUTE:
             # Another process began it between our read and our insert.
-            raise Stop(recorded_answer(job, begun.record, wanted))
+            raise Stop(await self._answer(job, begun.record, wanted))
         return begun.record
 
     async def _record(

@@ -1,16 +1,26 @@
-"""An operation's terms, and the answer for one that already has a record (nothing is sent)."""
+"""An operation's terms, and the answer for one that already has a record (nothing is sent).
+
+An attempt without a reply is ``OUTCOME_UNKNOWN`` unless another gateway process may still
+record its reply: it was dispatched by *another* worker whose epoch is still the one it
+dispatched with, less than the job's timeout plus ``LATE_REPLY_GRACE`` ago. That call is
+``BUSY`` (ask again). The dispatching process never records a reply after that deadline, so
+once any process has answered ``OUTCOME_UNKNOWN`` it stays so. A process restarted under the
+same worker name treats its name's unfinished attempts as its predecessor's: unknown.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from pausemesh.core.errors import OperationConflictError
+from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import OperationRecord, decide, new_attempt
 from pausemesh.gateway.config import Job
 from pausemesh.gateway.inspect import operation_state, upstream_result
 from pausemesh.gateway.lock import PinnedJob
 from pausemesh.gateway.results import (
+    BUSY,
     DENIED,
     OPERATION_CONFLICT,
     OUTCOME_UNKNOWN,
@@ -18,9 +28,18 @@ from pausemesh.gateway.results import (
     outcome,
 )
 
-__all__ = ("recorded_answer", "wanted_attempt")
+__all__ = (
+    "LATE_REPLY_GRACE",
+    "answer_recorded",
+    "recorded_answer",
+    "reply_deadline",
+    "wanted_attempt",
+)
 
 _TERMS_VERSION: Final = "pausemesh-gateway-job/1"
+
+# Beyond the job's timeout: time for the dispatching process to record a reply it received.
+LATE_REPLY_GRACE: Final = timedelta(seconds=5)
 
 
 def _terms(job: Job, pinned: PinnedJob, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -77,3 +96,48 @@ def recorded_answer(job: Job, record: OperationRecord, wanted: OperationRecord) 
         upstreamResult=upstream_result(record),
         contentTrust="UNTRUSTED_DATA",
     )
+
+
+def reply_deadline(job: Job, record: OperationRecord) -> datetime:
+    """After this, the dispatching process no longer records the reply (outcome unknown)."""
+    return record.attempted_at + timedelta(seconds=job.timeout_seconds) + LATE_REPLY_GRACE
+
+
+async def _in_flight_elsewhere(  # noqa: PLR0917 - the record and who is asking, when
+    fencing: FencedOperations,
+    domain: str,
+    worker: str,
+    job: Job,
+    record: OperationRecord,
+    now: datetime,
+) -> bool:
+    if record.completed or now >= reply_deadline(job, record):
+        return False
+    dispatch = await fencing.dispatch_of(record.operation_id)
+    if dispatch is None or dispatch.worker == worker:
+        return False
+    return await fencing.worker_epoch(domain, dispatch.worker) == dispatch.epoch
+
+
+async def answer_recorded(  # noqa: PLR0917 - the record and who is asking, when
+    fencing: FencedOperations,
+    domain: str,
+    worker: str,
+    job: Job,
+    record: OperationRecord,
+    wanted: OperationRecord,
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    """``recorded_answer``, except ``BUSY`` while another worker may still record a reply."""
+    answer = recorded_answer(job, record, wanted)
+    if answer["status"] == OUTCOME_UNKNOWN and await _in_flight_elsewhere(
+        fencing, domain, worker, job, record, now
+    ):
+        return outcome(
+            BUSY,
+            job.name,
+            operation_id=record.operation_id,
+            message="Another gateway process is dispatching this operation; ask again.",
+        )
+    return answer
