@@ -15,6 +15,12 @@ from typing import Any
 
 from pausemesh import __version__
 from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
+from pausemesh.cli_inspect import (
+    add_inspect_arguments,
+    add_stats_arguments,
+    run_inspect,
+    run_stats,
+)
 from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
@@ -304,6 +310,16 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
     ),
     "gateway": ("serve the continuity gateway (pin, retire)", add_gateway_arguments, run_gateway),
     "ops": ("inspect and resolve the gateway's operations", add_ops_arguments, run_ops),
+    "inspect": (
+        "read one thread, continuation or operation offline (read-only, --json)",
+        add_inspect_arguments,
+        run_inspect,
+    ),
+    "stats": (
+        "counts by state and the oldest waiting question, offline (read-only, --json)",
+        add_stats_arguments,
+        run_stats,
+    ),
     "purge": (
         "erase conversations idle longer than --older-than DAYS (retention)",
         _add_purge_arguments,

@@ -45,8 +45,10 @@ async def test_an_attempt_of_a_retired_worker_is_unknown_not_busy_for_another_pr
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio("--worker", "gw-a")) as first:
         in_flight = asyncio.create_task(call(first, "create_invoice", invoice()))
-        while not case.lines():
-            await asyncio.sleep(0.05)
+        for _ in range(600):
+            if case.lines():
+                break
+            await asyncio.sleep(0.1)
         async with gateway_client(case.stdio("--worker", "gw-b")) as second:
             busy = await call(second, "create_invoice", invoice())
             case.cli("gateway", "retire", "--worker", "gw-a")
