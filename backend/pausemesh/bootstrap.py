@@ -93,7 +93,7 @@ async def open_read_only_storage(settings: Settings) -> tuple[Storage, StatsRead
     if settings.uses_postgres:
         assert settings.database_url is not None  # noqa: S101 - uses_postgres says so
         # Imported here so a SQLite-only process never loads asyncpg.
-        from pausemesh.stores.postgres import open_postgres_read_only  # noqa: PLC0415
+        from pausemesh.stores.postgres.storage import open_postgres_read_only  # noqa: PLC0415
 
         return await open_postgres_read_only(settings.database_url, schema=settings.database_schema)
     database = await SqliteDatabase(settings.database_path).open_read_only()

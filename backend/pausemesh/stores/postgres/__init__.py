@@ -16,11 +16,7 @@ if TYPE_CHECKING:
     from pausemesh.stores.postgres.fencing import PostgresFencedOperations
     from pausemesh.stores.postgres.operations import PostgresOperationLedger
     from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS
-    from pausemesh.stores.postgres.storage import (
-        open_postgres_read_only,
-        open_postgres_storage,
-        postgres_storage,
-    )
+    from pausemesh.stores.postgres.storage import open_postgres_storage, postgres_storage
     from pausemesh.stores.postgres.threads import PostgresThreadStore
 
 __all__ = (
@@ -31,7 +27,6 @@ __all__ = (
     "PostgresFencedOperations",
     "PostgresOperationLedger",
     "PostgresThreadStore",
-    "open_postgres_read_only",
     "open_postgres_storage",
     "open_postgres_store",
     "postgres_storage",
@@ -45,7 +40,6 @@ _HOMES = {
     "PostgresFencedOperations": "fencing",
     "PostgresOperationLedger": "operations",
     "PostgresThreadStore": "threads",
-    "open_postgres_read_only": "storage",
     "open_postgres_storage": "storage",
     "open_postgres_store": "events",
     "postgres_storage": "storage",
