@@ -21,6 +21,7 @@ from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
+from pausemesh.core.stats import StatsReader
 from pausemesh.core.threads import ThreadStore
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
@@ -33,12 +34,14 @@ from pausemesh.stores.sqlite import (
     SqliteThreadStore,
 )
 from pausemesh.stores.sqlite.push import SqlitePushStore
+from pausemesh.stores.sqlite.stats import SqliteStats
 from pausemesh.stores.storage import Storage
 
 __all__ = (
     "Runtime",
     "build_service",
     "free_predecessor_leases",
+    "open_read_only_storage",
     "open_runtime",
     "open_sqlite_storage",
     "open_storage",
@@ -82,6 +85,26 @@ async def open_postgres_storage(settings: Settings) -> Storage:
     from pausemesh.stores.postgres import open_postgres_storage as open_postgres  # noqa: PLC0415
 
     return await open_postgres(settings.database_url, schema=settings.database_schema)
+
+
+async def open_read_only_storage(settings: Settings) -> tuple[Storage, StatsReader]:
+    """The stores ``settings`` selects, for reading only (``pausemesh inspect``/``stats``):
+    never migrated; a missing or unmigrated database is a ``StoreError`` (MIGRATION_*)."""
+    if settings.uses_postgres:
+        assert settings.database_url is not None  # noqa: S101 - uses_postgres says so
+        # Imported here so a SQLite-only process never loads asyncpg.
+        from pausemesh.stores.postgres.storage import open_postgres_read_only  # noqa: PLC0415
+
+        return await open_postgres_read_only(settings.database_url, schema=settings.database_schema)
+    database = await SqliteDatabase(settings.database_path).open_read_only()
+    storage = Storage(
+        events=SqliteEventStore(database, owns_database=False),
+        threads=SqliteThreadStore(database, owns_database=False),
+        operations=SqliteOperationLedger(database, owns_database=False),
+        fencing=SqliteFencedOperations(database),
+        on_close=[database.close],
+    )
+    return storage, SqliteStats(database)
 
 
 async def open_storage(settings: Settings) -> Storage:

@@ -15,6 +15,12 @@ from typing import Any
 
 from pausemesh import __version__
 from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
+from pausemesh.cli_inspect import (
+    add_inspect_arguments,
+    add_stats_arguments,
+    run_inspect,
+    run_stats,
+)
 from pausemesh.cli_keys import add_keys_arguments, run_keys
 from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
@@ -298,6 +304,16 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
         "create, list and revoke API keys (PAUSEMESH_AUTH_API_KEYS_FILE)",
         add_keys_arguments,
         run_keys,
+    ),
+    "inspect": (
+        "read one thread, continuation or operation offline (read-only, --json)",
+        add_inspect_arguments,
+        run_inspect,
+    ),
+    "stats": (
+        "counts by state and the oldest waiting question, offline (read-only, --json)",
+        add_stats_arguments,
+        run_stats,
     ),
     "purge": (
         "erase conversations idle longer than --older-than DAYS (retention)",

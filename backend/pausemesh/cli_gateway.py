@@ -146,7 +146,7 @@ def _lock_path(args: argparse.Namespace, config: Any) -> Path:
 
 
 def _pin(args: argparse.Namespace) -> None:
-    from pausemesh.gateway.config import load_gateway_config  # noqa: PLC0415
+    from pausemesh.gateway.config_load import load_gateway_config  # noqa: PLC0415
     from pausemesh.gateway.lock import pin, write_lock  # noqa: PLC0415
 
     async def main() -> None:
@@ -162,7 +162,7 @@ def _pin(args: argparse.Namespace) -> None:
 
 
 def _retire(args: argparse.Namespace) -> None:
-    from pausemesh.gateway.config import load_gateway_config  # noqa: PLC0415
+    from pausemesh.gateway.config_load import load_gateway_config  # noqa: PLC0415
 
     async def main() -> None:
         config = load_gateway_config(args.config)
@@ -176,7 +176,7 @@ def _retire(args: argparse.Namespace) -> None:
 
 
 async def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    from pausemesh.gateway.config import load_gateway_config  # noqa: PLC0415
+    from pausemesh.gateway.config_load import load_gateway_config  # noqa: PLC0415
     from pausemesh.gateway.lock import check_lock, load_lock  # noqa: PLC0415
 
     config = load_gateway_config(args.config)
@@ -234,7 +234,7 @@ def run_gateway(args: argparse.Namespace) -> None:
 
 
 def _ops(args: argparse.Namespace) -> None:
-    from pausemesh.gateway.config import load_gateway_config  # noqa: PLC0415
+    from pausemesh.gateway.config_load import load_gateway_config  # noqa: PLC0415
     from pausemesh.gateway.inspect import describe, explain, inspect_operation  # noqa: PLC0415
 
     async def main() -> None:

@@ -354,11 +354,14 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     env_file: str | Path | None = ".env",
     overrides: Mapping[str, object] | None = None,
+    require_key: bool = True,
 ) -> Settings:
     """Merge defaults, ``env_file``, ``environ`` and ``overrides``; validate everything.
 
     ``overrides`` uses field names (``port``, ``database_path``...); ``None`` values are
-    ignored, so argparse namespaces can be passed through as they are.
+    ignored, so argparse namespaces can be passed through as they are. ``require_key=False``
+    is for commands that never issue or check a token (``inspect``, ``stats``): they read
+    PostgreSQL without the replicas' shared key.
     """
     environ = os.environ if environ is None else environ
     known = {f.name for f in fields(Settings)}
@@ -384,7 +387,12 @@ def load_settings(
         raise SettingsError(
             "PAUSEMESH_SECRET_KEY and PAUSEMESH_SECRET_KEY_FILE are exclusive; set only one"
         )
-    if settings.uses_postgres and settings.secret_key is None and settings.secret_key_file is None:
+    if (
+        require_key
+        and settings.uses_postgres
+        and settings.secret_key is None
+        and settings.secret_key_file is None
+    ):
         raise SettingsError(
             "PAUSEMESH_SECRET_KEY (or PAUSEMESH_SECRET_KEY_FILE) is required with"
             " PAUSEMESH_DATABASE_URL: every replica must share one server key"

@@ -77,6 +77,31 @@ async def test_a_tool_definition_edited_after_pinning_is_tool_changed_and_nothin
     assert case.lines() == []
 
 
+async def test_a_definition_changed_on_a_live_connection_and_announced_is_tool_changed(
+    case: GatewayCase,
+) -> None:
+    # The gateway lists an upstream's tools once per connection; a list_changed notice on
+    # that connection makes it list again before the next dispatch.
+    case.jobs.append(
+        {
+            "name": "redefine",
+            "upstream": "invoices",
+            "tool": "redefine_invoice",
+            "business_key": "redefine",
+            "timeout_seconds": 5,
+        }
+    )
+    case.pin()
+    async with gateway_client(case.stdio()) as client:
+        before = await call(client, "create_invoice", invoice("A-1"))
+        redefined = await call(client, "redefine", {})
+        after = await call(client, "create_invoice", invoice("B-2"))
+    assert before["status"] == "RESPONSE_RETAINED"
+    assert redefined["status"] == "RESPONSE_RETAINED"
+    assert after["status"] == "TOOL_CHANGED"
+    assert [line["order_id"] for line in case.lines()] == ["A-1"]
+
+
 @pytest.mark.parametrize("field", ["operationId", "businessKey", "actor", "session"])
 async def test_fields_that_would_choose_identity_are_refused(case: GatewayCase, field: str) -> None:
     case.pin()

@@ -5,8 +5,9 @@ anything else happens), then behaves as ``$UPSTREAM_CONTROL`` (a JSON file, read
 says: ``{"delay": seconds}`` sleeps before answering, ``{"hold": path}`` answers once
 ``path`` exists, ``{"exit": true}`` exits the process
 mid-call. Started with ``{"changed": true}`` in the control file, the tool's definition
-differs (an extra argument) from what a gateway pinned before. ``lookup_invoice`` is a second,
-read-only tool.
+differs (an extra argument) from what a gateway pinned before; ``redefine_invoice`` makes the
+same change on a running server and announces it (``notifications/tools/list_changed``).
+``lookup_invoice`` is a second, read-only tool.
 
     python tests/support/upstream_mcp.py            # stdio
     python tests/support/upstream_mcp.py --http PORT
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 
 def _control() -> dict[str, Any]:
@@ -55,15 +56,16 @@ def _after_call() -> None:
 
 server = MCPServer("invoices")
 
+
+def changed_create_invoice(order_id: str, amount: int, currency: str = "EUR") -> dict[str, Any]:
+    """Create an invoice (a changed definition: it grew a currency)."""
+    _append({"order_id": order_id, "amount": amount, "currency": currency})
+    _after_call()
+    return {"invoice": f"inv-{order_id}", "amount": amount, "currency": currency}
+
+
 if _control().get("changed"):
-
-    @server.tool()
-    def create_invoice(order_id: str, amount: int, currency: str = "EUR") -> dict[str, Any]:
-        """Create an invoice (a changed definition: it grew a currency)."""
-        _append({"order_id": order_id, "amount": amount, "currency": currency})
-        _after_call()
-        return {"invoice": f"inv-{order_id}", "amount": amount, "currency": currency}
-
+    server.add_tool(changed_create_invoice, name="create_invoice")
 else:
 
     @server.tool()
@@ -72,6 +74,15 @@ else:
         _append({"order_id": order_id, "amount": amount})
         _after_call()
         return {"invoice": f"inv-{order_id}", "amount": amount}
+
+
+@server.tool()
+async def redefine_invoice(ctx: Context) -> dict[str, Any]:
+    """Change create_invoice's definition on this running server and announce it."""
+    server.remove_tool("create_invoice")
+    server.add_tool(changed_create_invoice, name="create_invoice")
+    await ctx.session.send_tool_list_changed()
+    return {"redefined": True}
 
 
 @server.tool()

@@ -9,7 +9,8 @@ from mcp_types import Tool
 
 from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import GatewayError
-from pausemesh.gateway.config import GatewayConfig, parse_gateway_config
+from pausemesh.gateway.config import GatewayConfig
+from pausemesh.gateway.config_load import parse_gateway_config
 from pausemesh.gateway.lock import LOCK_VERSION, GatewayLock, PinnedJob, agent_schema, check_lock
 from pausemesh.gateway.upstream import MAX_CATALOG_TOOLS, catalog_tool
 

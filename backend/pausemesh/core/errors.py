@@ -34,7 +34,8 @@ HTTP statuses and protocol routers map them to their own error shapes::
     │                                             continuity gateway's config, lock and upstreams
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
-                                                  MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE
+                                                  MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE,
+                                                  STORE_READ_ONLY
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The continuity gateway: operator-approved MCP jobs dispatched to their upstreams at most once.
 
-Framework-free (the ``mcp`` SDK, the stores' ports and core only): ``config`` (the TOML, every
-error named), ``lock`` (pinned tool definitions), ``upstream`` (SDK client sessions),
-``dispatcher`` (the ``Gateway``), ``inspect`` (status/why), ``results`` (the status
-vocabulary), ``server`` (the MCP server). The Litestar mount is ``pausemesh.web.gateway_mount``,
+Framework-free (the ``mcp`` SDK, the stores' ports and core only): ``config`` (the validated
+values), ``config_fields`` and ``config_load`` (reading the TOML, every error named), ``lock``
+(pinned tool definitions), ``upstream`` (SDK client sessions), ``catalog`` (the tools the
+agent sees), ``dispatcher`` (the ``Gateway``), ``reconcile`` (terms, and answers from a
+record), ``inspect`` and ``inspect_tools`` (status/why), ``results`` (the status vocabulary),
+``server`` (the MCP server). The Litestar mount is ``pausemesh.web.gateway_mount``,
 the commands ``pausemesh.cli_gateway``; see docs/gateway.md.
 """

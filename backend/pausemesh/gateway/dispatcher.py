@@ -6,15 +6,18 @@
    template, never from a field the caller names) → the operation id;
 2. an operation already recorded for that id is answered from the record — the recorded
    reply (``RECONCILIATION_ONLY``), ``OUTCOME_UNKNOWN``, ``OPERATION_CONFLICT`` for other
-   arguments — with no upstream connection at all;
-3. otherwise: optional human approval (``approver``), the live tool compared with the pin
-   (``TOOL_CHANGED``, nothing recorded or sent), the attempt recorded durably and fenced by
-   this worker's epoch, **one** ``tools/call``, the reply recorded (fenced again).
+   arguments, ``BUSY`` while another worker may still record its reply (``reconcile``) —
+   with no upstream connection at all;
+3. otherwise: optional human approval (``approver``), the tool's definition as the current
+   upstream connection lists it compared with the pin (``TOOL_CHANGED``, nothing recorded
+   or sent), the attempt recorded durably and fenced by this worker's epoch — the insert
+   decides, so of any number of processes on one database one dispatches — **one**
+   ``tools/call``, the reply recorded (fenced again, and only before ``reply_deadline``).
 
 Anything after the attempt that leaves no recorded reply — a crash, a timeout, the upstream
 exiting, an unreadable or oversized reply, retirement before the reply is recorded — leaves
 the operation ``OUTCOME_UNKNOWN`` for good. Two calls of one operation in this process at
-once: one dispatches, the other gets ``BUSY``.
+once: one dispatches, the other gets ``BUSY`` without reading the ledger.
 """
 
 from __future__ import annotations
@@ -38,35 +41,25 @@ from pausemesh.core.errors import (
     StoreError,
 )
 from pausemesh.core.fencing import FencedOperations
-from pausemesh.core.operations import (
-    EXECUTE,
-    OperationLedger,
-    OperationRecord,
-    decide,
-    new_attempt,
-    operation_id,
-)
+from pausemesh.core.operations import EXECUTE, OperationLedger, OperationRecord, operation_id
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.telemetry import GATEWAY_DISPATCHES, count, span
+from pausemesh.gateway.catalog import input_schema, job_tools
 from pausemesh.gateway.config import GatewayConfig, Job
-from pausemesh.gateway.inspect import (
-    DECLINED_RESULT,
-    explain,
-    inspect_operation,
-    operation_state,
-    upstream_result,
-)
-from pausemesh.gateway.lock import GatewayLock, PinnedJob, agent_schema
+from pausemesh.gateway.inspect import DECLINED_RESULT, upstream_result
+from pausemesh.gateway.inspect_tools import Inspection
+from pausemesh.gateway.lock import GatewayLock, agent_schema
+from pausemesh.gateway.reconcile import answer_recorded, reply_deadline, wanted_attempt
 from pausemesh.gateway.results import (
     BUSY,
     DENIED,
     OPERATION_CONFLICT,
     OUTCOME_UNKNOWN,
-    RECONCILIATION_ONLY,
     REFUSED,
     RESPONSE_RETAINED,
     TOOL_CHANGED,
+    Stop,
     outcome,
 )
 from pausemesh.gateway.upstream import UpstreamPool, UpstreamSession, definition_of
@@ -76,7 +69,6 @@ __all__ = ("MAX_RETAINED_BYTES", "Approver", "Gateway", "Pending")
 _log = logging.getLogger("pausemesh.gateway")
 
 MAX_RETAINED_BYTES: Final = 16_384
-_TERMS_VERSION = "pausemesh-gateway-job/1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +80,6 @@ class Pending:
 
 Approver = Callable[[Job, str, dict[str, Any]], Awaitable["bool | Pending"]]
 """Asks a person to approve ``job`` for ``(operation id, arguments)``: True, False or Pending."""
-
-
-class _Stop(Exception):  # noqa: N818 - control flow inside run, never escapes
-    def __init__(self, body: dict[str, Any]) -> None:
-        super().__init__(body.get("status"))
-        self.body = body
-
-
-def _terms(job: Job, pinned: PinnedJob, arguments: dict[str, Any]) -> dict[str, Any]:
-    # Upstream, tool, the pinned definition and the arguments: the alias (job name) is not
-    # part of it, so renaming a job does not make new work.
-    return {
-        "v": _TERMS_VERSION,
-        "upstream": job.upstream,
-        "definitionDigest": pinned.digest,
-        "arguments": arguments,
-    }
 
 
 class Gateway:
@@ -135,6 +110,7 @@ class Gateway:
             for name in config.jobs
         }
         self._inflight: set[str] = set()
+        self._inspection = Inspection(config, ledger, fencing, self.worker)
 
     async def start(self) -> int:
         """Claim this worker's current epoch; every later action is fenced by it."""
@@ -149,95 +125,26 @@ class Gateway:
     # -- what the agent sees --------------------------------------------------------------
 
     def job_tools(self) -> list[Tool]:
-        tools = []
-        for name, job in self.config.jobs.items():
-            pinned = self.lock.jobs[name]
-            definition = pinned.definition
-            description = f"Runs {job.tool} on {job.upstream} at most once per business key."
-            tools.append(
-                Tool.model_validate(
-                    {
-                        "name": name,
-                        "description": description,
-                        "inputSchema": agent_schema(definition),
-                        **(
-                            {"annotations": definition["annotations"]}
-                            if "annotations" in definition
-                            else {}
-                        ),
-                    }
-                )
-            )
-        return tools
+        return job_tools(self.config, self.lock)
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
-        if name not in self.config.jobs:
-            return None
-        return agent_schema(self.lock.jobs[name].definition)
+        return input_schema(self.config, self.lock, name)
 
     # -- run ------------------------------------------------------------------------------
 
     def _arguments(self, job: Job, arguments: dict[str, Any]) -> tuple[str, str]:
         problems = sorted(e.message for e in self._validators[job.name].iter_errors(arguments))
         if problems:
-            raise _Stop(
+            raise Stop(
                 outcome(REFUSED, job.name, reason="INVALID_ARGUMENTS", message="; ".join(problems))
             )
         try:
             key = job.business_key_for(arguments)
         except GatewayError as error:
-            raise _Stop(
+            raise Stop(
                 outcome(REFUSED, job.name, reason=error.code, message=error.message)
             ) from None
         return key, operation_id(self.config.domain, key)
-
-    def _recorded(
-        self, job: Job, record: OperationRecord, wanted: OperationRecord
-    ) -> dict[str, Any]:
-        """The answer for an operation that already has a record (nothing is sent)."""
-        op = record.operation_id
-        try:
-            decide(record, wanted)
-        except OperationConflictError:
-            return outcome(
-                OPERATION_CONFLICT,
-                job.name,
-                operation_id=op,
-                message="This business key was already used with other arguments.",
-            )
-        state = operation_state(record)
-        if state == DENIED:
-            return outcome(DENIED, job.name, operation_id=op, reason="APPROVAL_DECLINED")
-        if state == OUTCOME_UNKNOWN:
-            return outcome(
-                OUTCOME_UNKNOWN,
-                job.name,
-                operation_id=op,
-                message="An attempt was recorded without a reply; it is never sent again.",
-            )
-        assert isinstance(record.result, dict)  # noqa: S101 - state RESPONSE_RETAINED
-        return outcome(
-            RECONCILIATION_ONLY,
-            job.name,
-            operation_id=op,
-            resolvedByOperator="resolvedResult" in record.result,
-            upstreamResult=upstream_result(record),
-            contentTrust="UNTRUSTED_DATA",
-        )
-
-    def _wanted(self, job: Job, key: str, arguments: dict[str, Any]) -> OperationRecord:
-        return new_attempt(
-            self.config.domain,
-            key,
-            job.tool,
-            _terms(job, self.lock.jobs[job.name], arguments),
-            now=self.clock.now(),
-        )
-
-    async def _check_current(self, job: Job) -> None:
-        current = await self.fencing.worker_epoch(self.config.domain, self.worker)
-        if self.epoch is None or current != self.epoch:
-            raise _Stop(outcome(REFUSED, job.name, reason="RUNTIME_NOT_CURRENT"))
 
     async def run(
         self,
@@ -270,14 +177,14 @@ class Gateway:
             return outcome(DENIED, name, reason="EXECUTE_NOT_PERMITTED")
         try:
             key, op = self._arguments(job, arguments)
-        except _Stop as stop:
+        except Stop as stop:
             return stop.body
         if op in self._inflight:
             return outcome(BUSY, name, operation_id=op)
         self._inflight.add(op)
         try:
             return await self._run(job, key, op, arguments, approver)
-        except _Stop as stop:
+        except Stop as stop:
             return stop.body
         except StoreError as error:
             _log.warning("gateway store failed: %s", error.code)
@@ -293,10 +200,11 @@ class Gateway:
         arguments: dict[str, Any],
         approver: Approver | None,
     ) -> dict[str, Any] | Pending:
-        wanted = self._wanted(job, key, arguments)
+        pinned = self.lock.jobs[job.name]
+        wanted = wanted_attempt(self.config.domain, job, pinned, key, arguments, self.clock.now())
         existing = await self.ledger.get(op)
         if existing is not None:
-            return self._recorded(job, existing, wanted)
+            return await self._answer(job, existing, wanted)
         if job.require_approval:
             if approver is None:
                 return outcome(REFUSED, job.name, operation_id=op, reason="APPROVAL_UNAVAILABLE")
@@ -311,6 +219,13 @@ class Gateway:
         # From here the call is sent and its reply recorded even if the agent gives up
         # waiting (its request cancelled): a lost reply would make the outcome unknown.
         return await asyncio.shield(self._dispatch(job, attempt, session, arguments))
+
+    async def _answer(
+        self, job: Job, record: OperationRecord, wanted: OperationRecord
+    ) -> dict[str, Any]:
+        return await answer_recorded(
+            self.fencing, self.config.domain, self.worker, job, record, wanted, now=self.clock.now()
+        )
 
     async def _dispatch(
         self,
@@ -331,6 +246,9 @@ class Gateway:
                 )
             await self.pool.discard(session)
             return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="UPSTREAM_FAILED")
+        if self.clock.now() >= reply_deadline(job, attempt):
+            # Another process may already have answered OUTCOME_UNKNOWN for it: keep it so.
+            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="REPLY_TOO_LATE")
         retained = {
             "upstreamResult": reply.model_dump(by_alias=True, exclude_none=True, mode="json")
         }
@@ -342,7 +260,7 @@ class Gateway:
         try:
             return await self.pool.get(job.upstream)
         except GatewayError as error:
-            raise _Stop(outcome(REFUSED, job.name, operation_id=op, reason=error.code)) from None
+            raise Stop(outcome(REFUSED, job.name, operation_id=op, reason=error.code)) from None
 
     async def _check_definition(self, job: Job, op: str, session: UpstreamSession) -> None:
         try:
@@ -351,9 +269,9 @@ class Gateway:
             if error.code == "UPSTREAM_UNAVAILABLE":
                 await self.pool.discard(session)
             status = TOOL_CHANGED if error.code == "TOOL_MISSING" else REFUSED
-            raise _Stop(outcome(status, job.name, operation_id=op, reason=error.code)) from None
+            raise Stop(outcome(status, job.name, operation_id=op, reason=error.code)) from None
         if canonical_sha256(live) != self.lock.jobs[job.name].digest:
-            raise _Stop(
+            raise Stop(
                 outcome(
                     TOOL_CHANGED,
                     job.name,
@@ -372,7 +290,7 @@ class Gateway:
                 wanted, worker=self.worker, epoch=self.epoch, job=job.name
             )
         except RuntimeNotCurrentError:
-            raise _Stop(
+            raise Stop(
                 outcome(
                     REFUSED,
                     job.name,
@@ -381,12 +299,12 @@ class Gateway:
                 )
             ) from None
         except OperationConflictError:
-            raise _Stop(
+            raise Stop(
                 outcome(OPERATION_CONFLICT, job.name, operation_id=wanted.operation_id)
             ) from None
         if begun.decision != EXECUTE:
             # Another process began it between our read and our insert.
-            raise _Stop(self._recorded(job, begun.record, wanted))
+            raise Stop(await self._answer(job, begun.record, wanted))
         return begun.record
 
     async def _record(
@@ -439,54 +357,8 @@ class Gateway:
 
     # -- inspection -----------------------------------------------------------------------
 
-    async def _inspected(self, arguments: dict[str, Any], principal: str | None) -> dict[str, Any]:
-        name = arguments.get("job")
-        job = self.config.job(name) if isinstance(name, str) else None
-        if job is None:
-            raise _Stop(outcome(REFUSED, str(name), reason="UNKNOWN_JOB"))
-        permissions = self.config.access.permissions(principal)
-        if "inspect" not in permissions:
-            raise _Stop(outcome(DENIED, job.name, reason="INSPECT_NOT_PERMITTED"))
-        await self._check_current(job)
-        missing = [field for field in job.key_fields if field not in arguments]
-        extra = sorted(set(arguments) - {"job", *job.key_fields})
-        if missing or extra:
-            message = f"{job.name} is inspected with job plus {list(job.key_fields)}"
-            raise _Stop(outcome(REFUSED, job.name, reason="INVALID_ARGUMENTS", message=message))
-        try:
-            key = job.business_key_for(arguments)
-        except GatewayError as error:
-            raise _Stop(
-                outcome(REFUSED, job.name, reason=error.code, message=error.message)
-            ) from None
-        op = operation_id(self.config.domain, key)
-        body = await inspect_operation(self.ledger, self.fencing, self.config.domain, op)
-        body["job"] = job.name
-        body["permission"] = sorted(permissions)
-        return body
-
     async def status(self, arguments: dict[str, Any], principal: str | None) -> dict[str, Any]:
-        try:
-            return await self._inspected(arguments, principal)
-        except _Stop as stop:
-            return stop.body
+        return await self._inspection.status(arguments, principal, self.epoch)
 
     async def why(self, arguments: dict[str, Any], principal: str | None) -> dict[str, Any]:
-        try:
-            body = await self._inspected(arguments, principal)
-        except _Stop as stop:
-            return stop.body
-        permissions = set(body["permission"])
-        return {
-            "status": body["status"],
-            "job": body["job"],
-            "operationId": body["operationId"],
-            "explanation": explain(body),
-            "permission": {
-                "execute": "execute" in permissions,
-                "inspect": "inspect" in permissions,
-            },
-            "scope": "CURRENT_PERMISSION_ONLY",
-            "executionCapability": False,
-            "externalOutcome": "NOT_PROVEN",
-        }
+        return await self._inspection.why(arguments, principal, self.epoch)

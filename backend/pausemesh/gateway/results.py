@@ -34,6 +34,7 @@ __all__ = (
     "RESPONSE_RETAINED",
     "SUCCESS_STATUSES",
     "TOOL_CHANGED",
+    "Stop",
     "outcome",
 )
 
@@ -70,3 +71,11 @@ def outcome(
     body.update(fields)
     body["externalOutcome"] = "NOT_PROVEN"
     return body
+
+
+class Stop(Exception):  # noqa: N818 - control flow inside the gateway, never escapes it
+    """Ends a gateway call early with ``body`` (an ``outcome``) as its answer."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body.get("status"))
+        self.body = body

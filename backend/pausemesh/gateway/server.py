@@ -12,14 +12,16 @@ caller's principal and the human approval of ``require_approval`` jobs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.stdio import stdio_server
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool, ToolAnnotations
 
 from pausemesh.gateway.dispatcher import Approver, Gateway, Pending
 from pausemesh.gateway.results import SUCCESS_STATUSES
+from pausemesh.gateway.stdio_pipes import loop_stdio
 
 __all__ = ("GatewayServer", "PrincipalOf", "tool_result")
 
@@ -118,3 +120,14 @@ class GatewayServer(MCPServer):
             pending: CallToolResult | InputRequiredResult = answer.value
             return pending
         return tool_result(answer)
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin/stdout on the event loop's own pipes (no thread per message)."""
+        async with loop_stdio() as pipes:
+            streams = stdio_server() if pipes is None else stdio_server(*cast("Any", pipes))
+            async with streams as (read_stream, write_stream):
+                await self._lowlevel_server.run(
+                    read_stream,
+                    write_stream,
+                    self._lowlevel_server.create_initialization_options(),
+                )

@@ -20,7 +20,7 @@ import contextlib
 import logging
 from typing import Any, Final
 
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -30,6 +30,7 @@ from mcp_types import (
     ListToolsResult,
     PaginatedRequestParams,
     Tool,
+    ToolListChangedNotification,
 )
 
 from pausemesh.core.errors import GatewayError
@@ -81,11 +82,12 @@ class UpstreamSession:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: ClientSession | None = None
-        # Listings, grouped: each listing serves every call that arrived before it was sent.
+        # The catalogue as listed on this connection: fetched on first need, dropped on
+        # ``notifications/tools/list_changed`` (counted, so a listing that was in flight when
+        # the notice came is not kept), fetched again on a new connection.
         self._list_lock = asyncio.Lock()
-        self._arrivals = 0
-        self._served = 0
-        self._last: ListToolsResult | None = None
+        self._changes = 0
+        self._listed: ListToolsResult | None = None
 
     def _transport(self) -> Any:
         upstream = self.upstream
@@ -103,7 +105,10 @@ class UpstreamSession:
 
     async def _hold(self, ready: asyncio.Future[ClientSession]) -> None:
         try:
-            async with self._transport() as (read, write), ClientSession(read, write) as session:
+            async with (
+                self._transport() as (read, write),
+                ClientSession(read, write, message_handler=self._notice) as session,
+            ):
                 await session.initialize()
                 ready.set_result(session)
                 await self._stop.wait()
@@ -135,23 +140,26 @@ class UpstreamSession:
     def alive(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    async def _notice(self, message: IncomingMessage) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            self._changes += 1
+            self._listed = None
+
     async def _listing(self) -> ListToolsResult:
-        """A ``tools/list`` page sent after this call arrived (shared by the calls waiting
-        with it, like a group commit: one round trip verifies a burst of first dispatches)."""
-        self._arrivals += 1
-        arrival = self._arrivals
+        """The catalogue of this connection, listed again after a ``list_changed`` notice."""
         async with self._list_lock:
-            if self._last is not None and self._served >= arrival:
-                return self._last
-            covered = self._arrivals
-            listed = await asyncio.wait_for(
-                self.session.list_tools(params=PaginatedRequestParams()), _LIST_TIMEOUT_SECONDS
-            )
-            self._last, self._served = listed, covered
-            return listed
+            while self._listed is None:
+                changes = self._changes
+                listed = await asyncio.wait_for(
+                    self.session.list_tools(params=PaginatedRequestParams()), _LIST_TIMEOUT_SECONDS
+                )
+                if self._changes == changes:
+                    self._listed = listed
+            return self._listed
 
     async def list_tool(self, name: str) -> Tool:
-        """The live definition of ``name`` (one page only)."""
+        """The definition of ``name`` as this connection lists it now (one page only): listed
+        when the connection is made, and again after every ``list_changed`` notice."""
         try:
             listed = await self._listing()
         except Exception as error:  # noqa: BLE001 - a dead session, a timeout, a bad page alike

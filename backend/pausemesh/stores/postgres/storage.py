@@ -6,16 +6,19 @@ and schema here.
 
 from __future__ import annotations
 
-from pausemesh.stores.postgres.database import PostgresDatabase
+import asyncpg
+
+from pausemesh.stores.postgres.database import PostgresDatabase, map_store_error
 from pausemesh.stores.postgres.events import PostgresEventStore
 from pausemesh.stores.postgres.fencing import PostgresFencedOperations
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
 from pausemesh.stores.postgres.push import PostgresPushStore
-from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
+from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, quote_schema
+from pausemesh.stores.postgres.stats import PostgresStats
 from pausemesh.stores.postgres.threads import PostgresThreadStore
 from pausemesh.stores.storage import Storage
 
-__all__ = ("open_postgres_storage", "postgres_storage")
+__all__ = ("open_postgres_read_only", "open_postgres_storage", "postgres_storage")
 
 
 async def postgres_storage(database: PostgresDatabase, *, close_database: bool = False) -> Storage:
@@ -51,6 +54,36 @@ async def open_postgres_storage(
     )
     try:
         return await postgres_storage(database, close_database=True)
+    except BaseException:
+        await database.close()
+        raise
+
+
+async def open_postgres_read_only(
+    dsn: str, *, schema: str = DEFAULT_SCHEMA
+) -> tuple[Storage, PostgresStats]:
+    """The stores on a small pool whose transactions are read-only (``pausemesh inspect``):
+    nothing is migrated, and a schema that is not migrated exactly is refused."""
+    quote_schema(schema)
+    try:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=1,
+            max_size=2,
+            command_timeout=30.0,
+            timeout=5.0,
+            server_settings={
+                "application_name": "pausemesh-inspect",
+                # The server itself refuses every write of this pool.
+                "default_transaction_read_only": "on",
+            },
+        )
+    except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+        raise map_store_error(error) from None
+    database = PostgresDatabase(pool, schema=schema, owns_pool=True)
+    try:
+        storage = await postgres_storage(database, close_database=True)
+        return storage, PostgresStats(database)
     except BaseException:
         await database.close()
         raise

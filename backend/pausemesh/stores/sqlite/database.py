@@ -144,6 +144,7 @@ class SqliteDatabase:
         self.commits = 0
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._read_only = False
 
     async def open(self) -> SqliteDatabase:
         if self.path == ":memory:" or "mode=memory" in self.path:
@@ -178,6 +179,58 @@ class SqliteDatabase:
         self._writer_task = asyncio.create_task(self._write_loop(), name="pausemesh-sqlite-writer")
         return self
 
+    async def open_read_only(self) -> SqliteDatabase:
+        """Open for reading only (``pausemesh inspect``, ``stats``): no writer, no migration.
+
+        The file is opened with ``mode=ro``; a missing file or a schema whose migration
+        ledger is not exactly this code's is ``MIGRATION_REQUIRED`` (or the ledger's own
+        code), and every ``write`` is refused.
+        """
+        self._connect_read_only()
+        return self
+
+    def _connect_read_only(self) -> None:
+        if not Path(self.path).is_file():
+            msg = f"no PauseMesh database at {self.path}"
+            raise StoreError(msg, code="MIGRATION_REQUIRED")
+        uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+        try:
+            self._reader = sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False
+            )
+            self._reader.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            rows = self._reader.execute(
+                "SELECT name FROM sqlite_master WHERE name = 'pausemesh_schema_migrations'"
+            ).fetchall()
+            applied = (
+                {}
+                if not rows
+                else {
+                    row[0]: (row[1], row[2])
+                    for row in self._reader.execute(
+                        "SELECT version, name, checksum FROM pausemesh_schema_migrations"
+                    )
+                }
+            )
+        except sqlite3.Error as error:
+            self._reader_close()
+            raise _store_error(error) from error
+        try:
+            missing = check_ledger(applied, self._migrations)
+        except StoreError:
+            self._reader_close()
+            raise
+        if missing:
+            self._reader_close()
+            msg = f"{self.path} needs migration {missing[0].version}; serve it once to migrate"
+            raise StoreError(msg, code="MIGRATION_REQUIRED")
+        self._read_only = True
+
+    def _reader_close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
     async def _run_in_writer(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._writer is not None  # noqa: S101 - only called once open
         # aiosqlite's public API costs one thread hop per statement; a whole group of
@@ -186,6 +239,8 @@ class SqliteDatabase:
         return await execute(fn, *args)
 
     def _require_open(self) -> None:
+        if self._read_only and not self._closed:
+            return
         if self._closed or self._writer_task is None:
             msg = "SQLite store is not open"
             raise StoreError(msg, code="STORE_UNAVAILABLE")
@@ -198,6 +253,9 @@ class SqliteDatabase:
         share one transaction and one COMMIT.
         """
         self._require_open()
+        if self._read_only:
+            msg = "this SQLite database was opened read-only"
+            raise StoreError(msg, code="STORE_READ_ONLY")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(op, future))
         if not self._group_in_flight and not self._flush_scheduled:

@@ -1,0 +1,193 @@
+"""``pausemesh inspect thread|continuation|operation ID`` and ``pausemesh stats``: read-only.
+
+Offline against the SQLite file (``--database-path``) or PostgreSQL (``--database-url``), with
+the other commands' store flags. The store is opened for reading only (SQLite ``mode=ro``; a
+PostgreSQL pool whose transactions are read-only) and never migrated: a missing or
+unmigrated database is an error (exit 2). An unknown id exits 1. Human text by default,
+``--json`` for one JSON object. Never printed: a resume token's hash, a retained response
+body, a thread's messages or title (user text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.errors import StoreError
+from pausemesh.settings import load_settings
+
+__all__ = ("add_inspect_arguments", "add_stats_arguments", "run_inspect", "run_stats")
+
+_EXIT_NOT_FOUND = 1
+_EXIT_STORE = 2
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-path",
+        help="SQLite file (PAUSEMESH_DATABASE_PATH, default ./data/pausemesh.db)",
+    )
+    parser.add_argument(
+        "--database-url", help="PostgreSQL URL; wins over --database-path (PAUSEMESH_DATABASE_URL)"
+    )
+    parser.add_argument(
+        "--database-schema",
+        help="PostgreSQL schema (PAUSEMESH_DATABASE_SCHEMA, default pausemesh)",
+    )
+    parser.add_argument(
+        "--env-file", default=".env", help="dotenv file to read PAUSEMESH_* from (default .env)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    kinds = parser.add_subparsers(dest="inspect_kind", metavar="KIND", required=True)
+    for kind, summary in (
+        ("thread", "a thread: versions, open questions, run lease (not its messages)"),
+        ("continuation", "a continuation: its state and history (no token hash)"),
+        ("operation", "a ledger operation: status, digests, who dispatched (no response body)"),
+    ):
+        sub = kinds.add_parser(kind, help=summary, description=summary)
+        sub.add_argument("id", metavar="ID")
+        _add_store_arguments(sub)
+
+
+def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_store_arguments(parser)
+
+
+class _NotFoundError(Exception):
+    """The id names nothing in this store (exit 1)."""
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+async def _thread(storage: Any, thread_id: str) -> dict[str, Any]:
+    record = None if storage.threads is None else await storage.threads.get(thread_id)
+    if record is None:
+        raise _NotFoundError(f"no thread {thread_id!r}")
+    cohort = record.open_receipt
+    return {
+        "threadId": record.thread_id,
+        "owner": record.owner,
+        "version": record.version,
+        "lastSequence": record.last_sequence,
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+        "messages": len(record.messages),
+        "openInterrupts": []
+        if cohort is None
+        else [
+            {"continuationId": i.continuation_id, "expiresAt": i.expires_at}
+            for i in cohort.receipt.interrupts
+        ],
+        "lease": None
+        if record.lease is None
+        else {"runId": record.lease.run_id, "expiresAt": record.lease.expires_at},
+    }
+
+
+async def _continuation(storage: Any, continuation_id: str) -> dict[str, Any]:
+    from pausemesh.core.model import public_event  # noqa: PLC0415 - keeps --version light
+    from pausemesh.core.reducer import replay  # noqa: PLC0415
+
+    events = await storage.events.load(continuation_id)
+    state = replay(events)
+    if state is None:
+        raise _NotFoundError(f"no continuation {continuation_id!r}")
+    body: dict[str, Any] = _plain(state)
+    # The public history: every event as the HTTP API shows it, without the token hash.
+    body["history"] = [_plain(public_event(event)) for event in events]
+    return body
+
+
+async def _operation(storage: Any, operation_id: str) -> dict[str, Any]:
+    from pausemesh.gateway.inspect import explain, inspect_operation  # noqa: PLC0415
+
+    record = None if storage.operations is None else await storage.operations.get(operation_id)
+    if record is None or storage.fencing is None:
+        raise _NotFoundError(f"no operation {operation_id!r}")
+    body = await inspect_operation(storage.operations, storage.fencing, record.domain, operation_id)
+    body["domain"] = record.domain
+    body["explanation"] = explain(body)
+    return body
+
+
+def _open_and(args: argparse.Namespace, read: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+    from pausemesh.bootstrap import open_read_only_storage  # noqa: PLC0415 - keeps --version light
+
+    overrides = {
+        "database_path": args.database_path,
+        "database_url": args.database_url,
+        "database_schema": args.database_schema,
+    }
+    settings = load_settings(env_file=args.env_file, overrides=overrides, require_key=False)
+
+    async def main() -> Any:
+        storage, stats = await open_read_only_storage(settings)
+        try:
+            return await read(storage, stats)
+        finally:
+            await storage.close()
+
+    try:
+        return asyncio.run(main())
+    except StoreError as error:
+        print(f"pausemesh: cannot read the store ({error.code}): {error}", file=sys.stderr)  # noqa: T201
+        raise SystemExit(_EXIT_STORE) from None
+    except _NotFoundError as missing:
+        print(f"pausemesh: {missing}", file=sys.stderr)  # noqa: T201
+        raise SystemExit(_EXIT_NOT_FOUND) from None
+
+
+def _text(value: Any, indent: str = "") -> list[str]:
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, dict) and item:
+            lines.append(f"{indent}{key}:")
+            lines.extend(_text(item, indent + "  "))
+        elif isinstance(item, list) and item and all(isinstance(i, dict) for i in item):
+            lines.append(f"{indent}{key}: {len(item)}")
+            for entry in item:
+                first, *rest = _text(entry, indent + "    ")
+                lines.append(f"{indent}  - {first.strip()}")
+                lines.extend(rest)
+        else:
+            shown = "-" if item is None or item in ([], {}) else item
+            if isinstance(shown, list):
+                shown = ", ".join(str(i) for i in shown)
+            lines.append(f"{indent}{key}: {shown}")
+    return lines
+
+
+def _print(body: dict[str, Any], *, as_json: bool) -> None:
+    plain = _plain(body)
+    if as_json:
+        print(msgspec.json.encode(plain).decode())  # noqa: T201
+    else:
+        print("\n".join(_text(plain)))  # noqa: T201
+
+
+def run_inspect(args: argparse.Namespace) -> None:
+    readers = {"thread": _thread, "continuation": _continuation, "operation": _operation}
+    reader = readers[args.inspect_kind]
+
+    async def read(storage: Any, _stats: Any) -> dict[str, Any]:
+        return await reader(storage, args.id)
+
+    _print(_open_and(args, read), as_json=args.json)
+
+
+def run_stats(args: argparse.Namespace) -> None:
+    async def read(_storage: Any, stats: Any) -> Any:
+        return await stats.stats(datetime.now(UTC))
+
+    _print(_plain(_open_and(args, read)), as_json=args.json)
