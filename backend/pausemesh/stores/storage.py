@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from pausemesh.core.fencing import FencedOperations
+from pausemesh.core.limits import RateLimiter
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
 from pausemesh.core.threads import ThreadStore
@@ -20,8 +21,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 
 class Storage:
-    """The event store plus the optional thread store, operation ledger and (for the
-    gateway) fenced operations over that ledger.
+    """The event store plus the optional thread store, operation ledger, (for the gateway)
+    fenced operations over that ledger and a shared rate limiter.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -34,12 +35,15 @@ class Storage:
         threads: ThreadStore | None = None,
         operations: OperationLedger | None = None,
         fencing: FencedOperations | None = None,
+        rate_limiter: RateLimiter | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
         self.threads = threads
         self.operations = operations
         self.fencing = fencing
+        # Counters shared by every process on this storage (PostgreSQL); None: count per process.
+        self.rate_limiter = rate_limiter
         self._on_close = list(on_close)
         self._closed = False
 

@@ -123,6 +123,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT", "operation_resolutions"),
     ("SELECT, INSERT", "operation_recoveries"),
     ("SELECT", "agui_thread_erasures"),
+    ("SELECT, INSERT, UPDATE", "rate_limits"),
 )
 # Erasure goes only through this SECURITY DEFINER function (migration ``thread_lifecycle``).
 RUNTIME_FUNCTIONS: tuple[str, ...] = ("pausemesh_erase_thread(TEXT, TIMESTAMPTZ)",)

@@ -356,6 +356,27 @@ _THREAD_LIFECYCLE = Migration(
     ),
 )
 
+_RATE_LIMITS = Migration(
+    version=7,
+    name="rate_limits",
+    statements=(
+        # PAUSEMESH_RATE_LIMIT's fixed windows, one row per principal (or client address) and
+        # period, shared by every replica. Counters, not history: UPDATE is their purpose.
+        """
+        CREATE TABLE {schema}.rate_limits (
+            bucket TEXT PRIMARY KEY,
+            window_index BIGINT NOT NULL,
+            hits INTEGER NOT NULL CHECK (hits > 0)
+        )
+        """,
+        """
+        CREATE TRIGGER pausemesh_rate_limits_no_truncate
+            BEFORE TRUNCATE ON {schema}.rate_limits
+            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
+        """,
+    ),
+)
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -363,6 +384,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _GATEWAY,
     _RECOVERIES,
     _THREAD_LIFECYCLE,
+    _RATE_LIMITS,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -429,6 +451,9 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
             "pausemesh_agui_thread_erasures_no_mutation",
             "pausemesh_agui_thread_erasures_no_truncate",
         ),
+    },
+    7: {
+        "rate_limits": ("pausemesh_rate_limits_no_truncate",),
     },
 }
 

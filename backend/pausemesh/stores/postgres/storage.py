@@ -10,6 +10,7 @@ from pausemesh.stores.postgres.database import PostgresDatabase
 from pausemesh.stores.postgres.events import PostgresEventStore
 from pausemesh.stores.postgres.fencing import PostgresFencedOperations
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
+from pausemesh.stores.postgres.rate_limits import PostgresRateLimiter
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
 from pausemesh.stores.postgres.threads import PostgresThreadStore
 from pausemesh.stores.storage import Storage
@@ -30,6 +31,7 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
         threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
         operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
         fencing=PostgresFencedOperations(database),
+        rate_limiter=PostgresRateLimiter(database),
         # Closing the thread store returns the listener's connection either way.
         on_close=[database.close] if close_database else [],
     )
