@@ -66,7 +66,10 @@ from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
+    jsonrpc_ids,
+    jsonrpc_methods,
     send_json,
+    send_jsonrpc_rate_limited,
     send_parse_error,
     send_problem,
 )
@@ -78,6 +81,14 @@ __all__ = ("A2APlugin",)
 _INTERRUPTED_TASK_TIMEOUT = 1.0
 
 ExecutorFactory = Callable[[PauseMeshPlugin], AgentExecutor]
+
+# What starts an agent's work, per binding (PAUSEMESH_RATE_LIMIT counts these).
+_WORK_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
+_WORK_PATHS = ("/message:send", "/message:stream")
+
+
+def _is_jsonrpc(scope: Scope) -> bool:
+    return bool(scope["path"].rstrip("/").endswith("/jsonrpc"))
 
 
 class _Principal(User):
@@ -286,9 +297,23 @@ class A2APlugin(ProtocolMount):
 
         return a2a_endpoint
 
+    def starts_work(self, scope: Scope, message: Any) -> bool:
+        if _is_jsonrpc(scope):
+            return bool(jsonrpc_methods(message) & _WORK_METHODS)
+        return scope.get("method") == "POST" and scope["path"].rstrip("/").endswith(_WORK_PATHS)
+
+    async def refuse_rate_limited(
+        self, scope: Scope, send: Send, retry_after: int, message: Any
+    ) -> None:
+        if _is_jsonrpc(scope):
+            ids = jsonrpc_ids(message)
+            await send_jsonrpc_rate_limited(send, retry_after, ids[0] if len(ids) == 1 else None)
+            return
+        await super().refuse_rate_limited(scope, send, retry_after, message)
+
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:
         # Each binding's own answer to a body it cannot parse, so the SDK's clients read it.
-        if scope["path"].rstrip("/").endswith("/jsonrpc"):
+        if _is_jsonrpc(scope):
             await send_parse_error(send, 200, detail)
             return
         payload = build_rest_error_payload(InvalidRequestError(message=detail))

@@ -38,7 +38,14 @@ from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
-from pausemesh.web.protocol_mount import ProtocolMount, send_parse_error, send_problem
+from pausemesh.web.protocol_mount import (
+    ProtocolMount,
+    jsonrpc_ids,
+    jsonrpc_methods,
+    send_jsonrpc_rate_limited,
+    send_parse_error,
+    send_problem,
+)
 
 __all__ = (
     "McpPlugin",
@@ -179,6 +186,19 @@ class McpPlugin(ProtocolMount):
             await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
+
+    def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
+        return "tools/call" in jsonrpc_methods(message)
+
+    async def refuse_rate_limited(
+        self,
+        scope: Scope,  # noqa: ARG002 - one binding here
+        send: Send,
+        retry_after: int,
+        message: Any,
+    ) -> None:
+        ids = jsonrpc_ids(message)
+        await send_jsonrpc_rate_limited(send, retry_after, ids[0] if len(ids) == 1 else None)
 
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
         # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).

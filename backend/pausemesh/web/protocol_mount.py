@@ -18,7 +18,7 @@ from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from pausemesh.core.errors import UnauthenticatedError
+from pausemesh.core.errors import RateLimitedError, UnauthenticatedError
 from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
 from pausemesh.web.auth import resolve_principal
 from pausemesh.web.body_guard import (
@@ -30,23 +30,38 @@ from pausemesh.web.body_guard import (
     replay_body,
 )
 from pausemesh.web.browser import browser_refusal
+from pausemesh.web.limits import Limits
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
+RATE_LIMITED_RPC_CODE = -32029
+"""The JSON-RPC error code of a rate-limited call (implementation-defined server range)."""
+
 __all__ = (
     "PRINCIPAL_SCOPE_KEY",
+    "RATE_LIMITED_RPC_CODE",
     "ProtocolMount",
+    "jsonrpc_ids",
+    "jsonrpc_methods",
     "principal_in_scope",
     "send_json",
+    "send_jsonrpc_rate_limited",
     "send_parse_error",
     "send_problem",
 )
 
 
-async def send_json(send: Send, status: int, payload: bytes, media_type: str) -> None:
+async def send_json(
+    send: Send,
+    status: int,
+    payload: bytes,
+    media_type: str,
+    extra_headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
     headers = [
         (b"content-type", media_type.encode()),
         (b"content-length", str(len(payload)).encode()),
+        *extra_headers,
     ]
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
@@ -66,6 +81,41 @@ async def send_parse_error(send: Send, status: int, detail: str) -> None:
         "error": {"code": -32700, "message": f"Parse error: {detail}"},
     }
     await send_json(send, status, msgspec.json.encode(error), "application/json")
+
+
+def jsonrpc_ids(message: Any) -> list[Any]:
+    """The ids of a JSON-RPC request or batch (strings and numbers only; others read as null)."""
+    items = message if isinstance(message, list) else [message]
+    return [
+        item.get("id") if isinstance(item.get("id"), (str, int)) else None
+        for item in items
+        if isinstance(item, dict)
+    ]
+
+
+def jsonrpc_methods(message: Any) -> set[str]:
+    """The methods a JSON-RPC request or batch calls."""
+    items = message if isinstance(message, list) else [message]
+    return {
+        item["method"]
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("method"), str)
+    }
+
+
+async def send_jsonrpc_rate_limited(send: Send, retry_after: int, request_id: Any) -> None:
+    """PAUSEMESH_RATE_LIMIT's refusal as a JSON-RPC error, under HTTP 429 and ``Retry-After``."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": RATE_LIMITED_RPC_CODE,
+            "message": f"Too many requests; retry after {retry_after} s",
+            "data": {"code": "RATE_LIMITED", "retryAfter": retry_after},
+        },
+    }
+    headers = ((b"retry-after", str(retry_after).encode()),)
+    await send_json(send, 429, msgspec.json.encode(error), "application/json", headers)
 
 
 async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
@@ -138,7 +188,35 @@ class ProtocolMount(InitPlugin):
         if fault is not None:
             await self.refuse_malformed(scope, send, fault)
             return None
+        if body and not await self._admit_work(scope, send, msgspec.json.decode(body)):
+            return None
         return replay_body(body, receive)
+
+    async def _admit_work(self, scope: Scope, send: Send, message: Any) -> bool:
+        """Count a request that starts work against ``PAUSEMESH_RATE_LIMIT``; refuse past it."""
+        if not self.starts_work(scope, message):
+            return True
+        limits = Limits(self.pausemesh.runtime)
+        try:
+            await limits.admit_work(principal_in_scope(scope), scope)
+        except RateLimitedError as error:
+            await self.refuse_rate_limited(scope, send, error.retry_after, message)
+            return False
+        return True
+
+    def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - for subclasses
+        """Whether this request starts work (a tool call, a message to an agent)."""
+        return False
+
+    async def refuse_rate_limited(
+        self,
+        scope: Scope,  # noqa: ARG002 - the scope tells a subclass which binding was called
+        send: Send,
+        retry_after: int,
+        message: Any,  # noqa: ARG002 - a JSON-RPC subclass answers with the request's id
+    ) -> None:
+        """Answer a request past the rate limit (429 problem; JSON-RPC mounts override this)."""
+        await send_encoded(send, problem_for(RateLimitedError(retry_after)))
 
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - the scope tells a subclass which binding was called
         """Answer a body that is not JSON text (a JSON-RPC mount overrides this)."""
