@@ -17,6 +17,7 @@ pauses with ``A2aPauses`` too.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -66,8 +67,10 @@ from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
+    jsonrpc_envelope_fault,
     jsonrpc_ids,
     jsonrpc_methods,
+    send_invalid_request,
     send_json,
     send_jsonrpc_rate_limited,
     send_parse_error,
@@ -85,6 +88,27 @@ ExecutorFactory = Callable[[PauseMeshPlugin], AgentExecutor]
 # What starts an agent's work, per binding (PAUSEMESH_RATE_LIMIT counts these).
 _WORK_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
 _WORK_PATHS = ("/message:send", "/message:stream")
+
+
+class _ClientMistakesAreWarnings(logging.Filter):
+    """The SDK logs a request whose params do not parse as an ERROR with a traceback; it is the
+    client's mistake (answered -32600/-32602), so it is logged as a WARNING, without one."""
+
+    _MESSAGES = frozenset(
+        {"Failed to validate base JSON-RPC request", "Failed to parse request params"}
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and record.msg in self._MESSAGES:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _quiet_client_mistakes() -> None:
+    sdk = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    if not any(isinstance(f, _ClientMistakesAreWarnings) for f in sdk.filters):
+        sdk.addFilter(_ClientMistakesAreWarnings())
 
 
 def _is_jsonrpc(scope: Scope) -> bool:
@@ -302,6 +326,19 @@ class A2APlugin(ProtocolMount):
             return bool(jsonrpc_methods(message) & _WORK_METHODS)
         return scope.get("method") == "POST" and scope["path"].rstrip("/").endswith(_WORK_PATHS)
 
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:
+        # The SDK answers these too, but JSON-RPC ones after an ERROR traceback in the log,
+        # and REST ones with Python's words ("TypeError: 'float' object is not iterable").
+        if _is_jsonrpc(scope):
+            return jsonrpc_envelope_fault(message)
+        return None if isinstance(message, dict) else "The request body must be a JSON object"
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:
+        if _is_jsonrpc(scope):
+            await send_invalid_request(send, 200, detail)
+            return
+        await self.refuse_malformed(scope, send, detail)
+
     async def refuse_rate_limited(
         self, scope: Scope, send: Send, retry_after: int, message: Any
     ) -> None:
@@ -321,6 +358,7 @@ class A2APlugin(ProtocolMount):
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         self.attach(app_config)
+        _quiet_client_mistakes()
         app_config.route_handlers.append(self.route_handler())
         app_config.lifespan.append(self.lifespan)
         return app_config

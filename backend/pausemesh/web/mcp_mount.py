@@ -40,8 +40,10 @@ from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
+    jsonrpc_envelope_fault,
     jsonrpc_ids,
     jsonrpc_methods,
+    send_invalid_request,
     send_jsonrpc_rate_limited,
     send_parse_error,
     send_problem,
@@ -189,6 +191,14 @@ class McpPlugin(ProtocolMount):
 
     def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
         return "tools/call" in jsonrpc_methods(message)
+
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:  # noqa: ARG002 - one binding here
+        # The SDK answers a body that is JSON but not a JSON-RPC message with its validator's
+        # own text (pydantic's, with the input echoed); this answer says it in plain words.
+        return jsonrpc_envelope_fault(message)
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
+        await send_invalid_request(send, 400, detail)
 
     async def refuse_rate_limited(
         self,

@@ -83,6 +83,37 @@ async def send_parse_error(send: Send, status: int, detail: str) -> None:
     await send_json(send, status, msgspec.json.encode(error), "application/json")
 
 
+def jsonrpc_envelope_fault(message: Any) -> str | None:  # noqa: PLR0911 - one reason per rule
+    """Why ``message`` is not one JSON-RPC 2.0 message (the MCP transport takes no batch)."""
+    if not isinstance(message, dict):
+        return "The body must be one JSON-RPC 2.0 message (an object)"
+    if message.get("jsonrpc") != "2.0":
+        return 'The message must carry "jsonrpc": "2.0"'
+    if "id" in message and (
+        isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))
+    ):
+        return "The message id must be a string or an integer"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "The method must be a string"
+        if "params" in message and not isinstance(message["params"], dict):
+            return "The params must be an object"
+        return None
+    if "id" in message and ("result" in message or "error" in message):
+        return None
+    return "The message must be a request, a notification or a response"
+
+
+async def send_invalid_request(send: Send, status: int, detail: str) -> None:
+    """A JSON-RPC 2.0 invalid request (-32600): JSON, but not a message this endpoint takes."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": f"Invalid Request: {detail}"},
+    }
+    await send_json(send, status, msgspec.json.encode(error), "application/json")
+
+
 def jsonrpc_ids(message: Any) -> list[Any]:
     """The ids of a JSON-RPC request or batch (strings and numbers only; others read as null)."""
     items = message if isinstance(message, list) else [message]
@@ -188,9 +219,25 @@ class ProtocolMount(InitPlugin):
         if fault is not None:
             await self.refuse_malformed(scope, send, fault)
             return None
-        if body and not await self._admit_work(scope, send, msgspec.json.decode(body)):
+        if body and not await self._admit_message(scope, send, msgspec.json.decode(body)):
             return None
         return replay_body(body, receive)
+
+    async def _admit_message(self, scope: Scope, send: Send, message: Any) -> bool:
+        """The protocol's envelope check, then the rate limit; False once refused here."""
+        envelope = self.envelope_fault(scope, message)
+        if envelope is not None:
+            await self.refuse_envelope(scope, send, envelope)
+            return False
+        return await self._admit_work(scope, send, message)
+
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:  # noqa: ARG002 - for subclasses
+        """Why a JSON body is not a message this mount's SDK takes (None: hand it over)."""
+        return None
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:
+        """Answer a JSON body that is not a message of the protocol (a mount overrides this)."""
+        await self.refuse_malformed(scope, send, detail)
 
     async def _admit_work(self, scope: Scope, send: Send, message: Any) -> bool:
         """Count a request that starts work against ``PAUSEMESH_RATE_LIMIT``; refuse past it."""
