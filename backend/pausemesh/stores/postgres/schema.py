@@ -362,8 +362,10 @@ _RATE_LIMITS = Migration(
     statements=(
         # PAUSEMESH_RATE_LIMIT's fixed windows, one row per principal (or client address) and
         # period, shared by every replica. Counters, not history: UPDATE is their purpose.
+        # UNLOGGED: a check writes no WAL and waits for no flush; a crash only resets the
+        # windows, which is all a rate limit can lose.
         """
-        CREATE TABLE {schema}.rate_limits (
+        CREATE UNLOGGED TABLE {schema}.rate_limits (
             bucket TEXT PRIMARY KEY,
             window_index BIGINT NOT NULL,
             hits INTEGER NOT NULL CHECK (hits > 0)
