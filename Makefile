@@ -63,8 +63,14 @@ frontend:  ## rebuild the browser demo into backend/pausemesh/demo/static (Node;
 examples-build:  ## the CopilotKit example, built for its end-to-end tests (needs npm; `make demo` does not)
 	@! command -v npm >/dev/null || $(MAKE) --no-print-directory copilotkit-build
 
+# Test processes: most tests wait on server processes, so more workers than cores pays.
+TEST_WORKERS ?= 3
+
 test: install lint typecheck browser examples-build  ## every test: lint, types, unit, contract, e2e
-	$(BIN)/pytest
+	@# In parallel (one file per worker keeps module fixtures together), then the tests that
+	@# stop shared services alone: they would cut every other worker's PostgreSQL.
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(BIN)/pytest -m serial
 
 unit: install
 	$(BIN)/pytest tests/unit tests/contract

@@ -34,6 +34,7 @@ from pausemesh.stores.sqlite import (
     SqliteOperationLedger,
     SqliteThreadStore,
 )
+from pausemesh.stores.sqlite.push import SqlitePushStore
 from pausemesh.stores.storage import Storage
 
 __all__ = (
@@ -66,6 +67,7 @@ async def open_sqlite_storage(path: str) -> Storage:
             threads=threads,
             operations=operations,
             fencing=SqliteFencedOperations(database),
+            push=SqlitePushStore(database),
             on_close=[database.close],
         )
     except BaseException:

@@ -153,6 +153,24 @@ class Settings:
     # directory; replicas share one) and its simulated network latency.
     demo_airline_path: Annotated[str, _TEXT] | None = None
     demo_airline_latency_seconds: Annotated[float, Meta(ge=0.0, le=30.0)] = 0.0
+    # A2A push notifications: webhook ranges/hosts allowed besides public addresses
+    # ("loopback", "private", "link-local" or host names, comma-separated), and delivery.
+    a2a_push_allow: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[A-Za-z0-9.\-]+(\s*,\s*[A-Za-z0-9.\-]+)*$",
+                description="comma-separated loopback, private, link-local or host names",
+            ),
+        ]
+        | None
+    ) = None
+    a2a_push_max_attempts: Annotated[int, Meta(ge=1, le=100)] = 12
+    a2a_push_backoff_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0
+    a2a_push_backoff_max_seconds: Annotated[float, Meta(ge=0.05, le=86_400.0)] = 300.0
+    a2a_push_lease_seconds: Annotated[float, Meta(ge=1.0, le=3600.0)] = 30.0
+    a2a_push_timeout_seconds: Annotated[float, Meta(ge=0.5, le=300.0)] = 10.0
+    a2a_push_poll_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0
 
     @classmethod
     def load(

@@ -313,6 +313,7 @@ async def _until_ready_codes(cluster: Cluster, wanted: int) -> None:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.serial
 async def test_a_postgres_restart_under_running_replicas_recovers_without_app_restarts(
     cluster: Cluster,
 ) -> None:

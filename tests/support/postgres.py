@@ -21,6 +21,7 @@ import pytest
 
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
+from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 from pausemesh.stores.postgres import (
     PostgresDatabase,
@@ -29,7 +30,9 @@ from pausemesh.stores.postgres import (
     PostgresThreadStore,
 )
 from pausemesh.stores.postgres.migrate import migrate
+from pausemesh.stores.postgres.push import PostgresPushStore
 from tests.support.operation_ledgers import LEDGER_FACTORIES
+from tests.support.push_stores import PUSH_STORE_FACTORIES
 from tests.support.stores import STORE_FACTORIES
 from tests.support.thread_stores import THREAD_STORE_FACTORIES
 
@@ -123,6 +126,12 @@ async def _operation_ledger(_: Path) -> OperationLedger:
     return PostgresOperationLedger(await _migrated(fresh_schema()), owns_database=True)
 
 
+async def _push_store(_: Path) -> tuple[ThreadStore, PushStore]:
+    threads = PostgresThreadStore(await _migrated(fresh_schema()), owns_database=True)
+    return threads, PostgresPushStore(threads.database, threads)
+
+
 STORE_FACTORIES["postgres"] = _event_store
 THREAD_STORE_FACTORIES["postgres"] = _thread_store
 LEDGER_FACTORIES["postgres"] = _operation_ledger
+PUSH_STORE_FACTORIES["postgres"] = _push_store

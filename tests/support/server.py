@@ -53,7 +53,7 @@ class ServerProcess:
         host: str = "127.0.0.1",
         cwd: str | Path | None = None,
         ready_path: str = "/healthz",
-        startup_timeout: float = 60.0,
+        startup_timeout: float = 90.0,
     ) -> None:
         self.args = list(args)
         self.host = host

@@ -11,11 +11,16 @@ across requests, processes and replicas: a write derived from a stale read raise
 here, whatever the executor does: a completed, failed, cancelled or rejected task accepts no
 further write (no second completion, artifact or history message); the SDK then hands the
 caller the stored final task. ``list`` serves A2A ``ListTasks`` from the caller's records.
+
+With a push store, a write that moves the task into a state a client is told about
+(input-required, auth-required, completed, canceled, failed, rejected) also queues a push
+notice, in the same transaction as the task itself (the outbox ``PushDispatcher`` sends).
 """
 
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -38,9 +43,11 @@ from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import VersionConflictError
 from pausemesh.core.ports import Clock
+from pausemesh.core.push import PushNotice, PushStore
 from pausemesh.core.threads import PROTOCOL_THREAD_PREFIXES, ThreadRecord, ThreadStore
 
 __all__ = (
+    "NOTIFIED_STATES",
     "PRINCIPAL_STATE_KEY",
     "ThreadBackedTaskStore",
     "is_terminal",
@@ -52,6 +59,17 @@ PRINCIPAL_STATE_KEY = "pausemesh.principal"
 # AG-UI refuses thread ids with this prefix, so a chat run never touches a task record.
 _PREFIX = PROTOCOL_THREAD_PREFIXES[0]
 _LIST_BATCH = 200
+# The states a push notification announces: the client has to act, or the task is over.
+NOTIFIED_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        TaskState.TASK_STATE_AUTH_REQUIRED,
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 
 def task_thread_id(task_id: str) -> str:
@@ -123,11 +141,28 @@ def _first_after(matching: list[tuple[ThreadRecord, Task]], after: tuple[datetim
     )
 
 
+def _notice(task: Task, stored: Task | None) -> PushNotice | None:
+    """The push notice for a write of ``task`` over ``stored`` (``None``: nothing to tell)."""
+    state = task.status.state
+    if state not in NOTIFIED_STATES or (stored is not None and stored.status.state == state):
+        return None
+    return PushNotice(event_id=uuid.uuid4().hex, task_id=task.id, payload=_to_json(task))
+
+
 class ThreadBackedTaskStore(VersionedTaskStore):
-    def __init__(self, threads: Callable[[], ThreadStore], *, clock: Clock | None = None) -> None:
-        # A getter: the store is built with the routes, the thread store opens in the lifespan.
+    def __init__(
+        self,
+        threads: Callable[[], ThreadStore],
+        *,
+        clock: Clock | None = None,
+        push: Callable[[], PushStore | None] | None = None,
+        on_notice: Callable[[], None] | None = None,
+    ) -> None:
+        # Getters: the store is built with the routes, the thread store opens in the lifespan.
         self._thread_store = threads
         self._clock = clock or SystemClock()
+        self._push = push
+        self._on_notice = on_notice
 
     @property
     def _threads(self) -> ThreadStore:
@@ -156,12 +191,18 @@ class ThreadBackedTaskStore(VersionedTaskStore):
             msg = "task belongs to another principal"
             raise PermissionError(msg)
         self._check_version(task, record, prev_version)
+        updated = msgspec.structs.replace(record, state=_to_json(task))
+        push = self._push() if self._push is not None else None
+        notice = None if push is None else _notice(task, _from_json(record.state))
         try:
-            saved = await self._threads.save(
-                msgspec.structs.replace(record, state=_to_json(task)), now=now
-            )
+            if push is None:
+                saved = await self._threads.save(updated, now=now)
+            else:
+                saved = await push.save_task(updated, now=now, notice=notice)
         except VersionConflictError:
             raise ConcurrentTaskModificationError(task.id) from None
+        if notice is not None and self._on_notice is not None:
+            self._on_notice()
         return TaskVersion(saved.version)
 
     @staticmethod

@@ -13,6 +13,7 @@ from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.limits import RateLimiter
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
+from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 
 __all__ = ("Storage",)
@@ -22,7 +23,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 class Storage:
     """The event store plus the optional thread store, operation ledger, (for the gateway)
-    fenced operations over that ledger and a shared rate limiter.
+    fenced operations over that ledger, a shared rate limiter and (for A2A push
+    notifications) the push store.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -36,6 +38,7 @@ class Storage:
         operations: OperationLedger | None = None,
         fencing: FencedOperations | None = None,
         rate_limiter: RateLimiter | None = None,
+        push: PushStore | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
@@ -44,6 +47,8 @@ class Storage:
         self.fencing = fencing
         # Counters shared by every process on this storage (PostgreSQL); None: count per process.
         self.rate_limiter = rate_limiter
+        # The A2A push configurations and outbox (on the thread store's database).
+        self.push = push
         self._on_close = list(on_close)
         self._closed = False
 

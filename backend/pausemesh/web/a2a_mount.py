@@ -4,7 +4,14 @@
 
 * ``/.well-known/agent-card.json``: the agent card (interfaces for both bindings);
 * ``/jsonrpc``: the JSON-RPC binding (``SendMessage``, ``SendStreamingMessage``, ``GetTask``...);
-* ``/rest``: the HTTP+JSON binding (``/rest/message:send``, ``/rest/tasks/{id}``...).
+* ``/rest``: the HTTP+JSON binding (``/rest/message:send``, ``/rest/tasks/{id}``...);
+* ``/.well-known/jwks.json``: the public key push notifications are signed with.
+
+With a push store (SQLite and PostgreSQL storage have one) the card declares push
+notifications: configurations are stored durably per principal (``DurablePushConfigStore``),
+webhook URLs are checked against ``PAUSEMESH_A2A_PUSH_ALLOW`` when set and before each
+delivery, each notified state change is queued with the task write (the outbox), and a
+``PushDispatcher`` per replica sends it, signed, with retries.
 
 Tasks live in ``ThreadBackedTaskStore`` (our thread store), scoped to the principal resolved
 by the host's resolver. A follow-up ``SendMessage`` to an interrupted task is checked against
@@ -17,6 +24,8 @@ pauses with ``A2aPauses`` too.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -38,6 +47,7 @@ from a2a.server.routes import (
 )
 from a2a.types import (
     AgentCard,
+    AgentExtension,
     AgentInterface,
     Message,
     SendMessageRequest,
@@ -53,9 +63,15 @@ from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from pausemesh.a2a.follow_ups import FollowUpGate
 from pausemesh.a2a.pauses import A2aPauses
+from pausemesh.a2a.push_configs import DurablePushConfigStore
+from pausemesh.a2a.push_delivery import PushDispatcher, PushOptions
+from pausemesh.a2a.push_policy import PushUrlPolicy
+from pausemesh.a2a.push_signing import PushSigner
 from pausemesh.a2a.store import (
     PRINCIPAL_STATE_KEY,
     ThreadBackedTaskStore,
@@ -63,6 +79,7 @@ from pausemesh.a2a.store import (
     principal_of_call,
 )
 from pausemesh.core.principal_handoff import principal_in_scope
+from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
@@ -84,6 +101,9 @@ __all__ = ("A2APlugin",)
 _INTERRUPTED_TASK_TIMEOUT = 1.0
 
 ExecutorFactory = Callable[[PauseMeshPlugin], AgentExecutor]
+JWKS_PATH = "/.well-known/jwks.json"
+# The agent card names the JWKS in this (optional) extension: A2A 1.0 has no card field for it.
+PUSH_JWKS_EXTENSION = "https://pausemesh.dev/a2a/extensions/push-jwks/v1"
 
 # What starts an agent's work, per binding (PAUSEMESH_RATE_LIMIT counts these).
 _WORK_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
@@ -214,6 +234,10 @@ class _PauseAwareRequestHandler(DefaultRequestHandlerV2):
                 yield event
 
 
+def _no_push() -> PushStore:
+    raise RuntimeError("the A2A push configuration store needs a push store")
+
+
 class A2APlugin(ProtocolMount):
     """Adds ``/a2a`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
@@ -241,11 +265,27 @@ class A2APlugin(ProtocolMount):
             raise RuntimeError(msg)
         return threads
 
-    def agent_card(self) -> AgentCard:
+    def _push_store(self) -> PushStore | None:
+        return self.pausemesh.runtime.storage.push
+
+    def _base_url(self) -> str:
         settings = self.pausemesh.config.settings
-        base = (self.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+        return (self.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+
+    def agent_card(self, *, push: bool = False) -> AgentCard:
+        base = self._base_url()
         card = AgentCard()
         card.CopyFrom(self._card)
+        if push:
+            card.capabilities.push_notifications = True
+            card.capabilities.extensions.append(
+                AgentExtension(
+                    uri=PUSH_JWKS_EXTENSION,
+                    description="Push notifications carry an ES256 JWT; its keys are here.",
+                    required=False,
+                    params={"jwksUri": f"{base}{self.path}{JWKS_PATH}"},
+                )
+            )
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(
             [
@@ -263,8 +303,44 @@ class A2APlugin(ProtocolMount):
         )
         return card
 
-    def _build_app(self) -> tuple[Starlette, _PauseAwareRequestHandler]:
-        card = self.agent_card()
+    def _dispatcher(self, signer: PushSigner, policy: PushUrlPolicy) -> PushDispatcher:
+        settings = self.pausemesh.config.settings
+        options = PushOptions(
+            max_attempts=settings.a2a_push_max_attempts,
+            backoff_seconds=settings.a2a_push_backoff_seconds,
+            backoff_max_seconds=settings.a2a_push_backoff_max_seconds,
+            lease_seconds=settings.a2a_push_lease_seconds,
+            timeout_seconds=settings.a2a_push_timeout_seconds,
+            poll_seconds=settings.a2a_push_poll_seconds,
+        )
+        store = self._push_store
+
+        def push_store() -> PushStore:
+            current = store()
+            if current is None:  # pragma: no cover - only built when there is one
+                raise RuntimeError("no push store")
+            return current
+
+        holder = self.pausemesh.runtime.instance.holder
+        return PushDispatcher(push_store, signer, policy, holder=holder, options=options)
+
+    def _build_app(
+        self,
+    ) -> tuple[Starlette, _PauseAwareRequestHandler, PushDispatcher | None]:
+        runtime = self.pausemesh.runtime
+        push = runtime.storage.push is not None
+        card = self.agent_card(push=push)
+        policy = PushUrlPolicy(runtime.settings.a2a_push_allow)
+        signer = PushSigner(runtime.key.key, issuer=f"{self._base_url()}{self.path}")
+        dispatcher = self._dispatcher(signer, policy) if push else None
+        push_options: dict[str, Any] = {}
+        if push:
+            push_options = {
+                "push_config_store": DurablePushConfigStore(
+                    lambda: self._push_store() or _no_push(), self._threads
+                ),
+                "push_url_validator": policy,
+            }
         with warnings.catch_warnings():
             # The SDK warns that a versioned store without a cross-replica event stream serves
             # live streams from this process only: that is our model (a follow-up on another
@@ -273,29 +349,44 @@ class A2APlugin(ProtocolMount):
             handler = _PauseAwareRequestHandler(
                 pauses=A2aPauses(lambda: self.pausemesh.runtime.service),
                 agent_executor=self._executor(self.pausemesh),
-                tasks=ThreadBackedTaskStore(self._threads),
+                tasks=ThreadBackedTaskStore(
+                    self._threads,
+                    push=self._push_store,
+                    on_notice=None if dispatcher is None else dispatcher.wake,
+                ),
                 gate=FollowUpGate(self._threads),
                 agent_card=card,
                 interrupted_task_timeout=_INTERRUPTED_TASK_TIMEOUT,
+                **push_options,
             )
         builder = _PrincipalContextBuilder()
+
+        async def jwks(_: StarletteRequest) -> JSONResponse:
+            return JSONResponse(signer.jwks(), headers={"cache-control": "max-age=300"})
+
         routes = [
             *create_agent_card_routes(card),
+            Route(JWKS_PATH, jwks, methods=["GET"]),
             *create_jsonrpc_routes(handler, "/jsonrpc", context_builder=builder),
             *create_rest_routes(handler, context_builder=builder, path_prefix="/rest"),
         ]
-        return Starlette(routes=routes), handler
+        return Starlette(routes=routes), handler, dispatcher
 
     @asynccontextmanager
     async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
         # Fresh per lifespan: the handler owns in-memory active tasks it closes on the way out.
-        app, handler = self._build_app()
+        app, handler, dispatcher = self._build_app()
+        sender = None if dispatcher is None else asyncio.create_task(dispatcher.run())
         self._app = app
         try:
             yield
         finally:
             self._app = None
             await handler.aclose()
+            if sender is not None:
+                sender.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sender
 
     def route_handler(self) -> ASGIRouteHandler:
         plugin = self

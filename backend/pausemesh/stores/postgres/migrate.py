@@ -124,6 +124,8 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT", "operation_recoveries"),
     ("SELECT", "agui_thread_erasures"),
     ("SELECT, INSERT, UPDATE", "rate_limits"),
+    ("SELECT, INSERT, UPDATE", "a2a_push_configs"),
+    ("SELECT, INSERT, UPDATE", "a2a_push_deliveries"),
 )
 # Erasure goes only through this SECURITY DEFINER function (migration ``thread_lifecycle``).
 RUNTIME_FUNCTIONS: tuple[str, ...] = ("pausemesh_erase_thread(TEXT, TIMESTAMPTZ)",)

@@ -379,6 +379,58 @@ _RATE_LIMITS = Migration(
     ),
 )
 
+# Migration 9 (7 and 8 are taken on other lines of work). Configurations are retired, never
+# deleted; deliveries are settled in place: the runtime role needs no DELETE. Both take
+# UPDATE, so only TRUNCATE is refused by trigger.
+_A2A_PUSH = Migration(
+    version=9,
+    name="a2a_push",
+    statements=(
+        """
+        CREATE TABLE {schema}.a2a_push_configs (
+            task_id TEXT NOT NULL,
+            config_id TEXT NOT NULL,
+            owner TEXT,
+            config_json TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            retired_at TIMESTAMPTZ,
+            PRIMARY KEY (task_id, config_id)
+        )
+        """,
+        # The outbox: one row per (state change, webhook). ``next_attempt_at`` is NULL once
+        # settled (delivered or given up); a lease marks the replica sending it.
+        """
+        CREATE TABLE {schema}.a2a_push_deliveries (
+            delivery_id TEXT PRIMARY KEY,
+            task_id TEXT NOT NULL,
+            config_json TEXT NOT NULL,
+            payload_json TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at TIMESTAMPTZ,
+            lease_holder TEXT,
+            lease_until TIMESTAMPTZ,
+            delivered_at TIMESTAMPTZ,
+            last_error TEXT
+        )
+        """,
+        """
+        CREATE INDEX a2a_push_deliveries_due ON {schema}.a2a_push_deliveries (next_attempt_at)
+            WHERE next_attempt_at IS NOT NULL
+        """,
+        """
+        CREATE TRIGGER pausemesh_a2a_push_configs_no_truncate
+            BEFORE TRUNCATE ON {schema}.a2a_push_configs
+            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
+        """,
+        """
+        CREATE TRIGGER pausemesh_a2a_push_deliveries_no_truncate
+            BEFORE TRUNCATE ON {schema}.a2a_push_deliveries
+            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
+        """,
+    ),
+)
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -387,6 +439,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _RECOVERIES,
     _THREAD_LIFECYCLE,
     _RATE_LIMITS,
+    _A2A_PUSH,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -456,6 +509,10 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     },
     7: {
         "rate_limits": ("pausemesh_rate_limits_no_truncate",),
+    },
+    9: {
+        "a2a_push_configs": ("pausemesh_a2a_push_configs_no_truncate",),
+        "a2a_push_deliveries": ("pausemesh_a2a_push_deliveries_no_truncate",),
     },
 }
 

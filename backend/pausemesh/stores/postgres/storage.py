@@ -10,6 +10,7 @@ from pausemesh.stores.postgres.database import PostgresDatabase
 from pausemesh.stores.postgres.events import PostgresEventStore
 from pausemesh.stores.postgres.fencing import PostgresFencedOperations
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
+from pausemesh.stores.postgres.push import PostgresPushStore
 from pausemesh.stores.postgres.rate_limits import PostgresRateLimiter
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
 from pausemesh.stores.postgres.threads import PostgresThreadStore
@@ -26,12 +27,14 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
     schema that is not migrated exactly (``StoreError`` with a MIGRATION_* code).
     """
     await database.check_migrations()
+    threads = PostgresThreadStore(database, readiness_checked_elsewhere=True)
     return Storage(
         events=PostgresEventStore(database, owns_database=False),
-        threads=PostgresThreadStore(database, readiness_checked_elsewhere=True),
+        threads=threads,
         operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
         fencing=PostgresFencedOperations(database),
         rate_limiter=PostgresRateLimiter(database),
+        push=PostgresPushStore(database, threads),
         # Closing the thread store returns the listener's connection either way.
         on_close=[database.close] if close_database else [],
     )

@@ -251,6 +251,28 @@ class PostgresThreadStore(SharedDatabaseStore):
             raise VersionConflictError(record.thread_id, record.version, actual.version)
         return _record(row)
 
+    async def save_on(self, conn: Conn, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+        """``save`` on the caller's connection, inside the caller's transaction (the push
+        outbox commits with it)."""
+        row = await conn.fetchrow(
+            self._sql_save,
+            record.thread_id,
+            _body(record),
+            now,
+            record.version,
+            derive_title(record.messages),
+            cohort_deadline(record.open_receipt),
+        )
+        if row is None:
+            actual = await conn.fetchval(
+                f"SELECT version FROM {self.database.q}.agui_threads WHERE thread_id = $1",
+                record.thread_id,
+            )
+            if actual is None:
+                raise ThreadNotFoundError(record.thread_id)
+            raise VersionConflictError(record.thread_id, record.version, actual)
+        return _record(row)
+
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
     ) -> ThreadRecord:

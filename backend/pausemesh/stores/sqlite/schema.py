@@ -251,6 +251,47 @@ _THREAD_LIFECYCLE = Migration(
     ),
 )
 
+# Migration 9 (7 and 8 are taken on other lines of work). Configurations are retired, never
+# deleted; deliveries are settled in place: the runtime needs no DELETE.
+_A2A_PUSH = Migration(
+    version=9,
+    name="a2a_push",
+    statements=(
+        """
+        CREATE TABLE a2a_push_configs (
+            task_id TEXT NOT NULL,
+            config_id TEXT NOT NULL,
+            owner TEXT,
+            config_json TEXT NOT NULL,
+            created_at_us INTEGER NOT NULL,
+            retired_at_us INTEGER,
+            PRIMARY KEY (task_id, config_id)
+        ) STRICT, WITHOUT ROWID
+        """,
+        # The outbox: one row per (state change, webhook). ``next_attempt_at_us`` is NULL once
+        # settled (delivered or given up); a lease marks the replica sending it.
+        """
+        CREATE TABLE a2a_push_deliveries (
+            delivery_id TEXT PRIMARY KEY,
+            task_id TEXT NOT NULL,
+            config_json TEXT NOT NULL,
+            payload_json TEXT NOT NULL,
+            created_at_us INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at_us INTEGER,
+            lease_holder TEXT,
+            lease_until_us INTEGER,
+            delivered_at_us INTEGER,
+            last_error TEXT
+        ) STRICT
+        """,
+        """
+        CREATE INDEX a2a_push_deliveries_due ON a2a_push_deliveries (next_attempt_at_us)
+            WHERE next_attempt_at_us IS NOT NULL
+        """,
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -258,4 +299,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _GATEWAY,
     _RECOVERIES,
     _THREAD_LIFECYCLE,
+    _A2A_PUSH,
 )

@@ -9,7 +9,7 @@ the append is committed (one process per SQLite file; PostgreSQL tails across re
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.thread_notify import ThreadNotifier
 
-__all__ = ("SqliteThreadStore",)
+__all__ = ("SqliteThreadStore", "save_op")
 
 _SELECT_ALL = (
     "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
@@ -91,6 +91,42 @@ def _load(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord:
     return _record(row)
 
 
+def save_op(record: ThreadRecord, now: datetime) -> Callable[[sqlite3.Connection], ThreadRecord]:
+    """The CAS update of ``ThreadStore.save`` as a write op (the push outbox joins it)."""
+    messages = _json(record.messages)
+    state = _json(record.state)
+    receipt = None if record.open_receipt is None else _json(record.open_receipt)
+    closed = None if record.closed_receipt is None else _json(record.closed_receipt)
+    title = derive_title(record.messages)
+    deadline = cohort_deadline(record.open_receipt)
+    deadline_us = None if deadline is None else epoch_us(deadline)
+
+    def op(conn: sqlite3.Connection) -> ThreadRecord:
+        cursor = conn.execute(
+            "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
+            " closed_receipt_json = ?, version = version + 1, updated_at_us = ?,"
+            " title = coalesce(title, ?), open_deadline_us = ?"
+            " WHERE thread_id = ? AND version = ?",
+            (
+                messages,
+                state,
+                receipt,
+                closed,
+                epoch_us(now),
+                title,
+                deadline_us,
+                record.thread_id,
+                record.version,
+            ),
+        )
+        if cursor.rowcount != 1:
+            actual = _load(conn, record.thread_id).version
+            raise VersionConflictError(record.thread_id, record.version, actual)
+        return _load(conn, record.thread_id)
+
+    return op
+
+
 class SqliteThreadStore:
     def __init__(self, database: SqliteDatabase, *, owns_database: bool = False) -> None:
         self.database = database
@@ -140,38 +176,7 @@ class SqliteThreadStore:
         return [_record(row) for row in rows]
 
     async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
-        messages = _json(record.messages)
-        state = _json(record.state)
-        receipt = None if record.open_receipt is None else _json(record.open_receipt)
-        closed = None if record.closed_receipt is None else _json(record.closed_receipt)
-        title = derive_title(record.messages)
-        deadline = cohort_deadline(record.open_receipt)
-        deadline_us = None if deadline is None else epoch_us(deadline)
-
-        def op(conn: sqlite3.Connection) -> ThreadRecord:
-            cursor = conn.execute(
-                "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
-                " closed_receipt_json = ?, version = version + 1, updated_at_us = ?,"
-                " title = coalesce(title, ?), open_deadline_us = ?"
-                " WHERE thread_id = ? AND version = ?",
-                (
-                    messages,
-                    state,
-                    receipt,
-                    closed,
-                    epoch_us(now),
-                    title,
-                    deadline_us,
-                    record.thread_id,
-                    record.version,
-                ),
-            )
-            if cursor.rowcount != 1:
-                actual = _load(conn, record.thread_id).version
-                raise VersionConflictError(record.thread_id, record.version, actual)
-            return _load(conn, record.thread_id)
-
-        return await self.database.write(op)
+        return await self.database.write(save_op(record, now))
 
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime

@@ -1,0 +1,83 @@
+"""An a2a-sdk ``PushNotificationConfigStore`` over PauseMesh's durable push store.
+
+Configurations are scoped to the principal that set them, like tasks: another principal
+neither reads nor deletes them, and cannot set one on a task it does not own (the SDK checks
+that for ``CreateTaskPushNotificationConfig``; a ``SendMessage`` that carries a configuration
+for someone else's task is refused here, before the SDK reports the unknown task).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks.push_notification_config_store import (
+    PushNotificationConfigStore,
+    normalize_push_notification_config,
+)
+from a2a.types import TaskPushNotificationConfig
+from a2a.utils.errors import TaskNotFoundError
+from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
+
+from pausemesh.a2a.store import principal_of_call, task_thread_id
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.ports import Clock
+from pausemesh.core.push import PushConfigRecord, PushStore
+from pausemesh.core.threads import ThreadStore
+
+__all__ = ("DurablePushConfigStore",)
+
+
+def _config(document: dict[str, Any]) -> TaskPushNotificationConfig:
+    config: TaskPushNotificationConfig = ParseDict(
+        document, TaskPushNotificationConfig(), ignore_unknown_fields=True
+    )
+    return config
+
+
+class DurablePushConfigStore(PushNotificationConfigStore):
+    def __init__(
+        self,
+        push: Callable[[], PushStore],
+        threads: Callable[[], ThreadStore],
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        # Getters: the stores open in the app lifespan, after the routes are built.
+        self._push = push
+        self._threads = threads
+        self._clock = clock or SystemClock()
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig:
+        owner = principal_of_call(context)
+        record = await self._threads().get(task_thread_id(task_id))
+        if record is not None and record.owner != owner:
+            raise TaskNotFoundError
+        normalized = normalize_push_notification_config(task_id, notification_config)
+        document: dict[str, Any] = MessageToDict(normalized)
+        await self._push().set_config(
+            PushConfigRecord(
+                task_id=task_id, config_id=normalized.id, owner=owner, config=document
+            ),
+            now=self._clock.now(),
+        )
+        return normalized
+
+    async def get_info(
+        self, task_id: str, context: ServerCallContext
+    ) -> list[TaskPushNotificationConfig]:
+        records = await self._push().configs(task_id, principal_of_call(context))
+        return [_config(record.config) for record in records]
+
+    async def delete_info(
+        self, task_id: str, context: ServerCallContext, config_id: str | None = None
+    ) -> None:
+        await self._push().delete_config(
+            task_id, principal_of_call(context), config_id, now=self._clock.now()
+        )

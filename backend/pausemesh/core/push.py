@@ -1,0 +1,105 @@
+"""Push notifications: durable webhook configurations and an outbox of deliveries.
+
+Protocol-neutral records (the A2A router fills them with ProtoJSON documents) and the port a
+store implements. The outbox is written by ``save_task`` in the same transaction as the task
+record's change, so a state change is never committed without its deliveries queued (or the
+other way round); deliveries are then claimed with a lease, so one replica sends each, and a
+claim that lapsed (its process died) is taken again: delivery is at least once, and every
+attempt of one delivery carries the same ``delivery_id``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any, Protocol
+
+import msgspec
+
+from pausemesh.core.threads import ThreadRecord
+
+__all__ = ("PushConfigRecord", "PushDelivery", "PushNotice", "PushStore", "delivery_id")
+
+
+def delivery_id(event_id: str, config_id: str) -> str:
+    """An opaque id per (state change, webhook): header-safe whatever the config id holds."""
+    return hashlib.sha256(f"{event_id}\n{config_id}".encode()).hexdigest()[:32]
+
+
+class PushConfigRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A client's webhook for one task (``config`` is the protocol's own document)."""
+
+    task_id: str
+    config_id: str
+    owner: str | None
+    config: dict[str, Any]
+
+
+class PushNotice(msgspec.Struct, frozen=True, kw_only=True):
+    """One state change of a task, to be sent to every webhook registered for it."""
+
+    event_id: str
+    task_id: str
+    payload: dict[str, Any]
+
+
+class PushDelivery(msgspec.Struct, frozen=True, kw_only=True):
+    """One notice for one webhook; ``delivery_id`` is the same on every attempt."""
+
+    delivery_id: str
+    task_id: str
+    config: dict[str, Any]
+    payload: dict[str, Any]
+    attempts: int
+    created_at: datetime
+
+
+class PushStore(Protocol):
+    async def set_config(self, record: PushConfigRecord, *, now: datetime) -> None:
+        """Create or replace the webhook ``(task_id, config_id)``."""
+        ...
+
+    async def configs(self, task_id: str, owner: str | None) -> list[PushConfigRecord]:
+        """The owner's live webhooks of one task, oldest first."""
+        ...
+
+    async def delete_config(
+        self, task_id: str, owner: str | None, config_id: str | None, *, now: datetime
+    ) -> None:
+        """Retire one webhook (every one of the owner's for the task without ``config_id``).
+
+        Deliveries already queued for it are still sent: they were owed when queued."""
+        ...
+
+    async def save_task(
+        self, record: ThreadRecord, *, now: datetime, notice: PushNotice | None
+    ) -> ThreadRecord:
+        """``ThreadStore.save`` (same CAS, same errors) that also queues ``notice`` for every
+        live webhook of its task, in the same transaction."""
+        ...
+
+    async def claim(
+        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
+    ) -> list[PushDelivery]:
+        """Lease up to ``limit`` due deliveries to ``holder`` (none held by a live lease)."""
+        ...
+
+    async def settle(
+        self,
+        delivery_id: str,
+        *,
+        holder: str,
+        now: datetime,
+        delivered: bool,
+        retry_at: datetime | None,
+        error: str | None,
+    ) -> bool:
+        """Record an attempt's outcome if ``holder`` still holds the lease.
+
+        ``delivered`` ends it; otherwise ``retry_at`` schedules the next attempt, or ``None``
+        gives up. Returns whether the lease was still held."""
+        ...
+
+    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
+        """``(attempts, delivered, last_error)`` of one delivery, for operators and tests."""
+        ...

@@ -1,0 +1,113 @@
+"""In-memory push store (the unit-test fake), over the in-memory thread store.
+
+Nothing here awaits between the thread save and the outbox insert, so on one event loop the
+two happen together, as the database stores' single transaction makes them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from pausemesh.core.push import PushConfigRecord, PushDelivery, PushNotice, delivery_id
+from pausemesh.core.threads import ThreadRecord, ThreadStore
+
+__all__ = ("InMemoryPushStore",)
+
+
+class _Row(msgspec.Struct, kw_only=True):
+    delivery: PushDelivery
+    next_attempt_at: datetime | None
+    holder: str | None = None
+    lease_until: datetime | None = None
+    delivered: bool = False
+    error: str | None = None
+
+
+class InMemoryPushStore:
+    def __init__(self, threads: ThreadStore) -> None:
+        self._threads = threads
+        self._configs: dict[tuple[str, str], PushConfigRecord] = {}
+        self._rows: dict[str, _Row] = {}
+
+    async def set_config(self, record: PushConfigRecord, *, now: datetime) -> None:  # noqa: ARG002
+        self._configs.pop((record.task_id, record.config_id), None)
+        self._configs[(record.task_id, record.config_id)] = record
+
+    async def configs(self, task_id: str, owner: str | None) -> list[PushConfigRecord]:
+        return [c for c in self._configs.values() if c.task_id == task_id and c.owner == owner]
+
+    async def delete_config(
+        self,
+        task_id: str,
+        owner: str | None,
+        config_id: str | None,
+        *,
+        now: datetime,  # noqa: ARG002 - the port's signature
+    ) -> None:
+        for key, config in list(self._configs.items()):
+            mine = config.task_id == task_id and config.owner == owner
+            if mine and config_id in (None, config.config_id):
+                del self._configs[key]
+
+    async def save_task(
+        self, record: ThreadRecord, *, now: datetime, notice: PushNotice | None
+    ) -> ThreadRecord:
+        saved = await self._threads.save(record, now=now)
+        if notice is None:
+            return saved
+        for config in list(self._configs.values()):
+            if config.task_id != notice.task_id:
+                continue
+            key = delivery_id(notice.event_id, config.config_id)
+            delivery = PushDelivery(
+                delivery_id=key,
+                task_id=notice.task_id,
+                config=config.config,
+                payload=notice.payload,
+                attempts=0,
+                created_at=now,
+            )
+            self._rows.setdefault(key, _Row(delivery=delivery, next_attempt_at=now))
+        return saved
+
+    async def claim(
+        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
+    ) -> list[PushDelivery]:
+        due = [
+            row
+            for row in self._rows.values()
+            if row.next_attempt_at is not None
+            and row.next_attempt_at <= now
+            and (row.lease_until is None or row.lease_until <= now)
+        ]
+        due.sort(key=lambda row: row.next_attempt_at or now)
+        claimed = []
+        for row in due[:limit]:
+            row.holder, row.lease_until = holder, lease_until
+            row.delivery = msgspec.structs.replace(row.delivery, attempts=row.delivery.attempts + 1)
+            claimed.append(row.delivery)
+        return claimed
+
+    async def settle(
+        self,
+        delivery_id: str,
+        *,
+        holder: str,
+        now: datetime,  # noqa: ARG002 - the port's signature
+        delivered: bool,
+        retry_at: datetime | None,
+        error: str | None,
+    ) -> bool:
+        row = self._rows.get(delivery_id)
+        if row is None or row.holder != holder or row.next_attempt_at is None:
+            return False
+        row.holder = row.lease_until = None
+        row.delivered, row.error = delivered, error
+        row.next_attempt_at = None if delivered else retry_at
+        return True
+
+    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
+        row = self._rows.get(delivery_id)
+        return None if row is None else (row.delivery.attempts, row.delivered, row.error)

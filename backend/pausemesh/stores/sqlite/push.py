@@ -1,0 +1,178 @@
+"""SQLite push store (tables from migration ``a2a_push``) on the shared ``SqliteDatabase``.
+
+``save_task`` runs the thread store's CAS update and the outbox insert in one write op, so
+both commit together or not at all. One process owns a SQLite file, so the claim lease only
+matters across that process's restarts: a claim left by a killed process lapses, then the
+delivery is sent again under the same id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from pausemesh.core.push import PushConfigRecord, PushDelivery, PushNotice, delivery_id
+from pausemesh.core.threads import ThreadRecord
+from pausemesh.stores.sqlite.database import SqliteDatabase
+from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
+from pausemesh.stores.sqlite.threads import save_op
+
+__all__ = ("SqlitePushStore",)
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+def _config(row: Any) -> PushConfigRecord:
+    return PushConfigRecord(
+        task_id=row[0], config_id=row[1], owner=row[2], config=msgspec.json.decode(row[3])
+    )
+
+
+class SqlitePushStore:
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.database = database
+
+    async def set_config(self, record: PushConfigRecord, *, now: datetime) -> None:
+        at = epoch_us(now)
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO a2a_push_configs (task_id, config_id, owner, config_json,"
+                " created_at_us) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (task_id, config_id) DO UPDATE SET owner = excluded.owner,"
+                " config_json = excluded.config_json, created_at_us = excluded.created_at_us,"
+                " retired_at_us = NULL",
+                (record.task_id, record.config_id, record.owner, _json(record.config), at),
+            )
+
+        await self.database.write(op)
+
+    async def configs(self, task_id: str, owner: str | None) -> list[PushConfigRecord]:
+        rows = await self.database.read(
+            "SELECT task_id, config_id, owner, config_json FROM a2a_push_configs"
+            " WHERE task_id = ? AND owner IS ? AND retired_at_us IS NULL"
+            " ORDER BY created_at_us, config_id",
+            (task_id, owner),
+        )
+        return [_config(row) for row in rows]
+
+    async def delete_config(
+        self, task_id: str, owner: str | None, config_id: str | None, *, now: datetime
+    ) -> None:
+        sql = (
+            "UPDATE a2a_push_configs SET retired_at_us = ?"
+            " WHERE task_id = ? AND owner IS ? AND retired_at_us IS NULL"
+        )
+        params: list[Any] = [epoch_us(now), task_id, owner]
+        if config_id is not None:
+            sql += " AND config_id = ?"
+            params.append(config_id)
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql, params)
+
+        await self.database.write(op)
+
+    async def save_task(
+        self, record: ThreadRecord, *, now: datetime, notice: PushNotice | None
+    ) -> ThreadRecord:
+        save = save_op(record, now)
+        at = epoch_us(now)
+
+        def op(conn: sqlite3.Connection) -> ThreadRecord:
+            saved = save(conn)
+            if notice is None:
+                return saved
+            payload = _json(notice.payload)
+            rows = conn.execute(
+                "SELECT config_id, config_json FROM a2a_push_configs"
+                " WHERE task_id = ? AND retired_at_us IS NULL",
+                (notice.task_id,),
+            ).fetchall()
+            conn.executemany(
+                "INSERT INTO a2a_push_deliveries (delivery_id, task_id, config_json,"
+                " payload_json, created_at_us, next_attempt_at_us) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                [
+                    (delivery_id(notice.event_id, cid), notice.task_id, cfg, payload, at, at)
+                    for cid, cfg in rows
+                ],
+            )
+            return saved
+
+        return await self.database.write(op)
+
+    async def claim(
+        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
+    ) -> list[PushDelivery]:
+        at = epoch_us(now)
+        # A read first: an idle poll (the usual case) then costs no write transaction.
+        due = await self.database.read(
+            "SELECT 1 FROM a2a_push_deliveries WHERE next_attempt_at_us <= ?"
+            " AND (lease_until_us IS NULL OR lease_until_us <= ?) LIMIT 1",
+            (at, at),
+        )
+        if not due:
+            return []
+
+        def op(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(
+                "UPDATE a2a_push_deliveries SET lease_holder = ?, lease_until_us = ?,"
+                " attempts = attempts + 1"
+                " WHERE delivery_id IN (SELECT delivery_id FROM a2a_push_deliveries"
+                "   WHERE next_attempt_at_us <= ? AND (lease_until_us IS NULL"
+                "   OR lease_until_us <= ?) ORDER BY next_attempt_at_us LIMIT ?)"
+                " RETURNING delivery_id, task_id, config_json, payload_json, attempts,"
+                " created_at_us",
+                (holder, epoch_us(lease_until), at, at, limit),
+            ).fetchall()
+
+        rows = await self.database.write(op)
+        return [
+            PushDelivery(
+                delivery_id=row[0],
+                task_id=row[1],
+                config=msgspec.json.decode(row[2]),
+                payload=msgspec.json.decode(row[3]),
+                attempts=row[4],
+                created_at=from_epoch_us(row[5]),
+            )
+            for row in rows
+        ]
+
+    async def settle(
+        self,
+        delivery_id: str,
+        *,
+        holder: str,
+        now: datetime,
+        delivered: bool,
+        retry_at: datetime | None,
+        error: str | None,
+    ) -> bool:
+        at = epoch_us(now)
+        next_at = None if delivered or retry_at is None else epoch_us(retry_at)
+
+        def op(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE a2a_push_deliveries SET next_attempt_at_us = ?, lease_holder = NULL,"
+                " lease_until_us = NULL, delivered_at_us = ?, last_error = ?"
+                " WHERE delivery_id = ? AND lease_holder = ? AND next_attempt_at_us IS NOT NULL",
+                (next_at, at if delivered else None, error, delivery_id, holder),
+            )
+            return cursor.rowcount == 1
+
+        return await self.database.write(op)
+
+    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
+        rows = await self.database.read(
+            "SELECT attempts, delivered_at_us IS NOT NULL, last_error FROM a2a_push_deliveries"
+            " WHERE delivery_id = ?",
+            (delivery_id,),
+        )
+        return None if not rows else (rows[0][0], bool(rows[0][1]), rows[0][2])
