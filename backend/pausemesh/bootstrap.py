@@ -16,8 +16,10 @@ from datetime import timedelta
 from pausemesh.agui.conversations import Conversations, PurgeReport
 from pausemesh.agui.run.expiry import close_lapsed_cohorts
 from pausemesh.core.clock import SystemClock
+from pausemesh.core.drain import Drain
 from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.core.instance import ProcessInstance
+from pausemesh.core.limits import LocalRateLimiter, RateLimiter, StreamSlots
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.service import ContinuationService
@@ -219,6 +221,13 @@ class Runtime:
     # Who holds this process's run leases (pausemesh.core.instance).
     instance: ProcessInstance = field(default_factory=lambda: ProcessInstance.start(None))
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    # PAUSEMESH_RATE_LIMIT's counters (None: no rate limit): the store's when it has shared
+    # ones (PostgreSQL), else this process's.
+    rate_limiter: RateLimiter | None = None
+    # Open SSE streams per principal, in this process.
+    streams: StreamSlots = field(default_factory=lambda: StreamSlots(32))
+    # Set on SIGTERM: runs and tails wind down (pausemesh.core.drain).
+    drain: Drain = field(default_factory=Drain)
 
 
 @asynccontextmanager
@@ -240,8 +249,17 @@ async def open_runtime(
     try:
         service = build_service(settings, storage, key=key, clock=clock, observer=observer)
         instance = ProcessInstance.start(settings.instance_name)
+        rate_limiter = None
+        if settings.rate_limit is not None:
+            rate_limiter = storage.rate_limiter or LocalRateLimiter()
         runtime = Runtime(
-            settings=settings, storage=storage, service=service, key=key, instance=instance
+            settings=settings,
+            storage=storage,
+            service=service,
+            key=key,
+            instance=instance,
+            rate_limiter=rate_limiter,
+            streams=StreamSlots(settings.max_streams_per_principal),
         )
         await free_predecessor_leases(storage, instance)
         if sweeper:

@@ -7,7 +7,10 @@ parser function plus a runner (``migrate`` and the real ``demo`` join this way).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import math
+import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -96,6 +99,26 @@ def _configure_logging(settings: Settings) -> None:
         raise CliError(str(error)) from None
 
 
+def _draining_server(uvicorn: Any, config: Any, app: Any) -> Any:
+    """A uvicorn server that, when told to stop, starts PauseMesh's drain at once (runs get
+    their grace, tails end) instead of waiting for every open stream to end by itself."""
+    from pausemesh.web.plugin import PauseMeshPlugin  # noqa: PLC0415 - only the server needs it
+
+    plugin = app.plugins.get(PauseMeshPlugin)
+
+    class DrainingServer(uvicorn.Server):  # type: ignore[misc]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # not serving yet: nothing to drain
+            # A signal handler runs between two bytecodes: hand the work to the loop.
+            loop.call_soon_threadsafe(plugin.begin_shutdown)
+
+    return DrainingServer(config)
+
+
 def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
     """Run the app under uvicorn until SIGTERM/SIGINT (graceful: in-flight requests finish)."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
@@ -143,9 +166,13 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
         log_level=settings.log_level,
         access_log=False,
         server_header=False,
-        timeout_graceful_shutdown=10,
+        # A backstop only: the drain ends every run and tail within the grace period.
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds) + 2,
     )
-    server = uvicorn.Server(config)
+    server = _draining_server(uvicorn, config, app)
+    # uvicorn raises the signal again once it has stopped; this handler takes it, so a
+    # graceful stop exits 0 instead of dying of the re-raised SIGTERM.
+    signal.signal(signal.SIGTERM, lambda *_: None)
     server.run()
     if not server.started:
         raise CliError("the server did not start (see the log above)")

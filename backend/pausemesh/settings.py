@@ -27,6 +27,7 @@ from msgspec import Meta
 
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
+from pausemesh.core.limits import RATE_LIMIT_PATTERN, RateLimit
 
 __all__ = (
     "ENV_PREFIX",
@@ -134,6 +135,27 @@ class Settings:
         ]
         | None
     ) = None
+    # Runs started per principal (per client address without a resolver), e.g. 120/minute:
+    # POST /agui, continuation create and resume, MCP tools/call, A2A SendMessage. Off when
+    # unset. Shared by replicas on PostgreSQL, per process on SQLite.
+    rate_limit: (
+        Annotated[
+            str,
+            Meta(
+                pattern=RATE_LIMIT_PATTERN,
+                description="a count per second, minute or hour, such as 120/minute",
+            ),
+        ]
+        | None
+    ) = None
+    # Open SSE streams (AG-UI runs, connects and tails) one principal may hold in this process.
+    max_streams_per_principal: Annotated[int, Meta(ge=1, le=100_000)] = 32
+    # A stream whose reader takes longer than this to accept one write is dropped (its run ends).
+    send_timeout_seconds: Annotated[float, Meta(ge=0.1, le=3600.0)] = 30.0
+    # Seconds between keep-alive comments on an idle stream.
+    keepalive_seconds: Annotated[float, Meta(ge=0.1, le=300.0)] = 15.0
+    # On SIGTERM: how long in-flight runs may go on before they end with SERVER_SHUTTING_DOWN.
+    shutdown_grace_seconds: Annotated[float, Meta(ge=0.0, le=3600.0)] = 10.0
     # A run lease's TTL: how long a thread stays busy after its process died unseen.
     lease_seconds: Annotated[float, Meta(ge=1.0, le=300.0)] = 5.0
     # Built-in bearer identity (pausemesh.credentials): JWT access tokens checked against a
@@ -204,6 +226,11 @@ class Settings:
     def uses_bearer_auth(self) -> bool:
         """A built-in bearer resolver is configured (JWT, API keys or both)."""
         return self.auth_jwks_url is not None or self.auth_api_keys_file is not None
+
+    @property
+    def rate_limit_rule(self) -> RateLimit | None:
+        """``rate_limit`` parsed (None when off)."""
+        return None if self.rate_limit is None else RateLimit.parse(self.rate_limit)
 
     @property
     def allowed_origins(self) -> tuple[str, ...]:

@@ -182,3 +182,69 @@ def test_an_a2a_rest_body_that_is_not_json_text_is_a_400(
     assert response.status_code == 400, response.text
     assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
     _no_python_text(response.text)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"null",
+        b'"a/b"',
+        b"{}",
+        b'{"id": 1, "method": "tools/list"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}',
+        b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}',
+    ],
+    ids=["null", "a-string", "empty-object", "no-jsonrpc", "params-not-an-object", "bool-id"],
+)
+def test_mcp_json_that_is_not_a_jsonrpc_message_is_an_invalid_request_in_plain_words(
+    http: httpx.Client, content: bytes
+) -> None:
+    # The SDK's answer echoed pydantic's validation report (types, input values, a URL).
+    response = http.post("/mcp", content=content, headers=_MCP_HEADERS)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"]["code"] == -32600
+    assert "pydantic" not in response.text
+    assert "validation error" not in response.text.lower()
+    _no_python_text(response.text)
+
+
+def test_an_a2a_jsonrpc_request_whose_params_are_not_an_object_is_an_invalid_request(
+    http: httpx.Client,
+) -> None:
+    # The SDK answered -32600 too, but logged an ERROR with a traceback first.
+    body = _jsonrpc(
+        http, b'{"jsonrpc":"2.0","id":"req-1","method":"SendMessage","params":"\\u202e"}'
+    )
+    assert body["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("content", [b"4.2e307", b"true", b"[]", b'"x"'])
+def test_an_a2a_rest_body_that_is_json_but_not_an_object_is_a_400_in_plain_words(
+    http: httpx.Client, content: bytes
+) -> None:
+    # The SDK answered "Failed to parse JSON: TypeError: 'float' object is not iterable."
+    response = http.post(
+        "/a2a/rest/message:send",
+        content=content,
+        headers={"content-type": "application/json", "A2A-Version": "1.0"},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert "TypeError" not in response.text
+    _no_python_text(response.text)
+
+
+def test_an_a2a_jsonrpc_request_whose_params_do_not_parse_is_invalid_params_without_an_error_log(
+    http: httpx.Client, server: ServerProcess
+) -> None:
+    # The SDK logged this client mistake as an ERROR with a protobuf traceback.
+    message = b'{"messageId":"m-1","role":' + b"9" * 400 + b',"parts":[{"text":"Hi"}]}'
+    body = _jsonrpc(
+        http,
+        b'{"jsonrpc":"2.0","id":"req-1","method":"SendMessage","params":{"message":'
+        + message
+        + b"}}",
+    )
+    assert body["error"]["code"] == -32602
+    assert "Failed to parse request params" in server.output()

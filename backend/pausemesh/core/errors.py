@@ -24,6 +24,9 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── PayloadTooLargeError                      PAYLOAD_TOO_LARGE: a request body over the limit
     ├── OriginNotAllowedError                     ORIGIN_NOT_ALLOWED: a cross-site state change
     ├── UnsupportedMediaTypeError                 UNSUPPORTED_MEDIA_TYPE: a body that is not JSON
+    ├── RateLimitedError                          RATE_LIMITED: too many runs for one principal
+    ├── TooManyStreamsError                       TOO_MANY_STREAMS: too many open SSE streams
+    ├── ShuttingDownError                         SERVER_SHUTTING_DOWN: the server is draining
     ├── SettingsError (ValueError)                INVALID_SETTING: a setting is missing or malformed
     ├── NotStartedError (RuntimeError)            NOT_STARTED: a request before the lifespan ran
     ├── AgentLoadError                            AGENT_NOT_LOADABLE: --agent names no usable agent
@@ -59,13 +62,16 @@ __all__ = (
     "PauseMeshError",
     "PayloadTooLargeError",
     "ProtocolAdapterError",
+    "RateLimitedError",
     "RuntimeNotCurrentError",
     "SettingsError",
+    "ShuttingDownError",
     "StoreError",
     "ThreadBusyError",
     "ThreadNotFoundError",
     "TokenAlreadyUsedError",
     "TokenMismatchError",
+    "TooManyStreamsError",
     "UnauthenticatedError",
     "UnsupportedMediaTypeError",
     "UnsupportedSchemaVersionError",
@@ -278,6 +284,38 @@ class UnsupportedMediaTypeError(PauseMeshError):
 
     def __init__(self) -> None:
         super().__init__("The request body must be application/json")
+
+
+class RateLimitedError(PauseMeshError):
+    """A principal started more work than ``PAUSEMESH_RATE_LIMIT`` allows in this window."""
+
+    default_code = "RATE_LIMITED"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many requests; retry after {retry_after} s", retry_after=retry_after)
+        self.retry_after = retry_after
+
+
+class TooManyStreamsError(PauseMeshError):
+    """A principal already holds ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL`` open streams here."""
+
+    default_code = "TOO_MANY_STREAMS"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Too many open streams (at most {limit}); close one and retry",
+            limit=limit,
+            retry_after=1,
+        )
+
+
+class ShuttingDownError(PauseMeshError):
+    """The server is shutting down: it starts no run and opens no stream (retry elsewhere)."""
+
+    default_code = "SERVER_SHUTTING_DOWN"
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down; retry shortly", retry_after=1)
 
 
 class SettingsError(PauseMeshError, ValueError):

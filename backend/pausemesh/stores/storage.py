@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from pausemesh.core.fencing import FencedOperations
+from pausemesh.core.limits import RateLimiter
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore
 from pausemesh.core.push import PushStore
@@ -22,7 +23,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 class Storage:
     """The event store plus the optional thread store, operation ledger, (for the gateway)
-    fenced operations over that ledger, and (for A2A push notifications) the push store.
+    fenced operations over that ledger, a shared rate limiter and (for A2A push
+    notifications) the push store.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -35,6 +37,7 @@ class Storage:
         threads: ThreadStore | None = None,
         operations: OperationLedger | None = None,
         fencing: FencedOperations | None = None,
+        rate_limiter: RateLimiter | None = None,
         push: PushStore | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
@@ -42,6 +45,8 @@ class Storage:
         self.threads = threads
         self.operations = operations
         self.fencing = fencing
+        # Counters shared by every process on this storage (PostgreSQL); None: count per process.
+        self.rate_limiter = rate_limiter
         # The A2A push configurations and outbox (on the thread store's database).
         self.push = push
         self._on_close = list(on_close)

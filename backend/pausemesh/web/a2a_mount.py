@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -84,7 +85,12 @@ from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
     call_span,
+    jsonrpc_envelope_fault,
+    jsonrpc_ids,
+    jsonrpc_methods,
+    send_invalid_request,
     send_json,
+    send_jsonrpc_rate_limited,
     send_parse_error,
     send_problem,
 )
@@ -100,6 +106,35 @@ JWKS_PATH = "/.well-known/jwks.json"
 PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json", JWKS_PATH})
 # The agent card names the JWKS in this (optional) extension: A2A 1.0 has no card field for it.
 PUSH_JWKS_EXTENSION = "https://pausemesh.dev/a2a/extensions/push-jwks/v1"
+
+# What starts an agent's work, per binding (PAUSEMESH_RATE_LIMIT counts these).
+_WORK_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
+_WORK_PATHS = ("/message:send", "/message:stream")
+
+
+class _ClientMistakesAreWarnings(logging.Filter):
+    """The SDK logs a request whose params do not parse as an ERROR with a traceback; it is the
+    client's mistake (answered -32600/-32602), so it is logged as a WARNING, without one."""
+
+    _MESSAGES = frozenset(
+        {"Failed to validate base JSON-RPC request", "Failed to parse request params"}
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and record.msg in self._MESSAGES:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _quiet_client_mistakes() -> None:
+    sdk = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    if not any(isinstance(f, _ClientMistakesAreWarnings) for f in sdk.filters):
+        sdk.addFilter(_ClientMistakesAreWarnings())
+
+
+def _is_jsonrpc(scope: Scope) -> bool:
+    return bool(scope["path"].rstrip("/").endswith("/jsonrpc"))
 
 
 class _Principal(User):
@@ -384,9 +419,36 @@ class A2APlugin(ProtocolMount):
 
         return a2a_endpoint
 
+    def starts_work(self, scope: Scope, message: Any) -> bool:
+        if _is_jsonrpc(scope):
+            return bool(jsonrpc_methods(message) & _WORK_METHODS)
+        return scope.get("method") == "POST" and scope["path"].rstrip("/").endswith(_WORK_PATHS)
+
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:
+        # The SDK answers these too, but JSON-RPC ones after an ERROR traceback in the log,
+        # and REST ones with Python's words ("TypeError: 'float' object is not iterable").
+        if _is_jsonrpc(scope):
+            return jsonrpc_envelope_fault(message)
+        return None if isinstance(message, dict) else "The request body must be a JSON object"
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:
+        if _is_jsonrpc(scope):
+            await send_invalid_request(send, 200, detail)
+            return
+        await self.refuse_malformed(scope, send, detail)
+
+    async def refuse_rate_limited(
+        self, scope: Scope, send: Send, retry_after: int, message: Any
+    ) -> None:
+        if _is_jsonrpc(scope):
+            ids = jsonrpc_ids(message)
+            await send_jsonrpc_rate_limited(send, retry_after, ids[0] if len(ids) == 1 else None)
+            return
+        await super().refuse_rate_limited(scope, send, retry_after, message)
+
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:
         # Each binding's own answer to a body it cannot parse, so the SDK's clients read it.
-        if scope["path"].rstrip("/").endswith("/jsonrpc"):
+        if _is_jsonrpc(scope):
             await send_parse_error(send, 200, detail)
             return
         payload = build_rest_error_payload(InvalidRequestError(message=detail))
@@ -394,6 +456,7 @@ class A2APlugin(ProtocolMount):
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         self.attach(app_config)
+        _quiet_client_mistakes()
         app_config.route_handlers.append(self.route_handler())
         app_config.lifespan.append(self.lifespan)
         return app_config

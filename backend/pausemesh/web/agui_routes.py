@@ -29,6 +29,7 @@ from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.web.context import PauseMeshCaller
+from pausemesh.web.limits import Limits
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
@@ -39,6 +40,7 @@ Host = NamedDependency[RunHost]
 Principal = NamedDependency[str | None]
 Caller = NamedDependency[PauseMeshCaller]
 Threads = NamedDependency[Conversations]
+StreamLimits = NamedDependency[Limits]
 
 
 def _sse(frames: Any) -> Stream:
@@ -58,27 +60,41 @@ class AguiController(Controller):
         summary="Run the agent on a thread (AG-UI RunAgentInput in, SSE out)",
         status_code=200,
         media_type="text/event-stream",
-        responses=problem_responses(400, 401, 404, 413),
+        responses=problem_responses(400, 401, 404, 413, 429, 503),
     )
-    async def run(self, request: Request[Any, Any, Any], agui_host: Host, caller: Caller) -> Stream:
+    async def run(
+        self,
+        request: Request[Any, Any, Any],
+        agui_host: Host,
+        caller: Caller,
+        pausemesh_limits: StreamLimits,
+    ) -> Stream:
         run_input = await _run_input(request)
-        await agui_host.check_access(run_input.thread_id, caller.principal)
+        principal = caller.principal
+        pausemesh_limits.refuse_if_draining()
+        await pausemesh_limits.admit_work(principal, request.scope)
+        await agui_host.check_access(run_input.thread_id, principal)
         # The roles travel to the agent (``ctx.roles``) beside the principal.
-        run = agui_host.run(run_input, caller.principal, roles=caller.roles)
-        return _sse(counted_stream(run, "run"))
+        frames = counted_stream(agui_host.run(run_input, principal, roles=caller.roles), "run")
+        return _sse(pausemesh_limits.stream(principal, request.scope, frames))
 
     @post(
         "/connect",
         summary="Restore a thread without running the agent (snapshots and open interrupts)",
         status_code=200,
         media_type="text/event-stream",
-        responses=problem_responses(400, 401, 413),
+        responses=problem_responses(400, 401, 413, 429, 503),
     )
     async def connect(
-        self, request: Request[Any, Any, Any], agui_host: Host, principal: Principal
+        self,
+        request: Request[Any, Any, Any],
+        agui_host: Host,
+        principal: Principal,
+        pausemesh_limits: StreamLimits,
     ) -> Stream:
         run_input = await _run_input(request)
-        return _sse(counted_stream(agui_host.connect(run_input, principal), "connect"))
+        frames = counted_stream(agui_host.connect(run_input, principal), "connect")
+        return _sse(pausemesh_limits.stream(principal, request.scope, frames))
 
     @get(
         "/threads",
@@ -140,20 +156,24 @@ class AguiController(Controller):
         "/threads/{thread_id:str}/events",
         summary="Replay the thread's events after a sequence, then tail live ones (SSE)",
         media_type="text/event-stream",
-        responses=problem_responses(400, 401, 404),
+        responses=problem_responses(400, 401, 404, 429, 503),
     )
     async def events(
         self,
+        *,
+        request: Request[Any, Any, Any],
         thread_id: FromPath[str],
         agui_host: Host,
         principal: Principal,
+        pausemesh_limits: StreamLimits,
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
         after: Annotated[str | None, QueryParameter(name="after")] = None,
     ) -> Stream:
         check_thread_id(thread_id)
         cursor = replay_cursor(last_event_id, after)
         await agui_host.load(thread_id, principal)
-        return _sse(counted_stream(agui_host.tail(thread_id, after_sequence=cursor), "tail"))
+        frames = counted_stream(agui_host.tail(thread_id, after_sequence=cursor), "tail")
+        return _sse(pausemesh_limits.stream(principal, request.scope, frames))
 
 
 def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Provide]:
@@ -181,6 +201,8 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 lease_seconds=current.settings.lease_seconds,
                 lease_holder=current.instance.holder,
                 run_timeout_seconds=current.settings.run_timeout_seconds,
+                keepalive_seconds=current.settings.keepalive_seconds,
+                drain=current.drain,
             )
         return host
 

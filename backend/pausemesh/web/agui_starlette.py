@@ -20,7 +20,7 @@ shutdown). Only this module imports it; the Litestar app and the CLI never do.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from sse_starlette import EventSourceResponse
@@ -39,6 +39,7 @@ from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import configured_resolver, resolve_identity
 from pausemesh.web.browser import browser_refusal
+from pausemesh.web.limits import Limits
 from pausemesh.web.problems import problem_for
 from pausemesh.web.served_agent import served_agent
 
@@ -63,7 +64,7 @@ class StarletteAgui:
         storage: Storage | None = None,
         principal_resolver: StarlettePrincipalResolver | None = None,
         sweeper: bool = True,
-        send_timeout: float = 30.0,
+        send_timeout: float | None = None,
     ) -> None:
         self.settings = settings or Settings()
         # A pydantic-ai Agent or a LangGraph graph is adapted here, as by the plugin.
@@ -71,14 +72,24 @@ class StarletteAgui:
         self.storage = storage
         self.principal_resolver = configured_resolver(principal_resolver, self.settings)
         self.sweeper = sweeper
-        self.send_timeout = send_timeout
+        # A frozen reader is dropped after this long (default PAUSEMESH_SEND_TIMEOUT_SECONDS).
+        self.send_timeout = (
+            self.settings.send_timeout_seconds if send_timeout is None else send_timeout
+        )
         self._host: RunHost | None = None
+        self._limits: Limits | None = None
 
     @property
     def host(self) -> RunHost:
         if self._host is None:
             raise NotStartedError(_NOT_STARTED)
         return self._host
+
+    @property
+    def limits(self) -> Limits:
+        if self._limits is None:
+            raise NotStartedError(_NOT_STARTED)
+        return self._limits
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[RunHost]:
@@ -98,11 +109,15 @@ class StarletteAgui:
                 lease_seconds=runtime.settings.lease_seconds,
                 lease_holder=runtime.instance.holder,
                 run_timeout_seconds=runtime.settings.run_timeout_seconds,
+                keepalive_seconds=runtime.settings.keepalive_seconds,
+                drain=runtime.drain,
             )
+            self._limits = Limits(runtime)
             try:
                 yield self._host
             finally:
                 self._host = None
+                self._limits = None
 
     @asynccontextmanager
     async def lifespan(self, _app: object) -> AsyncIterator[None]:
@@ -127,20 +142,23 @@ class StarletteAgui:
     # -- endpoints ----------------------------------------------------------------------
 
     async def _run(self, request: Request) -> Response:
-        host = self.host
+        host, limits = self.host, self.limits
         run_input = await self._input(request)
         identity = await resolve_identity(self.principal_resolver, request)
         principal = None if identity is None else identity.principal
         roles = frozenset[str]() if identity is None else identity.roles
+        limits.refuse_if_draining()
+        await limits.admit_work(principal, request.scope)
         await host.check_access(run_input.thread_id, principal)
-        return self._stream(counted_stream(host.run(run_input, principal, roles=roles), "run"))
+        frames = counted_stream(host.run(run_input, principal, roles=roles), "run")
+        return self._stream(limits.stream(principal, request.scope, frames))
 
     async def _connect(self, request: Request) -> Response:
         host = self.host
         run_input = await self._input(request)
-        return self._stream(
-            counted_stream(host.connect(run_input, await self._principal(request)), "connect")
-        )
+        principal = await self._principal(request)
+        frames = counted_stream(host.connect(run_input, principal), "connect")
+        return self._stream(self.limits.stream(principal, request.scope, frames))
 
     async def _thread(self, request: Request) -> Response:
         host = self.host
@@ -154,12 +172,14 @@ class StarletteAgui:
         cursor = replay_cursor(
             request.headers.get("last-event-id"), request.query_params.get("after")
         )
-        await host.load(thread_id, await self._principal(request))
-        return self._stream(counted_stream(host.tail(thread_id, after_sequence=cursor), "tail"))
+        principal = await self._principal(request)
+        await host.load(thread_id, principal)
+        frames = counted_stream(host.tail(thread_id, after_sequence=cursor), "tail")
+        return self._stream(self.limits.stream(principal, request.scope, frames))
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _stream(self, frames: AsyncIterator[bytes]) -> EventSourceResponse:
+    def _stream(self, frames: AsyncGenerator[bytes, None]) -> EventSourceResponse:
         # The run host yields finished LF-framed SSE bytes (ids and keep-alives included);
         # sse-starlette passes bytes through untouched, and its pings use the same LF framing.
         return EventSourceResponse(

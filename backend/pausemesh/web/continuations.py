@@ -7,9 +7,9 @@ create, inspect, project, resume and cancel a pause.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, get, post
+from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import HeaderParameter, JSONBody, PathParameter
 
@@ -17,6 +17,7 @@ from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
 from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_idempotency_key
 from pausemesh.web.context import PauseMeshCaller
+from pausemesh.web.limits import Limits
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
 from pausemesh.web.schemas import (
@@ -54,6 +55,7 @@ IdempotencyKey = Annotated[
     ),
 ]
 Caller = NamedDependency[PauseMeshCaller]
+WorkLimits = NamedDependency[Limits]
 # Bodies arrive as parsed JSON (``StrictBody``) and are converted strictly by ``strict_body``.
 
 
@@ -98,10 +100,17 @@ class ContinuationController(Controller):
         status_code=201,
         summary="Create a pending continuation",
         description="Returns the envelope and the raw resume token; the token is shown only here.",
-        responses=problem_responses(400, 401, 409, 413, 503),
+        responses=problem_responses(400, 401, 409, 413, 429, 503),
     )
-    async def create(self, data: JSONBody[StrictBody[CreateBody]], caller: Caller) -> CreatedBody:
+    async def create(
+        self,
+        request: Request[Any, Any, Any],
+        data: JSONBody[StrictBody[CreateBody]],
+        caller: Caller,
+        pausemesh_limits: WorkLimits,
+    ) -> CreatedBody:
         body = strict_body(data, CreateBody)
+        await pausemesh_limits.admit_work(caller.principal, request.scope)
         created = await caller.service.create(
             payload=body.payload,
             continuation_id=body.continuation_id,
@@ -141,11 +150,12 @@ class ContinuationController(Controller):
             " returns the identical stored body."
         ),
         security=[{"pausemeshResumeToken": []}],
-        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 429, 503),
     )
     async def resume(
         self,
         *,
+        request: Request[Any, Any, Any],
         continuation_id: ContinuationId,
         data: JSONBody[StrictBody[ResumeBody]],
         idempotency_key: IdempotencyKey,
@@ -158,10 +168,12 @@ class ContinuationController(Controller):
             HeaderParameter(name="pausemesh-token", required=False, include_in_schema=False),
         ],
         caller: Caller,
+        pausemesh_limits: WorkLimits,
     ) -> ContinuationBody:
         body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
         token = _resume_token(pausemesh_token, authorization, continuation_id)
+        await pausemesh_limits.admit_work(caller.principal, request.scope)
         continuation = await caller.service.resume(
             continuation_id=continuation_id,
             resume_token=token,

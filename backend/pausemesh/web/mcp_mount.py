@@ -42,7 +42,12 @@ from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
     call_span,
+    jsonrpc_envelope_fault,
+    jsonrpc_ids,
+    jsonrpc_methods,
     request_origin,
+    send_invalid_request,
+    send_jsonrpc_rate_limited,
     send_parse_error,
     send_problem,
 )
@@ -234,6 +239,27 @@ class McpPlugin(ProtocolMount):
             return document(request_origin(request.scope))
 
         return [mcp_resource_metadata, server_resource_metadata]
+
+    def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
+        return "tools/call" in jsonrpc_methods(message)
+
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:  # noqa: ARG002 - one binding here
+        # The SDK answers a body that is JSON but not a JSON-RPC message with its validator's
+        # own text (pydantic's, with the input echoed); this answer says it in plain words.
+        return jsonrpc_envelope_fault(message)
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
+        await send_invalid_request(send, 400, detail)
+
+    async def refuse_rate_limited(
+        self,
+        scope: Scope,  # noqa: ARG002 - one binding here
+        send: Send,
+        retry_after: int,
+        message: Any,
+    ) -> None:
+        ids = jsonrpc_ids(message)
+        await send_jsonrpc_rate_limited(send, retry_after, ids[0] if len(ids) == 1 else None)
 
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
         # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).

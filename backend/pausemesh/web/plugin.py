@@ -37,6 +37,7 @@ from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
 from pausemesh.web.health import healthz, readyz
+from pausemesh.web.limits import Limits, SendTimeoutGuard
 from pausemesh.web.metrics import PrometheusMetrics, metrics_route
 from pausemesh.web.observability import TelemetryMiddleware
 from pausemesh.web.problems import (
@@ -104,6 +105,14 @@ class PauseMeshPlugin(InitPlugin):
             finally:
                 self._runtime = None
 
+    def begin_shutdown(self) -> None:
+        """Start draining (SIGTERM): no new runs or tails, tails end now, in-flight runs get
+        ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS``. Call it on the app's event loop; ``pausemesh
+        serve`` does on SIGTERM, a host that runs the app its own way calls it itself."""
+        if self._runtime is not None:
+            _log.info("shutting down: no new runs; in-flight runs may finish")
+            self._runtime.drain.begin(self.config.settings.shutdown_grace_seconds)
+
     # -- registration -------------------------------------------------------------------
 
     def router(self) -> Router:
@@ -132,6 +141,16 @@ class PauseMeshPlugin(InitPlugin):
 
         def pausemesh_metrics() -> PrometheusMetrics | None:
             return plugin.metrics
+
+        limits_cache: dict[int, Limits] = {}
+
+        def pausemesh_limits() -> Limits:
+            current = plugin.runtime
+            limits = limits_cache.get(id(current))
+            if limits is None:
+                limits_cache.clear()
+                limits = limits_cache[id(current)] = Limits(current)
+            return limits
 
         async def principal(request: Request[Any, Any, Any]) -> str | None:
             return await resolve_principal(config.principal_resolver, request)
@@ -163,6 +182,7 @@ class PauseMeshPlugin(InitPlugin):
                 "pausemesh_storage": Provide(storage, sync_to_thread=False),
                 "pausemesh_runtime": Provide(runtime, sync_to_thread=False),
                 "pausemesh_metrics": Provide(pausemesh_metrics, sync_to_thread=False),
+                "pausemesh_limits": Provide(pausemesh_limits, sync_to_thread=False),
                 **extra,
             },
             exception_handlers={
@@ -177,7 +197,12 @@ class PauseMeshPlugin(InitPlugin):
             # whether or not Content-Length is sent (chunked uploads included).
             request_max_body_size=self.config.settings.max_payload_bytes,
             middleware=[
-                DefineMiddleware(BrowserGuard, allowed_origins=self.config.settings.allowed_origins)
+                DefineMiddleware(
+                    BrowserGuard, allowed_origins=self.config.settings.allowed_origins
+                ),
+                DefineMiddleware(
+                    SendTimeoutGuard, timeout=self.config.settings.send_timeout_seconds
+                ),
             ],
         )
 

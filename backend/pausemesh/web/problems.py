@@ -29,9 +29,12 @@ from pausemesh.core.errors import (
     OriginNotAllowedError,
     PauseMeshError,
     PayloadTooLargeError,
+    RateLimitedError,
+    ShuttingDownError,
     StoreError,
     TokenAlreadyUsedError,
     TokenMismatchError,
+    TooManyStreamsError,
     UnauthenticatedError,
     UnsupportedMediaTypeError,
     VersionConflictError,
@@ -91,6 +94,9 @@ _STATUS_BY_CLASS: tuple[tuple[type[PauseMeshError], int], ...] = (
     (PayloadTooLargeError, 413),
     (OriginNotAllowedError, 403),
     (UnsupportedMediaTypeError, 415),
+    (RateLimitedError, 429),
+    (TooManyStreamsError, 429),
+    (ShuttingDownError, 503),
     (NotStartedError, 500),
     (StoreError, 503),
 )
@@ -112,6 +118,7 @@ _TITLES = {
     410: "Gone",
     413: "Content Too Large",
     415: "Unsupported Media Type",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -173,6 +180,12 @@ async def send_encoded(send: Send, problem: EncodedProblem) -> None:
 def problem_for(error: PauseMeshError) -> EncodedProblem:
     """A ``PauseMeshError`` as a problem: its status, its code and a detail safe to show."""
     status = status_for(error)
+    retry_after = error.details.get("retry_after")
+    if isinstance(retry_after, int):
+        # 429s and a draining server say when to come back.
+        problem = encode_problem(status, error.code, error.message)
+        problem.headers["retry-after"] = str(retry_after)
+        return problem
     if isinstance(error, NotStartedError):
         # A deployment mistake, not a request's: the detail names the line to add.
         _log.error("%s", error.message)

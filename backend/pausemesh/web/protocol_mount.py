@@ -21,7 +21,7 @@ from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from pausemesh.core.errors import UnauthenticatedError
+from pausemesh.core.errors import RateLimitedError, UnauthenticatedError
 from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
 from pausemesh.core.telemetry import span
 from pausemesh.web.auth import resolve_principal
@@ -34,16 +34,24 @@ from pausemesh.web.body_guard import (
     replay_body,
 )
 from pausemesh.web.browser import browser_refusal
+from pausemesh.web.limits import Limits
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
+RATE_LIMITED_RPC_CODE = -32029
+"""The JSON-RPC error code of a rate-limited call (implementation-defined server range)."""
+
 __all__ = (
     "PRINCIPAL_SCOPE_KEY",
+    "RATE_LIMITED_RPC_CODE",
     "ProtocolMount",
     "call_span",
+    "jsonrpc_ids",
+    "jsonrpc_methods",
     "principal_in_scope",
     "request_origin",
     "send_json",
+    "send_jsonrpc_rate_limited",
     "send_parse_error",
     "send_problem",
 )
@@ -70,12 +78,8 @@ _RPC_METHOD_KEY = "pausemesh.rpc_method"
 _MAX_METHOD = 64
 
 
-def _rpc_method(body: bytes) -> str | None:
-    """The JSON-RPC method of a request body (``batch`` for a batch), never its params."""
-    try:
-        decoded = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
+def _rpc_method(decoded: Any) -> str | None:
+    """The JSON-RPC method of a decoded request body (``batch`` for a batch), never its params."""
     if isinstance(decoded, list):
         return "batch"
     method = decoded.get("method") if isinstance(decoded, dict) else None
@@ -90,10 +94,17 @@ def call_span(name: str, scope: Scope) -> Iterator[None]:
         yield
 
 
-async def send_json(send: Send, status: int, payload: bytes, media_type: str) -> None:
+async def send_json(
+    send: Send,
+    status: int,
+    payload: bytes,
+    media_type: str,
+    extra_headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
     headers = [
         (b"content-type", media_type.encode()),
         (b"content-length", str(len(payload)).encode()),
+        *extra_headers,
     ]
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
@@ -113,6 +124,72 @@ async def send_parse_error(send: Send, status: int, detail: str) -> None:
         "error": {"code": -32700, "message": f"Parse error: {detail}"},
     }
     await send_json(send, status, msgspec.json.encode(error), "application/json")
+
+
+def jsonrpc_envelope_fault(message: Any) -> str | None:  # noqa: PLR0911 - one reason per rule
+    """Why ``message`` is not one JSON-RPC 2.0 message (the MCP transport takes no batch)."""
+    if not isinstance(message, dict):
+        return "The body must be one JSON-RPC 2.0 message (an object)"
+    if message.get("jsonrpc") != "2.0":
+        return 'The message must carry "jsonrpc": "2.0"'
+    if "id" in message and (
+        isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))
+    ):
+        return "The message id must be a string or an integer"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "The method must be a string"
+        if "params" in message and not isinstance(message["params"], dict):
+            return "The params must be an object"
+        return None
+    if "id" in message and ("result" in message or "error" in message):
+        return None
+    return "The message must be a request, a notification or a response"
+
+
+async def send_invalid_request(send: Send, status: int, detail: str) -> None:
+    """A JSON-RPC 2.0 invalid request (-32600): JSON, but not a message this endpoint takes."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": f"Invalid Request: {detail}"},
+    }
+    await send_json(send, status, msgspec.json.encode(error), "application/json")
+
+
+def jsonrpc_ids(message: Any) -> list[Any]:
+    """The ids of a JSON-RPC request or batch (strings and numbers only; others read as null)."""
+    items = message if isinstance(message, list) else [message]
+    return [
+        item.get("id") if isinstance(item.get("id"), (str, int)) else None
+        for item in items
+        if isinstance(item, dict)
+    ]
+
+
+def jsonrpc_methods(message: Any) -> set[str]:
+    """The methods a JSON-RPC request or batch calls."""
+    items = message if isinstance(message, list) else [message]
+    return {
+        item["method"]
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("method"), str)
+    }
+
+
+async def send_jsonrpc_rate_limited(send: Send, retry_after: int, request_id: Any) -> None:
+    """PAUSEMESH_RATE_LIMIT's refusal as a JSON-RPC error, under HTTP 429 and ``Retry-After``."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": RATE_LIMITED_RPC_CODE,
+            "message": f"Too many requests; retry after {retry_after} s",
+            "data": {"code": "RATE_LIMITED", "retryAfter": retry_after},
+        },
+    }
+    headers = ((b"retry-after", str(retry_after).encode()),)
+    await send_json(send, 429, msgspec.json.encode(error), "application/json", headers)
 
 
 async def send_problem(send: Send, status: int, code: str, detail: str) -> None:
@@ -190,8 +267,53 @@ class ProtocolMount(InitPlugin):
             await self.refuse_malformed(scope, send, fault)
             return None
         if body:
-            scope[_RPC_METHOD_KEY] = _rpc_method(body)  # type: ignore[literal-required]
+            message = msgspec.json.decode(body)
+            scope[_RPC_METHOD_KEY] = _rpc_method(message)  # type: ignore[literal-required]
+            if not await self._admit_message(scope, send, message):
+                return None
         return replay_body(body, receive)
+
+    async def _admit_message(self, scope: Scope, send: Send, message: Any) -> bool:
+        """The protocol's envelope check, then the rate limit; False once refused here."""
+        envelope = self.envelope_fault(scope, message)
+        if envelope is not None:
+            await self.refuse_envelope(scope, send, envelope)
+            return False
+        return await self._admit_work(scope, send, message)
+
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:  # noqa: ARG002 - for subclasses
+        """Why a JSON body is not a message this mount's SDK takes (None: hand it over)."""
+        return None
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:
+        """Answer a JSON body that is not a message of the protocol (a mount overrides this)."""
+        await self.refuse_malformed(scope, send, detail)
+
+    async def _admit_work(self, scope: Scope, send: Send, message: Any) -> bool:
+        """Count a request that starts work against ``PAUSEMESH_RATE_LIMIT``; refuse past it."""
+        if not self.starts_work(scope, message):
+            return True
+        limits = Limits(self.pausemesh.runtime)
+        try:
+            await limits.admit_work(principal_in_scope(scope), scope)
+        except RateLimitedError as error:
+            await self.refuse_rate_limited(scope, send, error.retry_after, message)
+            return False
+        return True
+
+    def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - for subclasses
+        """Whether this request starts work (a tool call, a message to an agent)."""
+        return False
+
+    async def refuse_rate_limited(
+        self,
+        scope: Scope,  # noqa: ARG002 - the scope tells a subclass which binding was called
+        send: Send,
+        retry_after: int,
+        message: Any,  # noqa: ARG002 - a JSON-RPC subclass answers with the request's id
+    ) -> None:
+        """Answer a request past the rate limit (429 problem; JSON-RPC mounts override this)."""
+        await send_encoded(send, problem_for(RateLimitedError(retry_after)))
 
     async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - the scope tells a subclass which binding was called
         """Answer a body that is not JSON text (a JSON-RPC mount overrides this)."""

@@ -9,6 +9,7 @@ the finish with its pauses (``run/finish.py``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 import uuid
@@ -28,6 +29,7 @@ from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
+from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
 from pausemesh.core.instance import new_holder
 from pausemesh.core.operations import OperationLedger
@@ -67,6 +69,7 @@ class RunHost:
         queue_size: int = 256,
         lease_holder: str | None = None,
         run_timeout_seconds: float | None = None,
+        drain: Drain | None = None,
     ) -> None:
         self.agent = agent
         self.service = service
@@ -90,6 +93,8 @@ class RunHost:
         self.queue_size = queue_size
         # None: an agent may run as long as it likes (embedders who bound runs themselves).
         self.run_timeout_seconds = run_timeout_seconds
+        # The process's shutdown: tails end at once, runs get its grace (None: never drains).
+        self.drain = drain
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -136,10 +141,14 @@ class RunHost:
         yield b"".join(encode_frame(event) for event in events)
 
     async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
-        """The thread log after ``after_sequence``, then live events as they are appended."""
+        """The thread log after ``after_sequence``, then live events as they are appended.
+
+        When the process drains, the tail ends after its last whole frame: the client
+        reconnects (to another replica) with ``Last-Event-ID`` and misses nothing.
+        """
         after = after_sequence
         woke_at: float | None = None
-        while True:
+        while self.drain is None or not self.drain.draining:
             entries = await self.threads.read_events(
                 thread_id, after_sequence=after, limit=_TAIL_PAGE
             )
@@ -151,13 +160,31 @@ class RunHost:
                     woke_at = None
                 after = entries[-1].sequence
                 continue
-            woke = await self.threads.wait_for_events(
-                thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
-            )
+            woke = await self._wait_for_events(thread_id, after)
+            if woke is None:
+                return
             if woke:
                 woke_at = time.monotonic()
             else:
                 yield KEEPALIVE_FRAME
+
+    async def _wait_for_events(self, thread_id: str, after: int) -> bool | None:
+        """Whether events came within a keep-alive period; None when the drain began first."""
+        waiting = self.threads.wait_for_events(
+            thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
+        )
+        if self.drain is None:
+            return await waiting
+        events = asyncio.ensure_future(waiting)
+        drained = asyncio.ensure_future(self.drain.wait())
+        try:
+            await asyncio.wait((events, drained), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            events.cancel()
+            drained.cancel()
+        if drained.done() and not drained.cancelled():
+            return None
+        return events.result()
 
     # -- runs -----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ for the finish; keep-alives fill the silences (the lease keeper renews the lease
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Final
@@ -31,12 +32,19 @@ class _Done:
     pass
 
 
+class _Wake:
+    """Put on the queue when the drain begins, so the loop looks at its new deadline."""
+
+
 class _Failed:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
 
 _DONE: Final = _Done()
+_WAKE: Final = _Wake()
+_Item = Event | PauseRequest | _Done | _Failed | _Wake
+_SHUTTING_DOWN = "The server is shutting down; run again to continue"
 
 
 async def agent_frames(
@@ -44,7 +52,7 @@ async def agent_frames(
 ) -> AsyncGenerator[bytes, None]:
     """Run the agent in its own task; send what it yields in batches, keep-alives between."""
     host = run.host
-    queue: asyncio.Queue[Event | PauseRequest | _Done | _Failed] = asyncio.Queue(host.queue_size)
+    queue: asyncio.Queue[_Item] = asyncio.Queue(host.queue_size)
 
     async def produce() -> None:
         try:
@@ -56,27 +64,20 @@ async def agent_frames(
             await queue.put(_DONE)
 
     task = asyncio.create_task(produce(), name=f"pausemesh-agent-{run.thread_id}")
-    loop = asyncio.get_running_loop()
-    limit = host.run_timeout_seconds
-    deadline = None if limit is None else loop.time() + limit
+    clock = _Deadlines(run)
+    unwatch = None if host.drain is None else host.drain.watch(lambda: _nudge(queue))
     try:
         while True:
-            wait = host.keepalive_seconds
-            if deadline is not None:
-                left = deadline - loop.time()
-                if left <= 0:
-                    _log.warning("agent run timed out on thread %s after %ss", run.thread_id, limit)
-                    raise AguiRunError("RUN_TIMEOUT", "The agent did not finish in time")
-                wait = min(wait, left)
             try:
-                async with asyncio.timeout(wait):
+                async with asyncio.timeout(clock.wait()):
                     item = await queue.get()
             except TimeoutError:
-                if deadline is not None and loop.time() >= deadline:
-                    continue  # the check above ends the run
-                yield KEEPALIVE_FRAME
+                if not clock.over():
+                    yield KEEPALIVE_FRAME
+                continue  # past a deadline, ``clock.wait`` ends the run
+            if isinstance(item, _Wake):
                 continue
-            batch = [item]
+            batch: list[_Item] = [item]
             while not isinstance(batch[-1], (_Done, _Failed)) and not queue.empty():
                 batch.append(queue.get_nowait())
             events: list[Event] = []
@@ -94,19 +95,58 @@ async def agent_frames(
             if isinstance(batch[-1], _Done):
                 return
     finally:
+        if unwatch is not None:
+            unwatch()
         # Not awaited: the agent's own cleanup must not hold up (or swallow) ours.
         task.cancel()
 
 
+class _Deadlines:
+    """The run's two deadlines: its own timeout, and the drain's grace once shutdown began."""
+
+    def __init__(self, run: LeasedRun) -> None:
+        self.run = run
+        self.loop = asyncio.get_running_loop()
+        limit = run.host.run_timeout_seconds
+        self.deadline = None if limit is None else self.loop.time() + limit
+
+    def _left(self) -> tuple[float | None, float | None]:
+        own = None if self.deadline is None else self.deadline - self.loop.time()
+        drain = self.run.host.drain
+        return own, None if drain is None else drain.seconds_left()
+
+    def over(self) -> bool:
+        own, grace = self._left()
+        return (own is not None and own <= 0) or (grace is not None and grace <= 0)
+
+    def wait(self) -> float:
+        """How long to wait for the agent now; ``AguiRunError`` once a deadline has passed."""
+        own, grace = self._left()
+        if own is not None and own <= 0:
+            limit = self.run.host.run_timeout_seconds
+            _log.warning("agent run timed out on thread %s after %ss", self.run.thread_id, limit)
+            raise AguiRunError("RUN_TIMEOUT", "The agent did not finish in time")
+        if grace is not None and grace <= 0:
+            _log.info("run on thread %s ended by the shutdown", self.run.thread_id)
+            raise AguiRunError("SERVER_SHUTTING_DOWN", _SHUTTING_DOWN)
+        return min(x for x in (self.run.host.keepalive_seconds, own, grace) if x is not None)
+
+
+def _nudge(queue: asyncio.Queue[_Item]) -> None:
+    # A full queue wakes the loop anyway, and each turn looks at the drain's deadline.
+    with contextlib.suppress(asyncio.QueueFull):
+        queue.put_nowait(_WAKE)
+
+
 def _take(
     run: LeasedRun,
-    output: Event | PauseRequest | _Done | _Failed,
+    output: _Item,
     transcript: Transcript,
     pauses: list[PauseRequest],
     events: list[Event],
 ) -> None:
     """Fold one agent output into the run; ``AguiRunError`` ends the run."""
-    if isinstance(output, _Done):
+    if isinstance(output, (_Done, _Wake)):
         return
     if isinstance(output, _Failed):
         _log.error("agent failed on thread %s", run.thread_id, exc_info=output.error)

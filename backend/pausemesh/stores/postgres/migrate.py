@@ -123,6 +123,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT", "operation_resolutions"),
     ("SELECT, INSERT", "operation_recoveries"),
     ("SELECT", "agui_thread_erasures"),
+    ("SELECT, INSERT, UPDATE", "rate_limits"),
     ("SELECT, INSERT, UPDATE", "a2a_push_configs"),
     ("SELECT, INSERT, UPDATE", "a2a_push_deliveries"),
 )

@@ -356,6 +356,29 @@ _THREAD_LIFECYCLE = Migration(
     ),
 )
 
+_RATE_LIMITS = Migration(
+    version=7,
+    name="rate_limits",
+    statements=(
+        # PAUSEMESH_RATE_LIMIT's fixed windows, one row per principal (or client address) and
+        # period, shared by every replica. Counters, not history: UPDATE is their purpose.
+        # UNLOGGED: a check writes no WAL and waits for no flush; a crash only resets the
+        # windows, which is all a rate limit can lose.
+        """
+        CREATE UNLOGGED TABLE {schema}.rate_limits (
+            bucket TEXT PRIMARY KEY,
+            window_index BIGINT NOT NULL,
+            hits INTEGER NOT NULL CHECK (hits > 0)
+        )
+        """,
+        """
+        CREATE TRIGGER pausemesh_rate_limits_no_truncate
+            BEFORE TRUNCATE ON {schema}.rate_limits
+            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
+        """,
+    ),
+)
+
 # Migration 9 (7 and 8 are taken on other lines of work). Configurations are retired, never
 # deleted; deliveries are settled in place: the runtime role needs no DELETE. Both take
 # UPDATE, so only TRUNCATE is refused by trigger.
@@ -415,6 +438,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _GATEWAY,
     _RECOVERIES,
     _THREAD_LIFECYCLE,
+    _RATE_LIMITS,
     _A2A_PUSH,
 )
 
@@ -482,6 +506,9 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
             "pausemesh_agui_thread_erasures_no_mutation",
             "pausemesh_agui_thread_erasures_no_truncate",
         ),
+    },
+    7: {
+        "rate_limits": ("pausemesh_rate_limits_no_truncate",),
     },
     9: {
         "a2a_push_configs": ("pausemesh_a2a_push_configs_no_truncate",),

@@ -13,6 +13,7 @@ from pausemesh.stores.postgres.events import PostgresEventStore
 from pausemesh.stores.postgres.fencing import PostgresFencedOperations
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
 from pausemesh.stores.postgres.push import PostgresPushStore
+from pausemesh.stores.postgres.rate_limits import PostgresRateLimiter
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, quote_schema
 from pausemesh.stores.postgres.stats import PostgresStats
 from pausemesh.stores.postgres.threads import PostgresThreadStore
@@ -35,6 +36,7 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
         threads=threads,
         operations=PostgresOperationLedger(database, readiness_checked_elsewhere=True),
         fencing=PostgresFencedOperations(database),
+        rate_limiter=PostgresRateLimiter(database),
         push=PostgresPushStore(database, threads),
         # Closing the thread store returns the listener's connection either way.
         on_close=[database.close] if close_database else [],

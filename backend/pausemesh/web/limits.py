@@ -1,0 +1,171 @@
+"""The limits on work and streams, applied at the routes (settings in ``pausemesh.settings``).
+
+* ``PAUSEMESH_RATE_LIMIT``: work started per principal (per client address on a server
+  without a principal resolver): ``POST /agui``, continuation create and resume, MCP
+  ``tools/call``, A2A ``SendMessage``/``SendStreamingMessage``. 429 ``RATE_LIMITED`` with
+  ``Retry-After``. The counters are the store's when it shares them (PostgreSQL), else this
+  process's.
+* ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open AG-UI SSE streams per principal in this
+  process; 429 ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
+* ``PAUSEMESH_SEND_TIMEOUT_SECONDS``: ``SendTimeoutGuard`` drops an SSE reader that accepts no
+  write for that long, so a stalled client holds neither memory nor a run.
+* While the process drains (SIGTERM), runs and tails are refused: 503 ``SERVER_SHUTTING_DOWN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from typing import Any
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from pausemesh.bootstrap import Runtime
+from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
+from pausemesh.core.limits import StreamSlot
+
+__all__ = ("Limits", "SendTimeoutGuard", "limit_key")
+
+_log = logging.getLogger("pausemesh.web")
+
+
+def limit_key(principal: str | None, scope: Mapping[str, object]) -> str:
+    """Whose budget a request spends: its principal's, or (no resolver) its client address's."""
+    if principal is not None:
+        return "principal:" + principal
+    client = scope.get("client")
+    host = client[0] if isinstance(client, (tuple, list)) and client else "unknown"
+    return f"client:{host}"
+
+
+def _held(slot: StreamSlot, frames: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    async def held() -> AsyncGenerator[bytes, None]:
+        try:
+            async with contextlib.aclosing(frames) as inner:
+                async for chunk in inner:
+                    yield chunk
+        finally:
+            slot.release()
+
+    stream = held()
+    # A response that never started iterating (its client left first) never runs the
+    # ``finally`` above; the slot is freed when the generator is dropped instead.
+    weakref.finalize(stream, slot.release)
+    return stream
+
+
+class Limits:
+    """The limits of one running runtime, for the routes."""
+
+    __slots__ = ("_runtime",)
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    def refuse_if_draining(self) -> None:
+        if self._runtime.drain.draining:
+            raise ShuttingDownError
+
+    async def admit_work(self, principal: str | None, scope: Mapping[str, object]) -> None:
+        """Count one start of work; ``RateLimitedError`` past ``PAUSEMESH_RATE_LIMIT``."""
+        limiter = self._runtime.rate_limiter
+        rule = self._runtime.settings.rate_limit_rule
+        if limiter is None or rule is None:
+            return
+        key = limit_key(principal, scope)
+        retry_after = await limiter.hit(key, rule, time.time())
+        if retry_after is not None:
+            _log.info("rate limit reached for %s; retry after %ds", key, retry_after)
+            raise RateLimitedError(retry_after)
+
+    def stream(
+        self,
+        principal: str | None,
+        scope: Mapping[str, object],
+        frames: AsyncGenerator[bytes, None],
+    ) -> AsyncGenerator[bytes, None]:
+        """``frames`` holding one of the principal's stream slots until it ends.
+
+        Raises ``TooManyStreamsError`` (before anything is sent) when none is left, and
+        ``ShuttingDownError`` while the process drains.
+        """
+        self.refuse_if_draining()
+        key = limit_key(principal, scope)
+        try:
+            slot = self._runtime.streams.acquire(key)
+        except TooManyStreamsError:
+            _log.info("stream cap reached for %s", key)
+            raise
+        return _held(slot, frames)
+
+
+def _is_sse(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+        for name, value in headers
+    )
+
+
+class SendTimeoutGuard:
+    """Drop an SSE response whose reader accepts no write for ``timeout`` seconds.
+
+    The stalled write is abandoned and the response is told its client disconnected, so the
+    stream's generator is closed (its run ends, its lease and stream slot are freed) while
+    the client still holds the socket. Other responses pass through untouched.
+    """
+
+    __slots__ = ("app", "timeout")
+
+    def __init__(self, app: ASGIApp, timeout: float) -> None:
+        self.app = app
+        self.timeout = timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        streaming = False
+        stalled = asyncio.Event()
+
+        async def timed_send(message: Message) -> None:
+            nonlocal streaming
+            if stalled.is_set():
+                return  # dropped: nothing more goes to this reader
+            if message["type"] == "http.response.start":
+                streaming = _is_sse(message.get("headers", ()))
+            if not streaming or message["type"] != "http.response.body":
+                await send(message)
+                return
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await send(message)
+            except TimeoutError:
+                stalled.set()
+                _log.warning(
+                    "dropped an SSE reader that accepted nothing for %.1fs (%s)",
+                    self.timeout,
+                    scope.get("path", ""),
+                )
+
+        async def watched_receive() -> Any:
+            if not streaming:
+                return await receive()
+            if stalled.is_set():
+                return {"type": "http.disconnect"}
+            received = asyncio.ensure_future(receive())
+            dropped = asyncio.ensure_future(stalled.wait())
+            try:
+                await asyncio.wait((received, dropped), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                received.cancel()
+                dropped.cancel()
+            if received.done() and not received.cancelled():
+                return received.result()
+            return {"type": "http.disconnect"}
+
+        await self.app(scope, watched_receive, timed_send)
