@@ -273,5 +273,21 @@ async def test_an_answer_that_does_not_fit_leaves_the_task_asking(
         posted = await http.post(client.url, json=_answer(task_id, accept("NOT-A-FLIGHT")))
 
     assert posted.status_code == 202
-    assert (await client.step("get", taskId=task_id))["task"]["status"] == "input_required"
+    polled = await client.step("get", taskId=task_id)
+    assert polled["task"]["status"] == "input_required", polled
     assert booked(data_dir, task_id) == 0
+
+
+async def test_a_refused_answer_is_asked_again_on_the_stream_and_the_next_one_books(
+    client: TasksClient, data_dir: Path
+) -> None:
+    task_id = await ask(client, "Kiel")
+
+    done = await client.step(
+        "result", taskId=task_id, answers=[accept("NOT-A-FLIGHT"), accept("PM303")]
+    )
+
+    assert len(done["asked"]) == 2
+    assert done["asked"][0] == done["asked"][1]
+    assert done["result"]["structuredContent"]["flight"] == "PM303"
+    assert booked(data_dir, task_id) == 1

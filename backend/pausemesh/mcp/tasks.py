@@ -78,6 +78,8 @@ class TaskEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     # The tool's CallToolResult (JSON), or the JSON-RPC error the call ended in.
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # Answers refused so far (they did not fit the question): the question is asked again.
+    refusals: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,22 @@ class McpTasks:
         record, _ = await self._load(task_id, principal)
         await self._record_outcome(record, finished)
         return await self.view(task_id, principal)
+
+    async def refused(self, task_id: str, principal: str | None) -> None:
+        """Count an answer that did not fit, so an open ``tasks/result`` stream asks again."""
+        record, entry = await self._load(task_id, principal)
+        threads = self._store()
+        for _ in range(_ATTEMPTS):
+            bumped = msgspec.structs.replace(entry, refusals=entry.refusals + 1)
+            try:
+                await threads.save(
+                    msgspec.structs.replace(record, state=msgspec.to_builtins(bumped)),
+                    now=self._service().clock.now(),
+                )
+            except VersionConflictError:
+                record, entry = await self._load(task_id, principal)
+                continue
+            return
 
     async def view(
         self, task_id: object, principal: str | None, finish: TaskFinisher | None = None

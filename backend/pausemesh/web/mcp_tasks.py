@@ -31,8 +31,13 @@ import msgspec
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
-from mcp_types._types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PROTOCOL_VERSION_META_KEY,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from pausemesh.core.errors import ContinuationNotFoundError, ProtocolAdapterError
@@ -282,15 +287,15 @@ class McpTaskEndpoint:
         gone: asyncio.Future[None],
         principal: str | None,
     ) -> None:
-        asked = False
+        asked = -1  # the refusal count the question was last asked at
         polls = 0
         last = view.status
         while view.status not in ("completed", "failed", "cancelled"):
-            if view.status == "input_required" and not asked:
+            if view.status == "input_required" and asked < view.entry.refusals:
                 question = await self._question(view, principal)
                 if question is not None:
                     await _chunk(send, _sse(question))
-                asked = True
+                asked = view.entry.refusals
             await asyncio.wait({gone}, timeout=_WAIT_POLL_SECONDS)
             if gone.done():
                 return
@@ -365,7 +370,8 @@ class McpTaskEndpoint:
                 return
             finished = await self._resume(scope, view.entry, response)
             if finished.error is not None and finished.error.get("code") == INVALID_PARAMS:
-                return  # refused without resuming: still asking
+                await self._tasks.refused(task_id, principal)  # still asking: ask again
+                return
             await self._tasks.settle(task_id, principal, finished)
 
     # -- running the tool through the SDK -------------------------------------------------------

@@ -11,9 +11,9 @@ and prints one JSON object on stdout:
 * ``call`` ``{tool, arguments}``: ``call_tool_as_task`` → ``{capabilities, task}``;
 * ``get`` / ``cancel`` ``{taskId}``: ``get_task`` / ``cancel_task`` → ``{task}`` or ``{error}``;
 * ``list`` ``{cursor?}``: ``list_tasks`` → ``{tasks, nextCursor}``;
-* ``result`` ``{taskId, answer?}``: ``get_task_result``; the question sent on its stream is
-  answered with ``answer`` (``{"action": ..., "content": ...}``) → ``{result, asked,
-  notifications}`` or ``{error}``.
+* ``result`` ``{taskId, answer? | answers?}``: ``get_task_result``; each question sent on its
+  stream is answered with the next of ``answers`` (``{"action": ..., "content": ...}``), or
+  left unanswered when none is left → ``{result, asked, notifications}`` or ``{error}``.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ def _dump(model: Any) -> Any:
 async def step(url: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
     asked: list[Any] = []
     notices: list[Any] = []
+    answers = list(args.get("answers") or ([args["answer"]] if "answer" in args else []))
 
     async def elicit(_context: Any, params: types.ElicitRequestParams) -> Any:
         asked.append(_dump(params))
-        answer = args.get("answer")
-        if answer is None:
+        if not answers:
             await asyncio.Event().wait()
-        return types.ElicitResult(**answer)
+        return types.ElicitResult(**answers.pop(0))
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ServerNotification):
