@@ -18,6 +18,12 @@ install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
 	@# The official @ag-ui/client for the Node conformance test (pinned by its lockfile).
 	@test -d tests/protocols/node/node_modules || ! command -v npm >/dev/null \
 		|| (cd tests/protocols/node && npm ci --no-audit --no-fund --silent)
+	@# The official mcp 1.30 client, the last SDK line speaking 2025-11-25 Tasks, kept apart
+	@# (the app pins mcp 2.3.0) for tests/protocols/test_mcp_tasks.py.
+	@test -f .venv-mcp-tasks/.installed || { ($(PYTHON) -m venv .venv-mcp-tasks \
+		|| python3 -m venv .venv-mcp-tasks) \
+		&& .venv-mcp-tasks/bin/pip install --quiet -r tests/protocols/mcp_tasks_client/requirements.txt \
+		&& touch .venv-mcp-tasks/.installed; }
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
 	$(BIN)/pausemesh demo

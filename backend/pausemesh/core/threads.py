@@ -30,6 +30,7 @@ from pausemesh.core.errors import StoreError
 
 __all__ = (
     "DEFAULT_LEASE_SECONDS",
+    "MCP_TASK_PREFIX",
     "PROTOCOL_THREAD_PREFIXES",
     "CohortReceipt",
     "IssuedCohort",
@@ -48,9 +49,10 @@ __all__ = (
     "new_lease_id",
 )
 
-PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:", "mcp-pause:")
+MCP_TASK_PREFIX = "mcp-task:"
+PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:", "mcp-pause:", MCP_TASK_PREFIX)
 """Thread ids with these prefixes hold another protocol's records (A2A tasks and the open MCP
-pause of a tool call live in the thread store); AG-UI clients may not name them, so a chat run
+pause of a tool call and MCP tasks live in the thread store); AG-UI clients may not name them, so a chat run
 can never overwrite one."""
 
 DEFAULT_LEASE_SECONDS = 5

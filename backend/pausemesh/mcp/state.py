@@ -81,6 +81,19 @@ class KeyedRequestStateCodec:
             raise InvalidRequestState("signature")
         return _unb64(body)
 
+    def continuation_in(self, token: str) -> str | None:
+        """The continuation a sealed state names (checked under the key), else None.
+
+        The SDK's envelope keeps the tool's own state under ``s`` (``RequestStateBoundary``).
+        """
+        try:
+            envelope = msgspec.json.decode(self.unseal(token))
+            inner = envelope.get("s") if isinstance(envelope, dict) else None
+            state = _state_decoder.decode(inner) if isinstance(inner, str) else None
+        except (InvalidRequestState, msgspec.DecodeError):
+            return None
+        return state.continuation_id if state is not None else None
+
 
 class PauseState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     v: int

@@ -38,6 +38,9 @@ from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
+from pausemesh.mcp.tasks import McpTasks
+from pausemesh.web.body_guard import read_body, replay_body
+from pausemesh.web.mcp_tasks import McpTaskEndpoint, declare_tasks_capability
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
     ProtocolMount,
@@ -114,7 +117,7 @@ def transport_security(host: str, extra_origins: tuple[str, ...] = ()) -> Transp
 class McpPlugin(ProtocolMount):
     """Adds ``/mcp`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
-    __slots__ = ("_policy", "_registrars", "_running", "path", "pauses", "server")
+    __slots__ = ("_policy", "_registrars", "_running", "path", "pauses", "server", "tasks")
 
     def __init__(
         self,
@@ -145,6 +148,15 @@ class McpPlugin(ProtocolMount):
             lambda: self.pausemesh.runtime.service,
             self._projection_policy,
             lambda: self.pausemesh.runtime.storage.threads,
+        )
+        declare_tasks_capability(self.server)
+        self.tasks = McpTaskEndpoint(
+            McpTasks(
+                lambda: self.pausemesh.runtime.service,
+                lambda: self.pausemesh.runtime.storage.threads,
+            ),
+            lambda: self.server,
+            KeyedRequestStateCodec(self._issuer).continuation_in,
         )
 
     def _projection_policy(self) -> McpProjectionPolicy | None:
@@ -190,7 +202,14 @@ class McpPlugin(ProtocolMount):
             checked = await plugin.read_json_body(scope, receive, send)
             if checked is None:
                 return
+            # Tasks (2025-11-25) are answered here: the SDK does not route them.
+            body = await read_body(checked, plugin.pausemesh.config.settings.max_payload_bytes)
+            exchange = plugin.tasks.claims(scope, body)
             with call_span("mcp.call", scope):
+                if exchange is not None:
+                    await plugin.tasks.handle(scope, receive, send, exchange)
+                    return
+                checked = replay_body(body, receive)
                 await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
