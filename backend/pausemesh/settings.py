@@ -62,6 +62,8 @@ class Settings:
 
     host: Annotated[str, _TEXT] = "127.0.0.1"
     port: Annotated[int, Meta(ge=1, le=65_535)] = 8787
+    # Worker processes serving one port (``pausemesh serve``/``demo``); they share the store.
+    workers: Annotated[int, Meta(ge=1, le=64)] = 1
     # Two connections (writer, reader) each get their own ``:memory:`` database, so neither
     # it nor a URI is a usable path; tests that want no file use the in-memory store.
     database_path: Annotated[

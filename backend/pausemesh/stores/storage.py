@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import OperationLedger
-from pausemesh.core.ports import EventStore
+from pausemesh.core.ports import EventStore, JobLock
 from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 
@@ -22,7 +22,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 class Storage:
     """The event store plus the optional thread store, operation ledger, (for the gateway)
-    fenced operations over that ledger, and (for A2A push notifications) the push store.
+    fenced operations over that ledger, (for A2A push notifications) the push store, and the
+    lock that elects the background-job runner.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -36,6 +37,7 @@ class Storage:
         operations: OperationLedger | None = None,
         fencing: FencedOperations | None = None,
         push: PushStore | None = None,
+        jobs: JobLock | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
@@ -44,6 +46,9 @@ class Storage:
         self.fencing = fencing
         # The A2A push configurations and outbox (on the thread store's database).
         self.push = push
+        # Who runs the background jobs when several processes share the store (None: this
+        # process alone uses it, so it always runs them).
+        self.jobs = jobs
         self._on_close = list(on_close)
         self._closed = False
 
@@ -60,7 +65,8 @@ class Storage:
             return
         self._closed = True
         # Every store gets its chance to close even when one fails; failures are logged.
-        closers = [getattr(store, "close", None) for store in (self.operations, self.threads)]
+        stores = (self.operations, self.threads, self.jobs)
+        closers = [getattr(store, "close", None) for store in stores]
         closers += [self.events.close, *reversed(self._on_close)]
         for close in closers:
             if close is None:

@@ -25,6 +25,11 @@ class ThreadNotifier:
             event = self._events[thread_id] = asyncio.Event()
         return event
 
+    @property
+    def watching(self) -> bool:
+        """Whether some thread has (or recently had) a waiter."""
+        return bool(self._events)
+
     def notify(self, thread_id: str) -> None:
         event = self._events.pop(thread_id, None)
         if event is not None:
