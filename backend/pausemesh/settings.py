@@ -164,6 +164,9 @@ class Settings:
     auth_jwks_cache_seconds: Annotated[float, Meta(ge=1.0, le=86_400.0)] = 3600.0
     # The API key file ``pausemesh keys create`` writes (only key hashes in it).
     auth_api_keys_file: Annotated[str, _TEXT] | None = None
+    # An idle live tail (``GET /agui/threads/{id}/events``) sends a keep-alive comment this
+    # often, so proxies keep the connection and a dead client is noticed.
+    keepalive_seconds: Annotated[float, Meta(ge=1.0, le=3600.0)] = 15.0
     # ``pausemesh demo`` only: the demo airline's booking file (default: airline.db in the data
     # directory; replicas share one) and its simulated network latency.
     demo_airline_path: Annotated[str, _TEXT] | None = None
