@@ -151,13 +151,12 @@ class RunHost:
                     woke_at = None
                 after = entries[-1].sequence
                 continue
-            woke = await self.threads.wait_for_events(
+            # Idle: a keep-alive each interval; the log is read again only once woken.
+            while not await self.threads.wait_for_events(
                 thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
-            )
-            if woke:
-                woke_at = time.monotonic()
-            else:
+            ):
                 yield KEEPALIVE_FRAME
+            woke_at = time.monotonic()
 
     # -- runs -----------------------------------------------------------------------------
 

@@ -296,14 +296,12 @@ class SqliteThreadStore:
     async def wait_for_events(
         self, thread_id: str, *, after_sequence: int, wait_seconds: float
     ) -> bool:
-        event = self._notifier.current(thread_id)
         # Before the head is read: an append another process commits after the read is past
         # the watcher's mark, so it wakes us.
         await self._watcher.start()
-        if await self._head(thread_id) > after_sequence:
-            return True
-        await self._notifier.wait(event, wait_seconds)
-        return await self._head(thread_id) > after_sequence
+        return await self._notifier.wait_past(
+            thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id)
+        )
 
     async def list_threads(
         self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
@@ -370,5 +368,6 @@ class SqliteThreadStore:
 
     async def close(self) -> None:
         await self._watcher.close()
+        await self._notifier.close()
         if self._owns_database:
             await self.database.close()
