@@ -283,12 +283,19 @@ def main() -> None:
     parser.add_argument("--wave", type=int, default=500)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--postgres-url", default=os.environ.get("PAUSEMESH_TEST_DATABASE_URL"))
+    parser.add_argument(
+        "--keepalive-seconds", type=float, default=None, help="the server's keep-alive interval"
+    )
     parser.add_argument("--skip-idle", action="store_true")
     parser.add_argument("--skip-fan-out", action="store_true")
     args = parser.parse_args()
     limit = raise_fd_limit()
     env = {"PAUSEMESH_LOG_LEVEL": "warning"}
-    out = [f"bench/tails.py: {os.cpu_count()} cores, file-descriptor limit {limit}"]
+    if args.keepalive_seconds is not None:
+        env["PAUSEMESH_KEEPALIVE_SECONDS"] = str(args.keepalive_seconds)
+    keepalive = env.get("PAUSEMESH_KEEPALIVE_SECONDS", "15 (default)")
+    cores = os.cpu_count()
+    out = [f"bench/tails.py: {cores} cores, fd limit {limit}, keep-alive every {keepalive} s"]
 
     with tempfile.TemporaryDirectory() as tmp:
 
