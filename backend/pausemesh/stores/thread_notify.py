@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 
 __all__ = ("ThreadNotifier", "Wake")
 
@@ -119,12 +120,59 @@ class ThreadNotifier:
     ) -> bool:
         """``wait_for_events`` over ``head`` (the thread's last sequence, read from the log).
 
-        A timed-out wait does not read the head again: the tail sends a keep-alive and its
-        next wait reads it first, so one read per keep-alive is the whole safety net.
+        A tail that timed out (and sent a keep-alive) comes back with the same question. If the
+        thread's ``Wake`` it waited on has not fired since, nothing was appended since it last
+        read the head, so it waits again without reading it; every ``_RECHECK_EVERY``-th time
+        it reads anyway (a thread erased by another process notifies nobody).
         """
-        wake = self.current(thread_id)
-        if await head() > after_sequence:
-            return True
+        remembered = _REMEMBERED.get()
+        wake = self._wakes.get(thread_id)
+        if (
+            remembered is not None
+            and remembered.notifier is self
+            and remembered.thread_id == thread_id
+            and remembered.after_sequence == after_sequence
+            and remembered.wake is wake
+            and remembered.quiet < _RECHECK_EVERY
+        ):
+            quiet = remembered.quiet + 1
+        else:
+            quiet = 0
+            wake = self.current(thread_id)
+            if await head() > after_sequence:
+                _REMEMBERED.set(None)
+                return True
+        assert wake is not None  # noqa: S101 - set on both branches
         if not await self.wait(wake, wait_seconds):
+            _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
             return False
+        _REMEMBERED.set(None)
         return await head() > after_sequence
+
+
+# Keep-alives between two safety reads of an idle tail's head.
+_RECHECK_EVERY = 4
+
+
+class _Remembered:
+    """What a tail's task waited on when its last wait timed out (see ``wait_past``)."""
+
+    __slots__ = ("after_sequence", "notifier", "quiet", "thread_id", "wake")
+
+    def __init__(
+        self,
+        notifier: ThreadNotifier,
+        thread_id: str,
+        after_sequence: int,
+        wake: Wake,
+        quiet: int,
+    ) -> None:
+        self.notifier = notifier
+        self.thread_id = thread_id
+        self.after_sequence = after_sequence
+        self.wake = wake
+        self.quiet = quiet
+
+
+# Per task (a tail's response runs in one task), so no caller has to carry it.
+_REMEMBERED: ContextVar[_Remembered | None] = ContextVar("pausemesh_tail_wait", default=None)
