@@ -150,7 +150,9 @@ class RunHost:
                     observe(TAIL_DELIVERY_LAG_SECONDS, time.monotonic() - woke_at)
                     woke_at = None
                 after = entries[-1].sequence
-                continue
+                if len(entries) == _TAIL_PAGE:
+                    continue  # more pages of a replay
+            # Caught up (the wait reads the head before it waits, so nothing slips by).
             # Idle: a keep-alive each interval; the log is read again only once woken.
             while not await self.threads.wait_for_events(
                 thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
