@@ -151,7 +151,7 @@ def _wait(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
-_CLOSED = re.compile(r"\[(\d+)\] INFO pausemesh\.agui: closed lapsed interrupts")
+_CLOSED = re.compile(r"INFO pausemesh\.agui\[(\d+)\]: closed lapsed interrupts")
 
 
 def assert_sweeps_expire_each_once(
