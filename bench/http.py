@@ -5,8 +5,11 @@ One lifecycle = ``POST /v1/continuations`` then ``POST …/resume`` with its tok
 client (aiohttp on uvloop) keeps ``--concurrency`` lifecycles in flight (16 by default)
 against a server on SQLite (WAL, ``synchronous=FULL``, one file in a temp directory).
 
-Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use, read from
-``/proc/<pid>/stat`` over the measured window. Figures, never assertions.
+Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use (the server process
+and its worker processes), read from ``/proc/<pid>/stat`` over the measured window, for each
+``--workers`` setting in turn, and raw one-row SQLite commits/s on the same disk in the same
+run: a lifecycle is two commits, so "raw commits ÷ 2" is what SQLite alone could sustain.
+Figures, never assertions.
 
 ``--jwt`` adds, in the same run, a second server with JWT bearer identity on
 (``PAUSEMESH_AUTH_JWKS_URL``: an RS256 key in a local JWKS file; every request carries one
@@ -18,6 +21,7 @@ are measured in alternating rounds (``--rounds``), so background load falls on b
 and one with both off, and the ratio on/off is printed (same run, same machine load).
 
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
+       [--workers 1,2]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
 """
@@ -42,6 +46,7 @@ import time  # noqa: E402
 
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
+from bench.core import raw_commit_rate  # noqa: E402
 from tests.support.identity import SigningKey, jwt_env, write_jwks  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
@@ -85,10 +90,23 @@ class TracedServer(ServerProcess):
         return [sys.executable, "-c", _TRACED, *command[3:]]
 
 
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/<pid>/stat (fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    """utime + stime of a process and its live children (the workers), from /proc."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = _stat(int(proc.name))
+        except OSError:
+            continue
+        if int(proc.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent pid
+            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return total
 
 
 async def lifecycle(
@@ -192,11 +210,35 @@ def observability(args: argparse.Namespace) -> None:
     print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
 
 
+def measure(args: argparse.Namespace, tmp: str, workers: int) -> list[tuple[str, str]]:
+    database = Path(tmp) / f"bench-{workers}.db"
+    server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
+    server_args += ["--workers", str(workers)]
+    with ServerProcess(server_args, ready_path="/readyz") as server:
+        uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
+        count, latencies, wall, cpu, client_cpu = uvloop.run(
+            drive(server.base_url, args.seconds, args.concurrency, server.pid)
+        )
+    rate = count / wall
+    return [
+        ("workers", f"{workers}"),
+        ("lifecycles (create+resume)", f"{count}"),
+        ("lifecycles/s", f"{rate:,.0f}"),
+        ("lifecycle p50 (ms)", f"{1000 * statistics.median(latencies):.2f}"),
+        ("lifecycle p99 (ms)", f"{1000 * percentile(latencies, 0.99):.2f}"),
+        ("server CPU (% of one core)", f"{100 * cpu / wall:.0f}"),
+        ("server CPU per lifecycle (ms)", f"{1000 * cpu / count:.2f}"),
+        ("client CPU (% of one core)", f"{100 * client_cpu / wall:.0f}"),
+        ("_rate", f"{rate}"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--workers", default="1", help="comma-separated worker counts, e.g. 1,2")
     parser.add_argument("--dir", type=Path, default=None, help="where the SQLite file goes")
     parser.add_argument(
         "--log-level", default="info", help="the server's log level (info logs each transition)"
@@ -213,41 +255,30 @@ def main() -> None:
     args = parser.parse_args()
     if args.jwt:
         compare_jwt(args)
-    elif args.observability:
+        return
+    if args.observability:
         observability(args)
         return
+    counts = [int(n) for n in args.workers.split(",")]
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        database = Path(tmp) / "bench.db"
-        server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
-        with ServerProcess(server_args) as server:
-            uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
-            count, latencies, wall, cpu, client_cpu = uvloop.run(
-                drive(server.base_url, args.seconds, args.concurrency, server.pid)
-            )
+        raw = raw_commit_rate(Path(tmp) / "raw.db", args.seconds / 2)
+        results = [measure(args, tmp, n) for n in counts]
 
-    rate = count / wall
-    rows = [
-        ("lifecycles (create+resume)", f"{count}"),
-        ("in flight", f"{args.concurrency}"),
-        ("lifecycles/s", f"{rate:,.0f}"),
-        ("HTTP requests/s", f"{2 * rate:,.0f}"),
-        ("lifecycle p50 (ms)", f"{1000 * statistics.median(latencies):.2f}"),
-        ("lifecycle p99 (ms)", f"{1000 * percentile(latencies, 0.99):.2f}"),
-        ("server CPU (% of one core)", f"{100 * cpu / wall:.0f}"),
-        ("server CPU per lifecycle (ms)", f"{1000 * cpu / count:.2f}"),
-        # What one fully available core would sustain at that cost (derived, not measured).
-        ("lifecycles/s per server core", f"{count / cpu:,.0f}" if cpu else "n/a"),
-        ("client CPU (% of one core)", f"{100 * client_cpu / wall:.0f}"),
-        ("SQLite", "WAL, synchronous=FULL"),
-        ("server log level", args.log_level),
-    ]
-    width = max(len(name) for name, _ in rows)
-    load = os.getloadavg()[0]
-    print(f"bench/http.py: pausemesh serve over HTTP, {args.seconds:.0f}s measured")
-    print(f"  ({os.cpu_count()} cores, load average {load:.1f} at the end)")
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value:>12}")
+    names = [name for name, _ in results[0] if not name.startswith("_")]
+    width = max(len(name) for name in [*names, "ratio to raw commits / 2"])
+    load = os.getloadavg()
+    print(f"bench/http.py: pausemesh serve over HTTP, {args.seconds:.0f}s measured per setting,")
+    print(f"  {args.concurrency} lifecycles in flight, SQLite WAL synchronous=FULL,")
+    print(f"  server log level {args.log_level}; {os.cpu_count()} cores,")
+    print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
+    print(
+        f"  raw one-row SQLite commits/s (same disk, same run): {raw:,.0f} (÷ 2 = {raw / 2:,.0f})"
+    )
+    for i, name in enumerate(names):
+        print(f"  {name:<{width}}  " + "".join(f"{r[i][1]:>12}" for r in results))
+    ratios = "".join(f"{float(dict(r)['_rate']) / (raw / 2):>12.2f}" for r in results)
+    print(f"  {'ratio to raw commits / 2':<{width}}  {ratios}")
 
 
 async def check_costs(jwks_uri: str, key: SigningKey, count: int = 300) -> tuple[float, float]:

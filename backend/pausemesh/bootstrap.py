@@ -21,13 +21,14 @@ from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.limits import LocalRateLimiter, RateLimiter, StreamSlots
 from pausemesh.core.observer import LoggingObserver
-from pausemesh.core.ports import Clock, Observer
+from pausemesh.core.ports import Clock, JobLock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.stats import StatsReader
 from pausemesh.core.threads import ThreadStore
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
+from pausemesh.stores.file_lock import FileJobLock
 from pausemesh.stores.sqlite import (
     SqliteDatabase,
     SqliteEventStore,
@@ -71,6 +72,7 @@ async def open_sqlite_storage(path: str) -> Storage:
             operations=operations,
             fencing=SqliteFencedOperations(database),
             push=SqlitePushStore(database),
+            jobs=FileJobLock(path),
             on_close=[database.close],
         )
     except BaseException:
@@ -153,17 +155,34 @@ async def free_predecessor_leases(storage: Storage, instance: ProcessInstance) -
         _log.info("freed %d run leases of this replica's previous process", freed)
 
 
+async def _may_run(jobs: JobLock | None) -> bool:
+    """Whether this process runs the next background pass (it holds the job lock)."""
+    if jobs is None:
+        return True
+    try:
+        return await jobs.try_hold()
+    except Exception:  # noqa: BLE001 - a lock that fails means "not now"; asked again next pass
+        _log.warning("job lock check failed; skipping this pass")
+        return False
+
+
 async def run_expiry_sweeper(
-    service: ContinuationService, interval_seconds: float, threads: ThreadStore | None = None
+    service: ContinuationService,
+    interval_seconds: float,
+    threads: ThreadStore | None = None,
+    *,
+    jobs: JobLock | None = None,
 ) -> None:
     """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2);
     with a thread store, also close the thread cohorts whose questions have all lapsed (their
-    logs say so, live tails see it)."""
+    logs say so, live tails see it). With ``jobs``, only the process holding it sweeps."""
     while True:
+        expired = 0
         try:
-            expired = await service.expire_due(limit=_SWEEP_BATCH)
-            if threads is not None:
-                await close_lapsed_cohorts(threads, service)
+            if await _may_run(jobs):
+                expired = await service.expire_due(limit=_SWEEP_BATCH)
+                if threads is not None:
+                    await close_lapsed_cohorts(threads, service)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a failed sweep is retried; it must not kill the app
@@ -197,12 +216,18 @@ async def purge_threads(
 
 
 async def run_retention(
-    conversations: Conversations, older_than: timedelta, interval_seconds: float
+    conversations: Conversations,
+    older_than: timedelta,
+    interval_seconds: float,
+    *,
+    jobs: JobLock | None = None,
 ) -> None:
-    """Erase threads idle longer than ``older_than``, every ``interval_seconds`` (retention)."""
+    """Erase threads idle longer than ``older_than``, every ``interval_seconds`` (retention);
+    with ``jobs``, only the process holding it purges."""
     while True:
         try:
-            await conversations.purge(older_than=older_than)
+            if await _may_run(jobs):
+                await conversations.purge(older_than=older_than)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a failed purge is retried; it must not kill the app
@@ -265,7 +290,12 @@ async def open_runtime(
         if sweeper:
             runtime.tasks.append(
                 asyncio.create_task(
-                    run_expiry_sweeper(service, settings.sweep_interval_seconds, storage.threads),
+                    run_expiry_sweeper(
+                        service,
+                        settings.sweep_interval_seconds,
+                        storage.threads,
+                        jobs=storage.jobs,
+                    ),
                     name="pausemesh-expiry-sweeper",
                 )
             )
@@ -277,6 +307,7 @@ async def open_runtime(
                             conversations,
                             timedelta(days=settings.retention_days),
                             settings.retention_interval_seconds,
+                            jobs=storage.jobs,
                         ),
                         name="pausemesh-retention",
                     )

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import math
 import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pausemesh import __version__
@@ -83,6 +85,7 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         "principal_resolver": args.principal_resolver,
         "insecure_no_auth": args.insecure_no_auth,
         "agent": getattr(args, "agent", None),
+        "workers": getattr(args, "workers", None),
     }
     return load_settings(env_file=args.env_file, overrides=overrides)
 
@@ -97,6 +100,10 @@ def _configure_logging(settings: Settings) -> None:
         configure_tracing()
     except (RuntimeError, ValueError) as error:
         raise CliError(str(error)) from None
+    if settings.workers > 1:
+        # Several workers write to one stream: each line names the process that wrote it.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_WorkerTag())
 
 
 def _draining_server(uvicorn: Any, config: Any, app: Any) -> Any:
@@ -119,12 +126,15 @@ def _draining_server(uvicorn: Any, config: Any, app: Any) -> Any:
     return DrainingServer(config)
 
 
-def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
-    """Run the app under uvicorn until SIGTERM/SIGINT (graceful: in-flight requests finish)."""
-    import uvicorn  # noqa: PLC0415 - only the server commands need it
+class _WorkerTag(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.name = f"{record.name}[{record.process}]"
+        return True
 
-    from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
-    from pausemesh.web.auth import import_resolver  # noqa: PLC0415
+
+def _check_start(settings: Settings) -> Any:
+    """The principal resolver, after the checks that refuse to start (bind, server key)."""
+    from pausemesh.web.auth import import_resolver  # noqa: PLC0415 - keeps --version light
 
     resolver = None
     if settings.principal_resolver is not None:
@@ -141,21 +151,15 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
             " --principal-resolver, or --insecure-no-auth if you really mean it."
         )
     # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
+    # With several workers the parent creates the key file once, before any worker starts.
     resolve_secret_key(settings)
-    if settings.instance_name is None:
-        # host:port names this replica across restarts, so a restart frees its predecessor's
-        # run leases at once (pausemesh.core.instance).
-        name = f"{socket.gethostname()}:{settings.port}"
-        settings = with_overrides(settings, instance_name=name)
-    app = create_app(settings, agent=agent, principal_resolver=resolver, plugins=plugins)
-    _log.info(
-        "PauseMesh %s on http://%s:%d (%s)",
-        __version__,
-        settings.host,
-        settings.port,
-        "PostgreSQL" if settings.uses_postgres else settings.database_path,
-    )
-    config = uvicorn.Config(
+    return resolver
+
+
+def _uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
+    import uvicorn  # noqa: PLC0415 - only the server commands need it
+
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -168,8 +172,37 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
         server_header=False,
         # A backstop only: the drain ends every run and tail within the grace period.
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds) + 2,
+        **extra,
     )
-    server = _draining_server(uvicorn, config, app)
+
+
+def _announce(settings: Settings) -> None:
+    _log.info(
+        "PauseMesh %s on http://%s:%d (%s%s)",
+        __version__,
+        settings.host,
+        settings.port,
+        "PostgreSQL" if settings.uses_postgres else settings.database_path,
+        f", {settings.workers} workers" if settings.workers > 1 else "",
+    )
+
+
+def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
+    """Run the app in this process under uvicorn until SIGTERM/SIGINT (graceful: in-flight
+    requests finish). ``pausemesh serve --workers N`` goes through ``_serve_workers``."""
+    import uvicorn  # noqa: PLC0415 - only the server commands need it
+
+    from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
+
+    resolver = _check_start(settings)
+    if settings.instance_name is None:
+        # host:port names this replica across restarts, so a restart frees its predecessor's
+        # run leases at once (pausemesh.core.instance).
+        name = f"{socket.gethostname()}:{settings.port}"
+        settings = with_overrides(settings, instance_name=name)
+    app = create_app(settings, agent=agent, principal_resolver=resolver, plugins=plugins)
+    _announce(settings)
+    server = _draining_server(uvicorn, _uvicorn_config(app, settings), app)
     # uvicorn raises the signal again once it has stopped; this handler takes it, so a
     # graceful stop exits 0 instead of dying of the re-raised SIGTERM.
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -178,8 +211,55 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
         raise CliError("the server did not start (see the log above)")
 
 
+def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
+    """N worker processes on one port (uvicorn's supervisor); each rebuilds the app from
+    ``argv`` in ``pausemesh.cli_workers.worker_app``."""
+    import os  # noqa: PLC0415
+
+    from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
+
+    from pausemesh.cli_workers import WORKER_ARGV_ENV  # noqa: PLC0415
+
+    _check_start(settings)
+    os.environ[WORKER_ARGV_ENV] = json.dumps(list(argv))
+    config = _uvicorn_config(
+        "pausemesh.cli_workers:worker_app", settings, factory=True, workers=settings.workers
+    )
+    _announce(settings)
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCommand:
+    """What ``serve`` or ``demo`` runs: its settings, agent and plugins (in every worker)."""
+
+    settings: Settings
+    agent: Any | None = None
+    plugins: tuple[Any, ...] = ()
+    # The demo opens the browser once: in the only process, or in worker slot 0.
+    open_url: str | None = None
+
+    def build_app(self, settings: Settings, *, first_worker: bool) -> Any:
+        from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
+
+        _configure_logging(settings)
+        plugins = list(self.plugins)
+        if self.open_url is not None and first_worker:
+            plugins.append(_open_browser_plugin(self.open_url))
+        resolver = _check_start(settings)
+        return create_app(settings, agent=self.agent, principal_resolver=resolver, plugins=plugins)
+
+
+def _add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        help="worker processes on the one port, sharing the store (PAUSEMESH_WORKERS, default 1)",
+    )
+
+
 def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     _add_server_arguments(parser)
+    _add_workers_argument(parser)
     parser.add_argument(
         "--agent",
         help="'module:attr' or 'path.py:attr' of the agent to serve on /agui: a PauseMesh agent"
@@ -187,9 +267,8 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_serve(args: argparse.Namespace) -> None:
+def _prepare_serve(args: argparse.Namespace) -> PreparedCommand:
     settings = _settings_from(args)
-    _configure_logging(settings)
     agent = None
     if settings.agent is not None:
         from pausemesh.core.errors import AgentLoadError  # noqa: PLC0415 - keeps --version light
@@ -199,30 +278,54 @@ def _run_serve(args: argparse.Namespace) -> None:
             agent = load_agent(settings.agent)
         except AgentLoadError as error:
             raise CliError(error.message) from None
-    serve_app(settings, agent=agent)
+    return PreparedCommand(settings=settings, agent=agent)
 
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     _add_server_arguments(parser)
+    _add_workers_argument(parser)
     parser.add_argument(
         "--no-browser", action="store_true", help="do not open the demo page in a browser"
     )
 
 
-def _run_demo(args: argparse.Namespace) -> None:
+def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
     from pausemesh.demo.agent import travel_agent  # noqa: PLC0415 - keeps --version light
     from pausemesh.demo.protocols import demo_protocol_plugins  # noqa: PLC0415
     from pausemesh.demo.reservations import Airline, configure_airline  # noqa: PLC0415
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
 
     settings = _settings_from(args)
-    _configure_logging(settings)
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
-    plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins()]
-    if not args.no_browser:
-        plugins.append(_open_browser_plugin(f"http://{settings.host}:{settings.port}/"))
-    serve_app(settings, agent=travel_agent, plugins=plugins)
+    return PreparedCommand(
+        settings=settings,
+        agent=travel_agent,
+        plugins=(DemoSitePlugin(), *demo_protocol_plugins()),
+        open_url=None if args.no_browser else f"http://{settings.host}:{settings.port}/",
+    )
+
+
+def prepare_command(args: argparse.Namespace, *, worker: bool = False) -> PreparedCommand:
+    """``serve`` or ``demo`` up to the app (a worker process builds its app from this)."""
+    if not worker:
+        # A worker's logging is set up when it builds its app (build_app).
+        settings = _settings_from(args)
+        _configure_logging(settings)
+    return _prepare_demo(args) if args.command == "demo" else _prepare_serve(args)
+
+
+def _run_server(args: argparse.Namespace) -> None:
+    settings = _settings_from(args)
+    if settings.workers > 1:
+        _configure_logging(settings)
+        _serve_workers(settings, args.argv)
+        return
+    prepared = prepare_command(args)
+    plugins = list(prepared.plugins)
+    if prepared.open_url is not None:
+        plugins.append(_open_browser_plugin(prepared.open_url))
+    serve_app(prepared.settings, agent=prepared.agent, plugins=plugins)
 
 
 def _open_browser_plugin(url: str) -> Any:
@@ -317,9 +420,13 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
     "serve": (
         "serve the continuation API (and --agent on /agui)",
         _add_serve_arguments,
-        _run_serve,
+        _run_server,
     ),
-    "demo": ("serve the travel-agent demo (AG-UI + browser UI)", _add_demo_arguments, _run_demo),
+    "demo": (
+        "serve the travel-agent demo (AG-UI + browser UI)",
+        _add_demo_arguments,
+        _run_server,
+    ),
     "migrate": (
         "create or upgrade the PostgreSQL schema (run by a DDL role, never by the app)",
         add_migrate_arguments,
@@ -363,7 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    # Workers rebuild the command from its argv (pausemesh.cli_workers).
+    args.argv = argv
     if args.command is None:
         parser.print_help()
         return _EXIT_USAGE

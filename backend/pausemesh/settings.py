@@ -63,6 +63,8 @@ class Settings:
 
     host: Annotated[str, _TEXT] = "127.0.0.1"
     port: Annotated[int, Meta(ge=1, le=65_535)] = 8787
+    # Worker processes serving one port (``pausemesh serve``/``demo``); they share the store.
+    workers: Annotated[int, Meta(ge=1, le=64)] = 1
     # Two connections (writer, reader) each get their own ``:memory:`` database, so neither
     # it nor a URI is a usable path; tests that want no file use the in-memory store.
     database_path: Annotated[
@@ -152,8 +154,9 @@ class Settings:
     max_streams_per_principal: Annotated[int, Meta(ge=1, le=100_000)] = 32
     # A stream whose reader takes longer than this to accept one write is dropped (its run ends).
     send_timeout_seconds: Annotated[float, Meta(ge=0.1, le=3600.0)] = 30.0
-    # Seconds between keep-alive comments on an idle stream.
-    keepalive_seconds: Annotated[float, Meta(ge=0.1, le=300.0)] = 15.0
+    # Seconds between keep-alive comments on an idle stream (runs and live tails), so proxies
+    # keep the connection and a dead client is noticed.
+    keepalive_seconds: Annotated[float, Meta(ge=0.1, le=3600.0)] = 15.0
     # On SIGTERM: how long in-flight runs may go on before they end with SERVER_SHUTTING_DOWN.
     shutdown_grace_seconds: Annotated[float, Meta(ge=0.0, le=3600.0)] = 10.0
     # A run lease's TTL: how long a thread stays busy after its process died unseen.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -61,12 +62,16 @@ _SECRET_KEYS = ("token", "authorization", "payload", "secret", "password", "key"
 _SECRET_TEXT = re.compile(r"(?i)(PauseMesh|Bearer)\s+[A-Za-z0-9_\-\.=]+")
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_key(key: object) -> bool:
+    # Records carry the same few field names over and over: decide each once.
+    name = str(key).lower()
+    return any(s in name for s in _SECRET_KEYS)
+
+
 def _redact(value: Any) -> Any:
     if isinstance(value, dict):
-        return {
-            k: "[REDACTED]" if any(s in str(k).lower() for s in _SECRET_KEYS) else _redact(v)
-            for k, v in value.items()
-        }
+        return {k: "[REDACTED]" if _secret_key(k) else _redact(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact(v) for v in value]
     if isinstance(value, str):

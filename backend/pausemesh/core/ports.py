@@ -10,7 +10,7 @@ from pausemesh.core.model import ContinuationEvent
 from pausemesh.core.observations import Observation
 from pausemesh.core.tokens import IssuedTokenValue
 
-__all__ = ("Clock", "EventStore", "Observer", "TokenIssuer")
+__all__ = ("Clock", "EventStore", "JobLock", "Observer", "TokenIssuer")
 
 
 @runtime_checkable
@@ -53,3 +53,20 @@ class TokenIssuer(Protocol):
 
 class Observer(Protocol):
     def observe(self, observation: Observation) -> None: ...
+
+
+class JobLock(Protocol):
+    """Who runs the background jobs (expiry sweeper, retention): one holder at a time.
+
+    Several processes share a store (``pausemesh serve --workers N``, replicas on one
+    PostgreSQL); each asks before a pass, and only the holder runs it. The lock is held while
+    its process lives and is freed by the operating system or the database when it dies, so
+    another process takes over at its next pass. Correctness never depends on it (appends are
+    compare-and-swap); it keeps N processes from doing the same work N times.
+    """
+
+    async def try_hold(self) -> bool:
+        """True when this process holds the lock now (taking it if it is free)."""
+        ...
+
+    async def close(self) -> None: ...

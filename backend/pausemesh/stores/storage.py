@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.limits import RateLimiter
 from pausemesh.core.operations import OperationLedger
-from pausemesh.core.ports import EventStore
+from pausemesh.core.ports import EventStore, JobLock
 from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 
@@ -23,8 +23,8 @@ _log = logging.getLogger("pausemesh.stores")
 
 class Storage:
     """The event store plus the optional thread store, operation ledger, (for the gateway)
-    fenced operations over that ledger, a shared rate limiter and (for A2A push
-    notifications) the push store.
+    fenced operations over that ledger, a shared rate limiter, (for A2A push notifications)
+    the push store, and the lock that elects the background-job runner.
 
     ``close`` closes every store once, then runs ``on_close`` callbacks (the shared
     database connection or pool that the stores borrow).
@@ -39,6 +39,7 @@ class Storage:
         fencing: FencedOperations | None = None,
         rate_limiter: RateLimiter | None = None,
         push: PushStore | None = None,
+        jobs: JobLock | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
@@ -49,6 +50,9 @@ class Storage:
         self.rate_limiter = rate_limiter
         # The A2A push configurations and outbox (on the thread store's database).
         self.push = push
+        # Who runs the background jobs when several processes share the store (None: this
+        # process alone uses it, so it always runs them).
+        self.jobs = jobs
         self._on_close = list(on_close)
         self._closed = False
 
@@ -65,7 +69,8 @@ class Storage:
             return
         self._closed = True
         # Every store gets its chance to close even when one fails; failures are logged.
-        closers = [getattr(store, "close", None) for store in (self.operations, self.threads)]
+        stores = (self.operations, self.threads, self.jobs)
+        closers = [getattr(store, "close", None) for store in stores]
         closers += [self.events.close, *reversed(self._on_close)]
         for close in closers:
             if close is None:

@@ -1,40 +1,115 @@
-"""In-process wake-ups for the thread live tail (memory and SQLite stores)."""
+"""In-process wake-ups for the thread live tail: one notifier per process and store.
+
+A tail that has nothing to send waits on its thread's current ``Wake`` and on a slot of one
+shared timer wheel. Appending to a thread fires its ``Wake``: every tail of that thread (and
+only those) wakes in one pass. The wheel is one task per notifier that ticks every
+``granularity`` seconds while some tail waits, and ends the waits whose keep-alive is due in
+the slots that passed: an idle tail holds a future in two sets, no timer, no task of its own,
+and costs no CPU until its keep-alive.
+
+A waiter takes ``current`` *before* it re-checks the log, so an append that commits between the
+check and the wait has already fired that ``Wake`` and the wait returns at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 
-__all__ = ("ThreadNotifier",)
+__all__ = ("ThreadNotifier", "Wake")
+
+# Keep-alives may come up to this much late; nothing else depends on it.
+GRANULARITY = 0.5
+
+
+class Wake:
+    """One generation of a thread's wake-up: fired once, then replaced."""
+
+    __slots__ = ("fired", "waiters")
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.waiters: set[asyncio.Future[bool]] = set()
+
+    def fire(self) -> None:
+        self.fired = True
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(True)
+        self.waiters.clear()
 
 
 class ThreadNotifier:
-    """One ``asyncio.Event`` per watched thread, swapped out on every notification.
+    def __init__(self, *, granularity: float = GRANULARITY) -> None:
+        self.granularity = granularity
+        self._wakes: dict[str, Wake] = {}
+        self._wheel: dict[int, set[asyncio.Future[bool]]] = {}
+        self._ticker: asyncio.Task[None] | None = None
 
-    A waiter grabs the current event *before* re-checking the log, so an append that commits
-    between the check and the wait still wakes it.
-    """
+    @property
+    def watching(self) -> bool:
+        """Whether some thread has (or recently had) a waiter."""
+        return bool(self._wakes)
 
-    def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
-
-    def current(self, thread_id: str) -> asyncio.Event:
-        event = self._events.get(thread_id)
-        if event is None:
-            event = self._events[thread_id] = asyncio.Event()
-        return event
+    def current(self, thread_id: str) -> Wake:
+        wake = self._wakes.get(thread_id)
+        if wake is None:
+            wake = self._wakes[thread_id] = Wake()
+        return wake
 
     def notify(self, thread_id: str) -> None:
-        event = self._events.pop(thread_id, None)
-        if event is not None:
-            event.set()
+        wake = self._wakes.pop(thread_id, None)
+        if wake is not None:
+            wake.fire()
 
-    @staticmethod
-    async def wait(event: asyncio.Event, wait_seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait_seconds):
-                await event.wait()
+    def notify_all(self) -> None:
+        """Wake every waiting tail (after a lost connection: each re-reads its log)."""
+        wakes, self._wakes = self._wakes, {}
+        for wake in wakes.values():
+            wake.fire()
+
+    async def wait(self, wake: Wake, wait_seconds: float) -> bool:
+        """True once ``wake`` fires, False when ``wait_seconds`` (rounded up to the wheel's
+        granularity) passed first."""
+        if wake.fired:
+            return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        slot = math.ceil((loop.time() + wait_seconds) / self.granularity)
+        due = self._wheel.get(slot)
+        if due is None:
+            due = self._wheel[slot] = set()
+        due.add(waiter)
+        wake.waiters.add(waiter)
+        if self._ticker is None or self._ticker.done():
+            self._ticker = loop.create_task(self._tick(), name="pausemesh-tail-wheel")
+        try:
+            return await waiter
+        finally:
+            # O(1) either way: a woken tail leaves its slot, a timed-out one its thread.
+            due.discard(waiter)
+            wake.waiters.discard(waiter)
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._wheel:
+            await asyncio.sleep(self.granularity)
+            now = math.floor(loop.time() / self.granularity)
+            # Due slots end their waits; emptied ones (their tails woke or left) go too, so
+            # the task ends soon after the last tail.
+            for slot in [slot for slot, due in self._wheel.items() if slot <= now or not due]:
+                for waiter in self._wheel.pop(slot):
+                    if not waiter.done():
+                        waiter.set_result(False)
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
 
     async def wait_past(
         self,
@@ -43,9 +118,61 @@ class ThreadNotifier:
         wait_seconds: float,
         head: Callable[[], Awaitable[int]],
     ) -> bool:
-        """``wait_for_events`` over ``head`` (the thread's last sequence, read from the log)."""
-        event = self.current(thread_id)
-        if await head() > after_sequence:
-            return True
-        await self.wait(event, wait_seconds)
+        """``wait_for_events`` over ``head`` (the thread's last sequence, read from the log).
+
+        A tail that timed out (and sent a keep-alive) comes back with the same question. If the
+        thread's ``Wake`` it waited on has not fired since, nothing was appended since it last
+        read the head, so it waits again without reading it; every ``_RECHECK_EVERY``-th time
+        it reads anyway (a thread erased by another process notifies nobody).
+        """
+        remembered = _REMEMBERED.get()
+        wake = self._wakes.get(thread_id)
+        if (
+            remembered is not None
+            and remembered.notifier is self
+            and remembered.thread_id == thread_id
+            and remembered.after_sequence == after_sequence
+            and remembered.wake is wake
+            and remembered.quiet < _RECHECK_EVERY
+        ):
+            quiet = remembered.quiet + 1
+        else:
+            quiet = 0
+            wake = self.current(thread_id)
+            if await head() > after_sequence:
+                _REMEMBERED.set(None)
+                return True
+        assert wake is not None  # noqa: S101 - set on both branches
+        if not await self.wait(wake, wait_seconds):
+            _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
+            return False
+        _REMEMBERED.set(None)
         return await head() > after_sequence
+
+
+# Keep-alives between two safety reads of an idle tail's head.
+_RECHECK_EVERY = 4
+
+
+class _Remembered:
+    """What a tail's task waited on when its last wait timed out (see ``wait_past``)."""
+
+    __slots__ = ("after_sequence", "notifier", "quiet", "thread_id", "wake")
+
+    def __init__(
+        self,
+        notifier: ThreadNotifier,
+        thread_id: str,
+        after_sequence: int,
+        wake: Wake,
+        quiet: int,
+    ) -> None:
+        self.notifier = notifier
+        self.thread_id = thread_id
+        self.after_sequence = after_sequence
+        self.wake = wake
+        self.quiet = quiet
+
+
+# Per task (a tail's response runs in one task), so no caller has to carry it.
+_REMEMBERED: ContextVar[_Remembered | None] = ContextVar("pausemesh_tail_wait", default=None)

@@ -199,9 +199,9 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 threads=threads,
                 operations=current.storage.operations,
                 lease_seconds=current.settings.lease_seconds,
+                keepalive_seconds=current.settings.keepalive_seconds,
                 lease_holder=current.instance.holder,
                 run_timeout_seconds=current.settings.run_timeout_seconds,
-                keepalive_seconds=current.settings.keepalive_seconds,
                 drain=current.drain,
             )
         return host

@@ -107,9 +107,9 @@ class StarletteAgui:
                 threads=threads,
                 operations=runtime.storage.operations,
                 lease_seconds=runtime.settings.lease_seconds,
+                keepalive_seconds=runtime.settings.keepalive_seconds,
                 lease_holder=runtime.instance.holder,
                 run_timeout_seconds=runtime.settings.run_timeout_seconds,
-                keepalive_seconds=runtime.settings.keepalive_seconds,
                 drain=runtime.drain,
             )
             self._limits = Limits(runtime)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from litestar import Response, get
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 
 from pausemesh.stores.storage import Storage
+from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.schemas import HealthBody, ReadinessBody, ReadinessCheck
 
 __all__ = ("healthz", "readyz")
@@ -32,12 +34,17 @@ async def healthz() -> HealthBody:
         )
     },
 )
-async def readyz(pausemesh_storage: NamedDependency[Storage]) -> Response[ReadinessBody]:
+async def readyz(
+    pausemesh_storage: NamedDependency[Storage], pausemesh_config: NamedDependency[PauseMeshConfig]
+) -> Response[ReadinessBody]:
+    worker = os.getpid() if pausemesh_config.settings.workers > 1 else None
     try:
         await pausemesh_storage.readiness()
     except Exception as error:  # noqa: BLE001 - any failure means "not ready", details stay in the log
         _log.warning("readiness check failed: %s", type(error).__name__)
         check = ReadinessCheck(component="store", status="unavailable")
-        return Response(ReadinessBody(status="not_ready", checks=[check]), status_code=503)
+        return Response(
+            ReadinessBody(status="not_ready", checks=[check], worker=worker), status_code=503
+        )
     check = ReadinessCheck(component="store", status="ready")
-    return Response(ReadinessBody(status="ready", checks=[check]), status_code=200)
+    return Response(ReadinessBody(status="ready", checks=[check], worker=worker), status_code=200)

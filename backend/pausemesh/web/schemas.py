@@ -145,6 +145,9 @@ class ReadinessCheck(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["ready", "unavailable"]
 
 
-class ReadinessBody(msgspec.Struct, frozen=True, kw_only=True):
+class ReadinessBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     status: Literal["ready", "not_ready"]
     checks: list[ReadinessCheck]
+    # With ``--workers N`` > 1: which worker process answered (its pid), so an operator (and
+    # the tests) can tell the workers behind one port apart. Absent with one process.
+    worker: int | None = None

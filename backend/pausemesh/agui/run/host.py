@@ -159,14 +159,15 @@ class RunHost:
                     observe(TAIL_DELIVERY_LAG_SECONDS, time.monotonic() - woke_at)
                     woke_at = None
                 after = entries[-1].sequence
-                continue
-            woke = await self._wait_for_events(thread_id, after)
-            if woke is None:
-                return
-            if woke:
-                woke_at = time.monotonic()
-            else:
+                if len(entries) == _TAIL_PAGE:
+                    continue  # more pages of a replay
+            # Caught up (the wait reads the head before it waits, so nothing slips by).
+            # Idle: a keep-alive each interval; the log is read again only once woken.
+            while not (woke := await self._wait_for_events(thread_id, after)):
+                if woke is None:
+                    return  # the process drains: end after the last whole frame
                 yield KEEPALIVE_FRAME
+            woke_at = time.monotonic()
 
     async def _wait_for_events(self, thread_id: str, after: int) -> bool | None:
         """Whether events came within a keep-alive period; None when the drain began first."""

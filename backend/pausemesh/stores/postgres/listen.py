@@ -68,8 +68,7 @@ class ThreadListener:
         self.notifier.notify(thread_id)
 
     def _wake_all(self) -> None:
-        for thread_id in list(self.notifier._events):  # noqa: SLF001 - same package helper
-            self.notifier.notify(thread_id)
+        self.notifier.notify_all()
 
     def _on_notification(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
         _, _, thread_id = str(payload).partition(" ")
@@ -148,3 +147,4 @@ class ThreadListener:
                 await self._task
         await self._disconnect()
         self._wake_all()
+        await self.notifier.close()

@@ -11,6 +11,7 @@ import asyncpg
 from pausemesh.stores.postgres.database import PostgresDatabase, map_store_error
 from pausemesh.stores.postgres.events import PostgresEventStore
 from pausemesh.stores.postgres.fencing import PostgresFencedOperations
+from pausemesh.stores.postgres.job_lock import PostgresJobLock
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
 from pausemesh.stores.postgres.push import PostgresPushStore
 from pausemesh.stores.postgres.rate_limits import PostgresRateLimiter
@@ -38,6 +39,7 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
         fencing=PostgresFencedOperations(database),
         rate_limiter=PostgresRateLimiter(database),
         push=PostgresPushStore(database, threads),
+        jobs=PostgresJobLock(database),
         # Closing the thread store returns the listener's connection either way.
         on_close=[database.close] if close_database else [],
     )

@@ -356,7 +356,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         deadline = loop.time() + wait_seconds
         while True:
             # Take the wake-up before reading the head, so a commit in between still wakes us.
-            event = self.listener.notifier.current(thread_id)
+            wake = self.listener.notifier.current(thread_id)
             try:
                 if await self._head(thread_id) > after_sequence:
                     return True
@@ -371,8 +371,10 @@ class PostgresThreadStore(SharedDatabaseStore):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
-            # Woken by a notification, a reconnect, or another thread's append: re-check.
-            await self.listener.notifier.wait(event, remaining)
+            # Woken by a notification or a reconnect: re-check. Timed out: the tail sends a
+            # keep-alive, and its next wait reads the head first (one read per keep-alive).
+            if not await self.listener.notifier.wait(wake, remaining):
+                return False
 
     async def list_threads(
         self, owner: str | None, *, limit: int, after: ThreadCursor | None = None

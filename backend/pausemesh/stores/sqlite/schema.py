@@ -292,6 +292,26 @@ _A2A_PUSH = Migration(
     ),
 )
 
+# Migration numbers 7 and 8 belong to other branches (PostgreSQL and SQLite share numbering).
+_THREAD_CHANGES = Migration(
+    version=10,
+    name="thread_changes",
+    statements=(
+        # A database-wide change clock: each thread append takes the next value and stamps the
+        # thread with it, so one watcher per process finds which threads another process
+        # appended to (``WHERE change_seq > last seen``) without one poll per live tail.
+        """
+        CREATE TABLE agui_change_clock (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            value INTEGER NOT NULL
+        ) STRICT
+        """,
+        "INSERT INTO agui_change_clock VALUES (1, 0)",
+        "ALTER TABLE agui_threads ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX agui_threads_by_change ON agui_threads (change_seq)",
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -300,4 +320,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _RECOVERIES,
     _THREAD_LIFECYCLE,
     _A2A_PUSH,
+    _THREAD_CHANGES,
 )

@@ -1,7 +1,8 @@
 """SQLite thread store on the shared ``SqliteDatabase`` (tables from migration ``agui_threads``).
 
 Writes go through the group-commit writer; waiters of the live tail are woken in-process once
-the append is committed (one process per SQLite file; PostgreSQL tails across replicas).
+the append is committed, and by the change watcher (``changes.py``) when another process
+sharing the file appended.
 """
 
 # ruff: noqa: S608 - the only text put into SQL is _NOT_PROTOCOL, built from constant prefixes
@@ -27,6 +28,7 @@ from pausemesh.core.threads import (
     decode_cohort,
     derive_title,
 )
+from pausemesh.stores.sqlite.changes import ChangeWatcher
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.thread_notify import ThreadNotifier
@@ -132,6 +134,7 @@ class SqliteThreadStore:
         self.database = database
         self._owns_database = owns_database
         self._notifier = ThreadNotifier()
+        self._watcher = ChangeWatcher(database, self._notifier)
 
     async def create_or_load(
         self, thread_id: str, *, owner: str | None, now: datetime
@@ -246,13 +249,15 @@ class SqliteThreadStore:
 
         def op(conn: sqlite3.Connection) -> list[int]:
             row = conn.execute(
-                "UPDATE agui_threads SET last_sequence = last_sequence + ?"
+                "UPDATE agui_threads SET last_sequence = last_sequence + ?,"
+                " change_seq = (SELECT value + 1 FROM agui_change_clock)"
                 " WHERE thread_id = ? AND lease_id = ? RETURNING last_sequence",
                 (len(texts), thread_id, lease_id),
             ).fetchone()
             if row is None:
                 _load(conn, thread_id)
                 raise ThreadBusyError(thread_id)
+            conn.execute("UPDATE agui_change_clock SET value = value + 1")
             first = row[0] - len(texts) + 1
             sequences = list(range(first, row[0] + 1))
             conn.executemany(
@@ -291,6 +296,9 @@ class SqliteThreadStore:
     async def wait_for_events(
         self, thread_id: str, *, after_sequence: int, wait_seconds: float
     ) -> bool:
+        # Before the head is read: an append another process commits after the read is past
+        # the watcher's mark, so it wakes us.
+        await self._watcher.start()
         return await self._notifier.wait_past(
             thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id)
         )
@@ -359,5 +367,7 @@ class SqliteThreadStore:
         return [r[0] for r in rows]
 
     async def close(self) -> None:
+        await self._watcher.close()
+        await self._notifier.close()
         if self._owns_database:
             await self.database.close()

@@ -1,0 +1,62 @@
+"""Process locks on a file (``flock``): the SQLite job lock and the worker slots.
+
+An exclusive ``flock`` belongs to the open file: it is freed when the process exits, however
+it exits (SIGKILL too), so a dead holder never blocks the next one. It only coordinates
+processes on one machine, which is exactly what sharing one SQLite file means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+__all__ = ("FileJobLock", "FileLock")
+
+
+class FileLock:
+    """A non-blocking exclusive lock on ``path`` (created if missing), held until ``release``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the descriptor frees the flock
+
+
+class FileJobLock:
+    """``JobLock`` for processes sharing one SQLite file: a lock file beside it."""
+
+    def __init__(self, database_path: str | Path) -> None:
+        self._lock = FileLock(f"{database_path}.jobs.lock")
+
+    async def try_hold(self) -> bool:
+        return self._lock.try_acquire()
+
+    async def close(self) -> None:
+        self._lock.release()

@@ -1,0 +1,124 @@
+"""What lets several processes share one store: the job lock, worker slots and the SQLite
+change watcher (two ``SqliteDatabase`` objects on one file stand in for two processes; the
+lock held by a killed process is a real subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pausemesh.cli_workers import claim_slot
+from pausemesh.stores.file_lock import FileJobLock, FileLock
+from pausemesh.stores.postgres.job_lock import PostgresJobLock
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
+from tests.support.postgres import migrated_database
+
+NOW = datetime.now(UTC)
+# Liveness bound: only a stuck waiter gets near it (never a timing assertion).
+STUCK = 30.0
+
+
+async def test_only_one_of_two_file_job_locks_holds_until_it_is_closed(tmp_path: Path) -> None:
+    first, second = FileJobLock(tmp_path / "a.db"), FileJobLock(tmp_path / "a.db")
+    assert await first.try_hold()
+    assert await first.try_hold()  # still ours
+    assert not await second.try_hold()
+    await first.close()
+    assert await second.try_hold()
+    assert not await first.try_hold()
+    await second.close()
+
+
+def test_a_killed_holder_frees_the_file_lock(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.lock"
+    script = (
+        "import time; from pausemesh.stores.file_lock import FileLock;"
+        f" assert FileLock({str(path)!r}).try_acquire(); print('held', flush=True);"
+        " time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == b"held"
+        lock = FileLock(path)
+        assert not lock.try_acquire()
+        holder.kill()
+        holder.wait(STUCK)
+        assert lock.try_acquire()
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait(STUCK)
+        assert holder.stdout is not None
+        holder.stdout.close()
+
+
+def test_workers_claim_distinct_slots_and_a_freed_slot_is_claimed_again(tmp_path: Path) -> None:
+    first = claim_slot(tmp_path, "host:8787", 2)
+    second = claim_slot(tmp_path, "host:8787", 2)
+    assert {first.index, second.index} == {0, 1}
+    other_server = claim_slot(tmp_path, "host:8788", 2)
+    assert other_server.index == 0
+    first._lock.release()
+    assert claim_slot(tmp_path, "host:8787", 2).index == first.index
+
+
+@pytest.mark.postgres
+async def test_only_one_postgres_job_lock_holds_until_its_session_ends() -> None:
+    async with migrated_database() as database:
+        first, second = PostgresJobLock(database), PostgresJobLock(database)
+        try:
+            assert await first.try_hold()
+            assert await first.try_hold()
+            assert not await second.try_hold()
+            await first.close()
+            assert await second.try_hold()
+        finally:
+            await first.close()
+            await second.close()
+
+
+@pytest.fixture(name="two_processes")
+async def two_processes_fixture(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[SqliteThreadStore, SqliteThreadStore]]:
+    databases = [await SqliteDatabase(tmp_path / "shared.db").open() for _ in range(2)]
+    try:
+        yield SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
+    finally:
+        for database in databases:
+            await database.close()
+
+
+async def _leased(store: SqliteThreadStore, thread_id: str) -> None:
+    await store.create_or_load(thread_id, owner=None, now=NOW)
+    await store.acquire_lease(
+        thread_id, lease_id="L", run_id="r", now=NOW, expires_at=NOW + timedelta(hours=1)
+    )
+
+
+async def test_a_sqlite_tail_is_woken_by_an_append_another_process_committed(
+    two_processes: tuple[SqliteThreadStore, SqliteThreadStore],
+) -> None:
+    a, b = two_processes
+    for thread_id in ("t1", "t2"):
+        await _leased(b, thread_id)
+    t1 = asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2))
+    t2 = asyncio.create_task(a.wait_for_events("t2", after_sequence=0, wait_seconds=STUCK * 2))
+    await asyncio.sleep(0)  # both wait
+    await b.append_events("t1", lease_id="L", run_id="r", events=['{"type":"RUN_STARTED"}'])
+    async with asyncio.timeout(STUCK):
+        assert await t1
+    assert not t2.done()  # only the thread that changed was woken
+    await b.append_events("t2", lease_id="L", run_id="r", events=["{}", "{}"])
+    async with asyncio.timeout(STUCK):
+        assert await t2
+    assert [e.sequence for e in await a.read_events("t2", after_sequence=0)] == [1, 2]
+    await a.close()
+    await b.close()
