@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -172,7 +173,13 @@ async def test_an_upstream_over_streamable_http_is_called_once(case: GatewayCase
 
 
 async def _as(url: str, user: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    http = httpx2.AsyncClient(headers={"x-user": user}, timeout=60)
+    return await _with_headers(url, {"x-user": user}, tool, arguments)
+
+
+async def _with_headers(
+    url: str, headers: dict[str, str], tool: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    http = httpx2.AsyncClient(headers=headers, timeout=60)
     try:
         async with gateway_client(streamable_http_client(url, http_client=http)) as client:
             return await call(client, tool, arguments)
@@ -202,4 +209,62 @@ async def test_over_http_each_principal_gets_its_roles_and_an_anonymous_caller_a
     assert refused["status"] == "DENIED"
     assert status["status"] == "RESPONSE_RETAINED"
     assert status["permission"] == ["inspect"]
+    assert [line["order_id"] for line in case.lines()] == ["A-1"]
+
+
+def _api_key(case: GatewayCase, keys: str, principal: str, *roles: str) -> str:
+    role_args = [arg for role in roles for arg in ("--role", role)]
+    created = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pausemesh",
+            "keys",
+            "create",
+            "--principal",
+            principal,
+            *role_args,
+            "--file",
+            keys,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=case.root,
+        timeout=60,
+    )
+    return re.findall(r"pmk_\S+", created.stdout)[-1]
+
+
+async def test_roles_from_the_identity_provider_grant_the_permissions_the_config_defines(
+    case: GatewayCase,
+) -> None:
+    # No [access.principals]: what carol and dave may do comes from their keys' roles alone.
+    case.access = (
+        '[access]\n[access.roles]\noperator = ["execute", "inspect"]\nauditor = ["inspect"]\n'
+    )
+    case.pin()
+    keys = str(case.root / "api-keys.json")
+    operator = _api_key(case, keys, "carol", "operator")
+    auditor = _api_key(case, keys, "dave", "auditor")
+    stranger = _api_key(case, keys, "erin", "unknown-role")
+    with case.http(env={"PAUSEMESH_AUTH_API_KEYS_FILE": keys}) as server:
+        url = server.url("/mcp")
+        ran = await _with_headers(
+            url, {"authorization": f"Bearer {operator}"}, "create_invoice", invoice()
+        )
+        refused = await _with_headers(
+            url, {"authorization": f"Bearer {auditor}"}, "create_invoice", invoice("B-2")
+        )
+        status = await _with_headers(
+            url, {"authorization": f"Bearer {auditor}"}, "continuity_status", KEY
+        )
+        nothing = await _with_headers(
+            url, {"authorization": f"Bearer {stranger}"}, "continuity_status", KEY
+        )
+    assert ran["status"] == "RESPONSE_RETAINED"
+    assert (refused["status"], refused["reason"]) == ("DENIED", "EXECUTE_NOT_PERMITTED")
+    assert status["status"] == "RESPONSE_RETAINED"
+    assert status["permission"] == ["inspect"]
+    assert (nothing["status"], nothing["reason"]) == ("DENIED", "INSPECT_NOT_PERMITTED")
     assert [line["order_id"] for line in case.lines()] == ["A-1"]

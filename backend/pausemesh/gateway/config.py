@@ -140,9 +140,15 @@ class Access(msgspec.Struct, frozen=True, kw_only=True):
     principals: Mapping[str, tuple[str, ...]]
     local: tuple[str, ...]
 
-    def permissions(self, principal: str | None) -> frozenset[str]:
+    def permissions(
+        self, principal: str | None, roles: frozenset[str] = frozenset()
+    ) -> frozenset[str]:
+        """What the caller may do: the roles this config gives the principal, plus the roles
+        its identity provider gave it (a JWT roles claim, an API key's ``--role``) that this
+        config defines."""
         held = self.local if principal is None else self.principals.get(principal, ())
-        return frozenset().union(*(self.roles.get(role, frozenset()) for role in held))
+        granted = (self.roles.get(role, frozenset()) for role in (*held, *sorted(roles)))
+        return frozenset().union(*granted)
 
 
 DEFAULT_ACCESS: Final = Access(

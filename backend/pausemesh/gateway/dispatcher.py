@@ -153,10 +153,11 @@ class Gateway:
         principal: str | None,
         *,
         approver: Approver | None = None,
+        roles: frozenset[str] = frozenset(),
     ) -> dict[str, Any] | Pending:
         """One job call: at most one dispatch per business key (a span and a count each)."""
         with span("gateway.dispatch", job=name) as current:
-            result = await self._run_job(name, arguments, principal, approver)
+            result = await self._run_job(name, arguments, principal, approver, roles)
             status = result.get("status") if isinstance(result, dict) else "PENDING"
             status = status if isinstance(status, str) else "UNKNOWN"
             current.set_attribute("pausemesh.status", status)
@@ -169,11 +170,12 @@ class Gateway:
         arguments: dict[str, Any],
         principal: str | None,
         approver: Approver | None,
+        roles: frozenset[str],
     ) -> dict[str, Any] | Pending:
         job = self.config.job(name)
         if job is None:
             return outcome(REFUSED, name, reason="UNKNOWN_JOB")
-        if "execute" not in self.config.access.permissions(principal):
+        if "execute" not in self.config.access.permissions(principal, roles):
             return outcome(DENIED, name, reason="EXECUTE_NOT_PERMITTED")
         try:
             key, op = self._arguments(job, arguments)
@@ -357,8 +359,18 @@ class Gateway:
 
     # -- inspection -----------------------------------------------------------------------
 
-    async def status(self, arguments: dict[str, Any], principal: str | None) -> dict[str, Any]:
-        return await self._inspection.status(arguments, principal, self.epoch)
+    async def status(
+        self,
+        arguments: dict[str, Any],
+        principal: str | None,
+        roles: frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
+        return await self._inspection.status(arguments, principal, self.epoch, roles)
 
-    async def why(self, arguments: dict[str, Any], principal: str | None) -> dict[str, Any]:
-        return await self._inspection.why(arguments, principal, self.epoch)
+    async def why(
+        self,
+        arguments: dict[str, Any],
+        principal: str | None,
+        roles: frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
+        return await self._inspection.why(arguments, principal, self.epoch, roles)

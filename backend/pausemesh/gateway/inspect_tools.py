@@ -31,13 +31,17 @@ class Inspection:
         self.worker = worker
 
     async def _inspected(
-        self, arguments: dict[str, Any], principal: str | None, epoch: int | None
+        self,
+        arguments: dict[str, Any],
+        principal: str | None,
+        epoch: int | None,
+        roles: frozenset[str],
     ) -> dict[str, Any]:
         name = arguments.get("job")
         job = self.config.job(name) if isinstance(name, str) else None
         if job is None:
             raise Stop(outcome(REFUSED, str(name), reason="UNKNOWN_JOB"))
-        permissions = self.config.access.permissions(principal)
+        permissions = self.config.access.permissions(principal, roles)
         if "inspect" not in permissions:
             raise Stop(outcome(DENIED, job.name, reason="INSPECT_NOT_PERMITTED"))
         current = await self.fencing.worker_epoch(self.config.domain, self.worker)
@@ -61,18 +65,26 @@ class Inspection:
         return body
 
     async def status(
-        self, arguments: dict[str, Any], principal: str | None, epoch: int | None
+        self,
+        arguments: dict[str, Any],
+        principal: str | None,
+        epoch: int | None,
+        roles: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         try:
-            return await self._inspected(arguments, principal, epoch)
+            return await self._inspected(arguments, principal, epoch, roles)
         except Stop as stop:
             return stop.body
 
     async def why(
-        self, arguments: dict[str, Any], principal: str | None, epoch: int | None
+        self,
+        arguments: dict[str, Any],
+        principal: str | None,
+        epoch: int | None,
+        roles: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         try:
-            body = await self._inspected(arguments, principal, epoch)
+            body = await self._inspected(arguments, principal, epoch, roles)
         except Stop as stop:
             return stop.body
         permissions = set(body["permission"])

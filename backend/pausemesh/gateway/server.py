@@ -23,9 +23,10 @@ from pausemesh.gateway.dispatcher import Approver, Gateway, Pending
 from pausemesh.gateway.results import SUCCESS_STATUSES
 from pausemesh.gateway.stdio_pipes import loop_stdio
 
-__all__ = ("GatewayServer", "PrincipalOf", "tool_result")
+__all__ = ("GatewayServer", "PrincipalOf", "RolesOf", "tool_result")
 
 PrincipalOf = Callable[[Context[Any, Any]], "str | None"]
+RolesOf = Callable[[Context[Any, Any]], "frozenset[str]"]
 ApproverFor = Callable[[Context[Any, Any]], Approver]
 
 _INSPECT_SCHEMA: dict[str, Any] = {
@@ -52,6 +53,7 @@ class GatewayServer(MCPServer):
 
     gateway: Gateway
     principal_of: PrincipalOf
+    roles_of: RolesOf
     approver_for: ApproverFor | None
 
     @classmethod
@@ -60,6 +62,7 @@ class GatewayServer(MCPServer):
         gateway: Gateway,
         *,
         principal_of: PrincipalOf = lambda _ctx: None,
+        roles_of: RolesOf = lambda _ctx: frozenset(),
         approver_for: ApproverFor | None = None,
         **options: Any,
     ) -> GatewayServer:
@@ -73,6 +76,7 @@ class GatewayServer(MCPServer):
         )
         server.gateway = gateway
         server.principal_of = principal_of
+        server.roles_of = roles_of
         server.approver_for = approver_for
         return server
 
@@ -106,16 +110,18 @@ class GatewayServer(MCPServer):
         context: Context[Any, Any] | None = None,
     ) -> CallToolResult | InputRequiredResult:
         principal = self.principal_of(context) if context is not None else None
+        # The identity provider's roles count too (beside the config's [access.principals]).
+        roles = self.roles_of(context) if context is not None else frozenset[str]()
         if name == "continuity_status":
-            return tool_result(await self.gateway.status(arguments, principal))
+            return tool_result(await self.gateway.status(arguments, principal, roles))
         if name == "continuity_why":
-            return tool_result(await self.gateway.why(arguments, principal))
+            return tool_result(await self.gateway.why(arguments, principal, roles))
         approver = (
             self.approver_for(context)
             if self.approver_for is not None and context is not None
             else None
         )
-        answer = await self.gateway.run(name, arguments, principal, approver=approver)
+        answer = await self.gateway.run(name, arguments, principal, approver=approver, roles=roles)
         if isinstance(answer, Pending):
             pending: CallToolResult | InputRequiredResult = answer.value
             return pending

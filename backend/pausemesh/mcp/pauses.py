@@ -35,10 +35,10 @@ from pausemesh.core.threads import ThreadStore
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.form_pauses import FormPauses
 from pausemesh.mcp.pause_slots import PauseSlots
-from pausemesh.mcp.sdk_bridge import McpAnswer, PauseBridge, Question, principal_of
+from pausemesh.mcp.sdk_bridge import McpAnswer, PauseBridge, Question, principal_of, roles_of
 from pausemesh.mcp.url_authorization import UrlAuthorizations
 
-__all__ = ("McpAnswer", "McpPauses", "principal_of")
+__all__ = ("McpAnswer", "McpPauses", "principal_of", "roles_of")
 
 
 class McpPauses:

@@ -40,7 +40,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.ids import uuid7
 from pausemesh.core.model import Continuation
-from pausemesh.core.principal_handoff import principal_in_scope
+from pausemesh.core.principal_handoff import principal_in_scope, roles_in_scope
 from pausemesh.core.service import ContinuationService
 from pausemesh.mcp.elicitation import (
     McpElicitationReceipt,
@@ -103,6 +103,11 @@ class Question:
 def principal_of(ctx: Context[Any, Any]) -> str | None:
     """The principal the /mcp mount resolved for this HTTP request (None in-process)."""
     return principal_in_scope(getattr(ctx.request_context.request, "scope", None))
+
+
+def roles_of(ctx: Context[Any, Any]) -> frozenset[str]:
+    """The roles the /mcp mount resolved for this HTTP request (empty in-process)."""
+    return roles_in_scope(getattr(ctx.request_context.request, "scope", None))
 
 
 def is_modern(ctx: Context[Any, Any]) -> bool:

@@ -32,7 +32,7 @@ from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.dispatcher import Approver, Gateway, Pending
 from pausemesh.gateway.lock import GatewayLock
 from pausemesh.gateway.server import GatewayServer
-from pausemesh.mcp.pauses import McpPauses, principal_of
+from pausemesh.mcp.pauses import McpPauses, principal_of, roles_of
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.web.mcp_mount import principal_binding, quietly_build_server, transport_security
 from pausemesh.web.protocol_mount import ProtocolMount, send_problem
@@ -97,6 +97,7 @@ def build_gateway_server(
         lambda: GatewayServer.build(
             gateway,
             principal_of=principal_of,
+            roles_of=roles_of,
             approver_for=mcp_approver(pauses),
             request_state_security=RequestStateSecurity(
                 codec=KeyedRequestStateCodec(issuer),

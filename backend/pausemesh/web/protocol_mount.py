@@ -22,9 +22,13 @@ from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from pausemesh.core.errors import RateLimitedError, UnauthenticatedError
-from pausemesh.core.principal_handoff import PRINCIPAL_SCOPE_KEY, principal_in_scope
+from pausemesh.core.principal_handoff import (
+    PRINCIPAL_SCOPE_KEY,
+    ROLES_SCOPE_KEY,
+    principal_in_scope,
+)
 from pausemesh.core.telemetry import span
-from pausemesh.web.auth import resolve_principal
+from pausemesh.web.auth import resolve_identity
 from pausemesh.web.body_guard import (
     BodyTooLarge,
     declared_length,
@@ -233,11 +237,13 @@ class ProtocolMount(InitPlugin):
             return False
         request: Request[Any, Any, Any] = Request(scope, receive)
         try:
-            principal = await resolve_principal(self.pausemesh.config.principal_resolver, request)
+            identity = await resolve_identity(self.pausemesh.config.principal_resolver, request)
         except UnauthenticatedError as error:
             await send_encoded(send, problem_for(self.unauthenticated(scope, error)))
             return False
+        principal = None if identity is None else identity.principal
         scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
+        scope[ROLES_SCOPE_KEY] = frozenset() if identity is None else identity.roles  # type: ignore[literal-required]
         return True
 
     def unauthenticated(self, scope: Scope, error: UnauthenticatedError) -> UnauthenticatedError:  # noqa: ARG002 - the MCP mount reads the scope
