@@ -96,8 +96,18 @@ def _configure_logging(settings: Settings) -> None:
         raise CliError(str(error)) from None
 
 
-def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
-    """Run the app under uvicorn until SIGTERM/SIGINT (graceful: in-flight requests finish)."""
+def serve_app(
+    settings: Settings,
+    *,
+    agent: Any | None = None,
+    plugins: Sequence[Any] = (),
+    loopback_resolver: Any | None = None,
+) -> None:
+    """Run the app under uvicorn until SIGTERM/SIGINT (graceful: in-flight requests finish).
+
+    ``loopback_resolver``: used only when no resolver is configured and the bind is loopback
+    (the demo's two people); never with a real resolver or on another address.
+    """
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
     from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
@@ -109,6 +119,13 @@ def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence
             resolver = import_resolver(settings.principal_resolver)
         except (ImportError, ValueError, TypeError) as error:
             raise CliError(str(error)) from None
+    if (
+        resolver is None
+        and not settings.uses_bearer_auth
+        and loopback_resolver is not None
+        and is_loopback_host(settings.host)
+    ):
+        resolver = loopback_resolver
     authenticated = resolver is not None or settings.uses_bearer_auth
     if not authenticated and not is_loopback_host(settings.host) and not settings.insecure_no_auth:
         raise CliError(
@@ -183,7 +200,11 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> None:
-    from pausemesh.demo.agent import travel_agent  # noqa: PLC0415 - keeps --version light
+    from pausemesh.demo.agent import (  # noqa: PLC0415 - keeps --version light
+        configure_approvals,
+        travel_agent,
+    )
+    from pausemesh.demo.identity import demo_identity  # noqa: PLC0415
     from pausemesh.demo.protocols import demo_protocol_plugins  # noqa: PLC0415
     from pausemesh.demo.reservations import Airline, configure_airline  # noqa: PLC0415
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
@@ -192,10 +213,11 @@ def _run_demo(args: argparse.Namespace) -> None:
     _configure_logging(settings)
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
+    configure_approvals(settings.demo_approval_threshold)
     plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins()]
     if not args.no_browser:
         plugins.append(_open_browser_plugin(f"http://{settings.host}:{settings.port}/"))
-    serve_app(settings, agent=travel_agent, plugins=plugins)
+    serve_app(settings, agent=travel_agent, plugins=plugins, loopback_resolver=demo_identity)
 
 
 def _open_browser_plugin(url: str) -> Any:

@@ -10,6 +10,11 @@
   is checking with the airline (with the operation id) and records the booking as unconfirmed
   in the state; it never says "not booked" for what may have been booked.
 - When the answer is ``cancelled`` it says it will not book.
+- A flight priced above the approval threshold (``PAUSEMESH_DEMO_APPROVAL_THRESHOLD``,
+  ``configure_approvals``) is not booked on the traveller's word: the agent pauses again with
+  ``approvers=["role:manager"]``, showing the exact terms; a manager decides it from the
+  approvals inbox (``/v1/approvals``), and that decision continues the traveller's thread
+  (the server runs the agent with it): approved → booked, rejected → not booked.
 
 The AG-UI state holds ``bookings``: one entry per real booking.
 
@@ -22,6 +27,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Final
+
+import msgspec
 
 from pausemesh.agui import (
     AgentOutput,
@@ -36,14 +43,62 @@ from pausemesh.agui import (
 )
 from pausemesh.core.errors import OutcomeUnknownError, PauseMeshError
 from pausemesh.core.operations import operation_id
-from pausemesh.demo.flights import BOOKING_DOMAIN, FLIGHT_NUMBERS, flight_choice_schema
+from pausemesh.demo.flights import (
+    BOOKING_DOMAIN,
+    DEFAULT_APPROVAL_THRESHOLD,
+    FLIGHTS,
+    Flight,
+    flight,
+    flight_choice_schema,
+)
 from pausemesh.demo.reservations import airline
 
-__all__ = ("DESTINATION", "QUESTION", "travel_agent")
+__all__ = (
+    "APPROVER_ROLE",
+    "DESTINATION",
+    "QUESTION",
+    "approval_schema",
+    "configure_approvals",
+    "travel_agent",
+)
 
 QUESTION: Final = "Which flight should I book?"
 DESTINATION: Final = "Lisbon"
+APPROVER_ROLE: Final = "manager"
+_APPROVAL: Final = "approval"
 _MAX_TTL = 86_400
+_threshold: int = DEFAULT_APPROVAL_THRESHOLD
+
+
+def configure_approvals(threshold: int) -> None:
+    """Prices above ``threshold`` need a manager's approval (``pausemesh demo`` sets it)."""
+    global _threshold  # noqa: PLW0603 - one demo per process, set once at start-up
+    _threshold = threshold
+
+
+def approval_schema() -> dict[str, Any]:
+    """The manager's answer: an enum of codes, with titles (the MCP form subset)."""
+    return {
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "enum": ["approve", "reject"],
+                "enumNames": ["Approve", "Reject"],
+            }
+        },
+        "required": ["decision"],
+    }
+
+
+def _terms(offer: Flight, who: str | None) -> str:
+    traveller = "" if who is None else f" for {who}"
+    return (
+        f"Approve booking flight {offer.code} to {DESTINATION}{traveller}:"
+        f" departs {offer.departs}, arrives {offer.arrives}, {offer.cabin},"
+        f" {offer.price} {offer.currency} (above the {_threshold} {offer.currency} limit)?"
+    )
 
 
 def _say(text: str) -> list[AgentOutput]:
@@ -118,15 +173,55 @@ async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
     return result
 
 
+def _approval_request(ctx: RunContext, offer: Flight) -> PauseRequest:
+    return PauseRequest(
+        message=_terms(offer, ctx.principal),
+        reason="approval_required",
+        response_schema=approval_schema(),
+        approvers=(f"role:{APPROVER_ROLE}",),
+        metadata={"kind": _APPROVAL, "flight": offer.code},
+        expires_in=_question_ttl(ctx),
+    )
+
+
+def _before_booking(
+    ctx: RunContext, decision: Decision, approvals: list[PauseRequest]
+) -> str | Decision:
+    """What to say instead of booking (a refusal, a request for approval), or the decision
+    to book: the traveller's own choice, or a manager's approval of the flight it names."""
+    is_approval = decision.metadata.get("kind") == _APPROVAL
+    if decision.status == "cancelled":
+        if is_approval:
+            return "The approval request was withdrawn; I will not book that flight."
+        return "All right, I will not book a flight."
+    if is_approval:
+        payload = decision.payload
+        code = decision.metadata.get("flight")
+        by = f" by {decision.resolved_by}" if decision.resolved_by else ""
+        if not isinstance(payload, dict) or payload.get("decision") != "approve":
+            return f"The booking of flight {code} was not approved{by}; I have not booked it."
+        return msgspec.structs.replace(decision, payload={"flight": code})
+    offer = flight(_flight(decision))
+    if offer is not None and offer.price > _threshold:
+        approvals.append(_approval_request(ctx, offer))
+        return (
+            f"Flight {offer.code} costs {offer.price} {offer.currency}, above the"
+            f" {_threshold} {offer.currency} limit: I have asked a manager to approve it."
+        )
+    return decision
+
+
 async def _reply(
     ctx: RunContext,
-    decision: Decision,
+    answer: Decision,
     bookings: list[dict[str, Any]],
     unconfirmed: list[dict[str, Any]],
+    approvals: list[PauseRequest],
 ) -> str:
-    """What the agent says about one answer; books (once) and updates the two lists."""
-    if decision.status == "cancelled":
-        return "All right, I will not book a flight."
+    """What the agent says about one answer; books (once) and updates the lists."""
+    decision = _before_booking(ctx, answer, approvals)
+    if isinstance(decision, str):
+        return decision
     try:
         booking = await _book(ctx, decision)
     except OutcomeUnknownError:
@@ -143,8 +238,13 @@ async def _reply(
         return f"I could not confirm the booking ({error.code})."
     if booking not in bookings:
         bookings.append(booking)
+    by = (
+        f" (approved by {answer.resolved_by})"
+        if decision is not answer and answer.resolved_by
+        else ""
+    )
     return (
-        f"Booked flight {booking['flight']} to {DESTINATION},"
+        f"Booked flight {booking['flight']} to {DESTINATION}{by},"
         f" confirmation {booking['confirmation']}."
     )
 
@@ -154,14 +254,17 @@ async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     if ctx.decisions:
         bookings = _bookings(ctx.state)
         unconfirmed = _unconfirmed(ctx.state)
+        approvals: list[PauseRequest] = []
         for decision in ctx.decisions.values():
-            for event in _say(await _reply(ctx, decision, bookings, unconfirmed)):
+            for event in _say(await _reply(ctx, decision, bookings, unconfirmed, approvals)):
                 yield event
         state = dict(ctx.state) if isinstance(ctx.state, dict) else {}
         state["bookings"] = bookings
         if unconfirmed:
             state["unconfirmedBookings"] = unconfirmed
         yield StateSnapshotEvent(snapshot=state)
+        for request in approvals:
+            yield request
         return
 
     last = ctx.messages[-1] if ctx.messages else None
@@ -169,8 +272,8 @@ async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         for event in _say("Tell me where you would like to fly, and I will find flights."):
             yield event
         return
-    offered = ", ".join(FLIGHT_NUMBERS)
-    for event in _say(f"I found {len(FLIGHT_NUMBERS)} flights to {DESTINATION}: {offered}."):
+    offered = ", ".join(f.label for f in FLIGHTS)
+    for event in _say(f"I found {len(FLIGHTS)} flights to {DESTINATION}: {offered}."):
         yield event
     yield PauseRequest(
         message=QUESTION,

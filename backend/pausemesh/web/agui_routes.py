@@ -32,7 +32,7 @@ from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
-__all__ = ("AguiController", "agui_dependencies")
+__all__ = ("AguiController", "agui_dependencies", "host_factory")
 
 # Dependencies provided by the plugin (``agui_dependencies`` and its ``principal``).
 Host = NamedDependency[RunHost]
@@ -156,8 +156,8 @@ class AguiController(Controller):
         return _sse(counted_stream(agui_host.tail(thread_id, after_sequence=cursor), "tail"))
 
 
-def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Provide]:
-    """The ``agui_host`` dependency: one ``RunHost`` per running runtime.
+def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHost]:
+    """One ``RunHost`` per running runtime.
 
     ``runtime()`` returns the plugin's ``Runtime`` (service + storage); the host is built on
     first use and rebuilt if the runtime changes (an app started twice, e.g. in tests).
@@ -183,6 +183,12 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 run_timeout_seconds=current.settings.run_timeout_seconds,
             )
         return host
+
+    return agui_host
+
+
+def agui_dependencies(agui_host: Callable[[], RunHost]) -> dict[str, Provide]:
+    """The ``agui_host`` and ``agui_conversations`` dependencies over ``host_factory``'s."""
 
     def agui_conversations() -> Conversations:
         host = agui_host()

@@ -408,6 +408,32 @@ _A2A_PUSH = Migration(
     ),
 )
 
+_APPROVALS = Migration(
+    version=8,
+    name="approvals",
+    statements=(
+        # The thread an out-of-band decision continues, until its run is done: written by the
+        # same statement as the decision, so a decision is never without its owed run.
+        "ALTER TABLE {schema}.continuation_streams ADD COLUMN owed_thread TEXT",
+        """
+        CREATE INDEX continuation_streams_owed
+            ON {schema}.continuation_streams (continuation_id)
+            WHERE owed_thread IS NOT NULL
+        """,
+        # Who may decide a pause (principal ids and role:NAME), for the approvals inbox.
+        """
+        CREATE TABLE {schema}.continuation_approvers (
+            approver TEXT NOT NULL,
+            continuation_id TEXT NOT NULL
+                REFERENCES {schema}.continuation_streams (continuation_id),
+            PRIMARY KEY (approver, continuation_id)
+        )
+        """,
+        *_no_update_delete("continuation_approvers"),
+    ),
+)
+
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -415,6 +441,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _GATEWAY,
     _RECOVERIES,
     _THREAD_LIFECYCLE,
+    _APPROVALS,
     _A2A_PUSH,
 )
 
@@ -481,6 +508,12 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
         "agui_thread_erasures": (
             "pausemesh_agui_thread_erasures_no_mutation",
             "pausemesh_agui_thread_erasures_no_truncate",
+        ),
+    },
+    8: {
+        "continuation_approvers": (
+            "pausemesh_continuation_approvers_no_mutation",
+            "pausemesh_continuation_approvers_no_truncate",
         ),
     },
     9: {

@@ -292,6 +292,37 @@ _A2A_PUSH = Migration(
     ),
 )
 
+_APPROVALS = Migration(
+    version=8,
+    name="approvals",
+    statements=(
+        # The thread an out-of-band decision continues, until its run is done: written by the
+        # same statement as the decision, so a decision is never without its owed run.
+        "ALTER TABLE continuation_streams ADD COLUMN owed_thread TEXT",
+        """
+        CREATE INDEX continuation_streams_owed ON continuation_streams (continuation_id)
+            WHERE owed_thread IS NOT NULL
+        """,
+        # Who may decide a pause (principal ids and role:NAME), for the approvals inbox.
+        """
+        CREATE TABLE continuation_approvers (
+            approver TEXT NOT NULL,
+            continuation_id TEXT NOT NULL REFERENCES continuation_streams (continuation_id),
+            PRIMARY KEY (approver, continuation_id)
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER continuation_approvers_no_update BEFORE UPDATE ON continuation_approvers
+        BEGIN SELECT RAISE(ABORT, 'continuation_approvers is append-only'); END
+        """,
+        """
+        CREATE TRIGGER continuation_approvers_no_delete BEFORE DELETE ON continuation_approvers
+        BEGIN SELECT RAISE(ABORT, 'continuation_approvers is append-only'); END
+        """,
+    ),
+)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -299,5 +330,6 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _GATEWAY,
     _RECOVERIES,
     _THREAD_LIFECYCLE,
+    _APPROVALS,
     _A2A_PUSH,
 )
