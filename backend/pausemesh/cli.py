@@ -205,6 +205,7 @@ def _run_demo(args: argparse.Namespace) -> None:
         travel_agent,
     )
     from pausemesh.demo.identity import demo_identity  # noqa: PLC0415
+    from pausemesh.demo.operation_watch import OperationWatchPlugin  # noqa: PLC0415
     from pausemesh.demo.protocols import demo_protocol_plugins  # noqa: PLC0415
     from pausemesh.demo.reservations import Airline, configure_airline  # noqa: PLC0415
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
@@ -214,7 +215,7 @@ def _run_demo(args: argparse.Namespace) -> None:
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
     configure_approvals(settings.demo_approval_threshold)
-    plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins()]
+    plugins: list[Any] = [DemoSitePlugin(), *demo_protocol_plugins(), OperationWatchPlugin()]
     if not args.no_browser:
         plugins.append(_open_browser_plugin(f"http://{settings.host}:{settings.port}/"))
     serve_app(settings, agent=travel_agent, plugins=plugins, loopback_resolver=demo_identity)

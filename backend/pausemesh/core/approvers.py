@@ -12,9 +12,18 @@ from collections.abc import Iterable, Sequence
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.validation import check_id
 
-__all__ = ("MAX_APPROVERS", "ROLE_PREFIX", "approver_keys", "check_approvers", "may_decide")
+__all__ = (
+    "MAX_APPROVERS",
+    "OPERATION_PREFIX",
+    "ROLE_PREFIX",
+    "approver_keys",
+    "check_approvers",
+    "may_decide",
+    "operation_approver",
+)
 
 ROLE_PREFIX = "role:"
+OPERATION_PREFIX = "operation:"
 MAX_APPROVERS = 32
 
 
@@ -53,3 +62,9 @@ def may_decide(
     if not approvers:
         return principal == owner
     return any(key in approvers for key in approver_keys(principal, roles))
+
+
+def operation_approver(operation_id: str) -> str:
+    """The approver of a pause that waits for an operation's unknown outcome: no person, but
+    whoever learns the outcome (a status lookup, an operator) decides it under this name."""
+    return f"{OPERATION_PREFIX}{operation_id}"
