@@ -53,6 +53,9 @@ class ContinuationCreated(_Event, frozen=True, tag="continuation.created"):
     token_nonce: str | None = None
     # Who may decide it (principals and ``role:NAME``); empty: the owner, as always.
     approvers: tuple[str, ...] = ()
+    # The owner's roles when it asked (kept for in-process hosts: a run the server makes for
+    # the owner later, when the pause is decided elsewhere, runs with them). Never shown.
+    owner_roles: tuple[str, ...] = ()
 
 
 class ContinuationResumed(_Event, frozen=True, tag="continuation.resumed"):

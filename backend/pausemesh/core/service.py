@@ -113,6 +113,7 @@ class ContinuationService:
         owner: str | None = None,
         keyed: bool = False,
         approvers: Sequence[str] | None = None,
+        owner_roles: frozenset[str] = frozenset(),
     ) -> CreatedContinuation:
         """Persist a new pending continuation; the raw token is returned only here.
 
@@ -158,6 +159,7 @@ class ContinuationService:
                 metadata,
                 owner,
                 approvers=checked_approvers,
+                owner_roles=tuple(sorted(owner_roles)) if owner is not None else (),
             )
 
     async def _create(  # noqa: PLR0917 - the checked fields of create, in order
@@ -172,6 +174,7 @@ class ContinuationService:
         owner: str | None,
         *,
         approvers: tuple[str, ...] = (),
+        owner_roles: tuple[str, ...] = (),
     ) -> CreatedContinuation:
         issued = issuer.issue(continuation_id)
         event = ContinuationCreated(
@@ -188,6 +191,7 @@ class ContinuationService:
             token_key_id=issued.key_id,
             token_nonce=issued.nonce,
             approvers=approvers,
+            owner_roles=owner_roles,
         )
         await self.store.append(continuation_id, 0, [event])
         count(CONTINUATIONS_CREATED)

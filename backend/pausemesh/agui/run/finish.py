@@ -116,6 +116,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
                 owner=run.principal,
                 keyed=True,
                 approvers=pause.approvers,
+                owner_roles=run.roles,
             )
         except PauseMeshError as error:
             raise AguiRunError("AGENT_PROTOCOL_ERROR", error.message) from None

@@ -6,7 +6,8 @@ the conversation will send the AG-UI resume that would run the agent. The decisi
 records that a run is owed (``ContinuationResumed.continues_thread``, indexed by the event
 store in the same write: ``EventStore.owed_runs``), and ``continue_thread`` makes that run:
 
-- as the thread's owner, like a run of theirs: it takes the thread's lease, so it never runs
+- as the thread's owner (its principal, and the roles it had when it asked, kept with the
+  questions), like a run of theirs: it takes the thread's lease, so it never runs
   beside another run, and a process that dies holding it frees it within the lease TTL;
 - with the stored decisions (``LeasedRun`` sees a cohort decided elsewhere), streaming into
   the thread log: ``RUN_STARTED``, CUSTOM ``pausemesh.decided_elsewhere``, the agent's events,
@@ -109,11 +110,23 @@ async def continue_thread(host: RunHost, thread_id: str) -> Owed:
             await host.threads.release_lease(thread_id, lease_id=lease_id)
 
 
+async def _roles(host: RunHost, record: ThreadRecord) -> frozenset[str]:
+    """The owner's roles as stored with the cohort's questions when it asked them."""
+    if record.open_receipt is None or not record.open_receipt.interrupt_ids:
+        return frozenset()
+    created = await host.service.created_event(
+        record.open_receipt.interrupt_ids[0], principal=record.owner
+    )
+    return frozenset(created.owner_roles)
+
+
 async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) -> None:
     """The owed run itself, as the thread's owner, into the thread log."""
     thread_id = record.thread_id
     run_input = RunAgentInput(thread_id=thread_id, run_id=run_id, messages=[], state=record.state)
-    run = LeasedRun(host, record, run_input, record.owner, lease_id)
+    run = LeasedRun(
+        host, record, run_input, record.owner, lease_id, roles=await _roles(host, record)
+    )
     async with contextlib.aclosing(run.frames()) as frames:
         async for _ in frames:
             pass  # every frame is in the thread log already; tails read it from there
@@ -126,7 +139,8 @@ async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) 
 
 
 async def continue_owed_runs(host: RunHost) -> int:
-    """One sweep: continue every thread owed a run; settle what is done. How many ran."""
+    """One sweep: continue every thread owed a run; settle what is done. How many threads
+    were settled as done (run now, or found continued already)."""
     owed = await host.service.store.owed_runs(limit=_BATCH)
     by_thread: dict[str, list[str]] = {}
     for continuation_id, thread_id in owed:
