@@ -132,8 +132,12 @@ class _WorkerTag(logging.Filter):
         return True
 
 
-def _check_start(settings: Settings) -> Any:
-    """The principal resolver, after the checks that refuse to start (bind, server key)."""
+def _check_start(settings: Settings, loopback_resolver: Any | None = None) -> Any:
+    """The principal resolver, after the checks that refuse to start (bind, server key).
+
+    ``loopback_resolver``: used only when no resolver is configured and the bind is loopback
+    (the demo's two people); never with a real resolver or on another address.
+    """
     from pausemesh.web.auth import import_resolver  # noqa: PLC0415 - keeps --version light
 
     resolver = None
@@ -142,6 +146,20 @@ def _check_start(settings: Settings) -> Any:
             resolver = import_resolver(settings.principal_resolver)
         except (ImportError, ValueError, TypeError) as error:
             raise CliError(str(error)) from None
+    if (
+        resolver is None
+        and not settings.uses_bearer_auth
+        and loopback_resolver is not None
+        and is_loopback_host(settings.host)
+    ):
+        resolver = loopback_resolver
+    if (
+        resolver is None
+        and not settings.uses_bearer_auth
+        and loopback_resolver is not None
+        and is_loopback_host(settings.host)
+    ):
+        resolver = loopback_resolver
     authenticated = resolver is not None or settings.uses_bearer_auth
     if not authenticated and not is_loopback_host(settings.host) and not settings.insecure_no_auth:
         raise CliError(
@@ -187,14 +205,20 @@ def _announce(settings: Settings) -> None:
     )
 
 
-def serve_app(settings: Settings, *, agent: Any | None = None, plugins: Sequence[Any] = ()) -> None:
+def serve_app(
+    settings: Settings,
+    *,
+    agent: Any | None = None,
+    plugins: Sequence[Any] = (),
+    loopback_resolver: Any | None = None,
+) -> None:
     """Run the app in this process under uvicorn until SIGTERM/SIGINT (graceful: in-flight
     requests finish). ``pausemesh serve --workers N`` goes through ``_serve_workers``."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
     from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
 
-    resolver = _check_start(settings)
+    resolver = _check_start(settings, loopback_resolver)
     if settings.instance_name is None:
         # host:port names this replica across restarts, so a restart frees its predecessor's
         # run leases at once (pausemesh.core.instance).
@@ -238,6 +262,7 @@ class PreparedCommand:
     plugins: tuple[Any, ...] = ()
     # The demo opens the browser once: in the only process, or in worker slot 0.
     open_url: str | None = None
+    loopback_resolver: Any | None = None
 
     def build_app(self, settings: Settings, *, first_worker: bool) -> Any:
         from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
@@ -246,7 +271,7 @@ class PreparedCommand:
         plugins = list(self.plugins)
         if self.open_url is not None and first_worker:
             plugins.append(_open_browser_plugin(self.open_url))
-        resolver = _check_start(settings)
+        resolver = _check_start(settings, self.loopback_resolver)
         return create_app(settings, agent=self.agent, principal_resolver=resolver, plugins=plugins)
 
 
@@ -290,7 +315,12 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
-    from pausemesh.demo.agent import travel_agent  # noqa: PLC0415 - keeps --version light
+    from pausemesh.demo.agent import (  # noqa: PLC0415 - keeps --version light
+        configure_approvals,
+        travel_agent,
+    )
+    from pausemesh.demo.identity import demo_identity  # noqa: PLC0415
+    from pausemesh.demo.operation_watch import OperationWatchPlugin  # noqa: PLC0415
     from pausemesh.demo.protocols import demo_protocol_plugins  # noqa: PLC0415
     from pausemesh.demo.reservations import Airline, configure_airline  # noqa: PLC0415
     from pausemesh.demo.site import DemoSitePlugin  # noqa: PLC0415
@@ -298,11 +328,14 @@ def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
     settings = _settings_from(args)
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
+    configure_approvals(settings.demo_approval_threshold)
     return PreparedCommand(
         settings=settings,
         agent=travel_agent,
-        plugins=(DemoSitePlugin(), *demo_protocol_plugins()),
+        plugins=(DemoSitePlugin(), *demo_protocol_plugins(), OperationWatchPlugin()),
         open_url=None if args.no_browser else f"http://{settings.host}:{settings.port}/",
+        # The demo's two people, only on loopback without a configured resolver.
+        loopback_resolver=demo_identity,
     )
 
 
@@ -325,7 +358,12 @@ def _run_server(args: argparse.Namespace) -> None:
     plugins = list(prepared.plugins)
     if prepared.open_url is not None:
         plugins.append(_open_browser_plugin(prepared.open_url))
-    serve_app(prepared.settings, agent=prepared.agent, plugins=plugins)
+    serve_app(
+        prepared.settings,
+        agent=prepared.agent,
+        plugins=plugins,
+        loopback_resolver=prepared.loopback_resolver,
+    )
 
 
 def _open_browser_plugin(url: str) -> Any:

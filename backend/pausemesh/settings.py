@@ -209,6 +209,8 @@ class Settings:
     a2a_push_lease_seconds: Annotated[float, Meta(ge=1.0, le=3600.0)] = 30.0
     a2a_push_timeout_seconds: Annotated[float, Meta(ge=0.5, le=300.0)] = 10.0
     a2a_push_poll_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0
+    # ``pausemesh demo`` only: bookings priced above this need a manager's approval.
+    demo_approval_threshold: Annotated[int, Meta(ge=0, le=1_000_000)] = 500
 
     @classmethod
     def load(

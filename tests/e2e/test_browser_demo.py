@@ -165,7 +165,7 @@ def test_an_answer_outside_the_schema_is_blocked_by_the_form_and_refused_by_the_
         }"""
     )
     flight(page, "PM999").click()
-    expect(page.get_by_text("Flight must be one of: PM101, PM202, PM303.")).to_be_visible()
+    expect(page.get_by_text("Flight must be one of: PM101, PM202, PM303, PM404.")).to_be_visible()
     expect(page.get_by_role("alert").filter(has_text="it was not sent")).to_be_visible()
     shots.take(page, "blocked-in-form")
     assert snapshot(server, thread)["pendingInterrupts"] != []

@@ -38,7 +38,7 @@ from tests.support.server import ServerProcess
 pytestmark = pytest.mark.slow
 
 ASK = "Book me a flight to Lisbon, please"
-FOUND = "I found 3 flights to Lisbon"
+FOUND = "I found 4 flights to Lisbon"
 QUESTION = "Which flight should I book?"
 
 

@@ -46,7 +46,7 @@ def test_every_operation_conforms_to_the_served_document(
     # by a process the session fixture starts; checks: no 5xx, status codes, content types,
     # headers and bodies as documented.
     operations = _operations(server)
-    assert len(operations) == 10
+    assert len(operations) == 12
     for operation in operations:
 
         @given(case=operation.as_strategy(generation_mode=mode))
@@ -81,6 +81,8 @@ def test_the_served_document_describes_every_route(server: ServerProcess) -> Non
         "/v1/continuations/{continuation_id}/projections/ag-ui",
         "/v1/continuations/{continuation_id}/projections/mcp",
         "/v1/continuations/{continuation_id}/projections/a2a",
+        "/v1/approvals",
+        "/v1/approvals/{continuation_id}",
     }
     resume = document["paths"]["/v1/continuations/{continuation_id}/resume"]["post"]
     assert resume["security"] == [{"pausemeshResumeToken": []}]

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from pausemesh.core.operations import operation_id
-from pausemesh.demo.flights import BOOKING_DOMAIN, FLIGHT_NUMBERS
+from pausemesh.demo.flights import BOOKING_DOMAIN, DEFAULT_APPROVAL_THRESHOLD, FLIGHTS
 from pausemesh.demo.reservations import Airline
 from tests.support.agui import read_frames
 from tests.support.server import ServerProcess
@@ -227,7 +227,9 @@ def run_faults(
     report = FaultReport(conversations=conversations)
     fleet = _Fleet(servers, report, seed)
     threads = [f"faults-{uuid.uuid4()}" for _ in range(conversations)]
-    flights = {t: FLIGHT_NUMBERS[i % len(FLIGHT_NUMBERS)] for i, t in enumerate(threads)}
+    # Flights the traveller's own answer books (dearer ones wait for a manager's approval).
+    direct = [f.code for f in FLIGHTS if f.price <= DEFAULT_APPROVAL_THRESHOLD]
+    flights = {t: direct[i % len(direct)] for i, t in enumerate(threads)}
     interrupts: dict[str, str] = {}
     todo: queue.Queue[str] = queue.Queue()
     for thread_id in threads:

@@ -60,6 +60,10 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     expires_in: float | None = None
     expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    # Who may decide it: principal ids and ``role:NAME`` (roles from the principal resolver).
+    # Empty: the thread's owner. Otherwise only they (the owner too only if listed), from the
+    # approvals inbox (``/v1/approvals``); their decision continues the owner's thread.
+    approvers: tuple[str, ...] = ()
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,6 +78,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = "input_required"
     tool_call_id: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # Who answered (the approver for a four-eyes pause), when known.
+    resolved_by: str | None = None
 
 
 class Operations:
@@ -122,7 +128,8 @@ class RunContext:
     messages: Sequence[Message]
     # The AG-UI state as the thread left it; the agent changes it with STATE_* events.
     state: Any
-    # Who is asking (None on a server without a principal resolver).
+    # Who is asking (None on a server without a principal resolver): on a run the server
+    # makes itself to continue a thread decided out of band, the thread's owner.
     principal: str | None
     # The principal's roles, as its identity provider (JWT roles claim) or API key gave them.
     roles: frozenset[str] = frozenset()

@@ -155,6 +155,12 @@ def _issue(
                     "pausemesh": {
                         "continuationId": continuation.continuation_id,
                         "schemaVersion": RECEIPT_SCHEMA_VERSION,
+                        # Who may decide it; absent: the thread's owner (four-eyes approvals).
+                        **(
+                            {"approvers": list(continuation.approvers)}
+                            if continuation.approvers
+                            else {}
+                        ),
                     }
                 },
             )

@@ -55,6 +55,7 @@ __all__ = (
     "IdempotencyConflictError",
     "InvalidInputError",
     "InvalidTransitionError",
+    "NotAnApproverError",
     "NotStartedError",
     "OperationConflictError",
     "OriginNotAllowedError",
@@ -105,6 +106,17 @@ class ContinuationNotFoundError(PauseMeshError, LookupError):
 
     def __init__(self, continuation_id: str) -> None:
         super().__init__("Continuation was not found", continuation_id=continuation_id)
+
+
+class NotAnApproverError(PauseMeshError):
+    """The caller may see this pause but not decide it: it names approvers, not them."""
+
+    default_code = "NOT_AN_APPROVER"
+
+    def __init__(self, continuation_id: str) -> None:
+        super().__init__(
+            "Only the pause's approvers may decide it", continuation_id=continuation_id
+        )
 
 
 class TokenMismatchError(PauseMeshError):

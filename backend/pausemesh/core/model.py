@@ -51,12 +51,20 @@ class ContinuationCreated(_Event, frozen=True, tag="continuation.created"):
     # Keyed tokens (DESIGN §3.3): the server re-derives the token from these and its key.
     token_key_id: str | None = None
     token_nonce: str | None = None
+    # Who may decide it (principals and ``role:NAME``); empty: the owner, as always.
+    approvers: tuple[str, ...] = ()
+    # The owner's roles when it asked (kept for in-process hosts: a run the server makes for
+    # the owner later, when the pause is decided elsewhere, runs with them). Never shown.
+    owner_roles: tuple[str, ...] = ()
 
 
 class ContinuationResumed(_Event, frozen=True, tag="continuation.resumed"):
     idempotency_key: str
     resume_payload: Any
     resolved_by: str | None = None
+    # Set when decided out of band (REST with a token, the approvals inbox): the AG-UI thread
+    # that is owed a run with this decision. Stores index it in the same write as the event.
+    continues_thread: str | None = None
 
 
 class ContinuationCancelled(_Event, frozen=True, tag="continuation.cancelled"):
@@ -85,6 +93,7 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", om
     payload: Any
     metadata: dict[str, Any]
     owner: str | UnsetType = UNSET
+    approvers: tuple[str, ...] = ()
     resumed_at: datetime | UnsetType = UNSET
     idempotency_key: str | UnsetType = UNSET
     resume_payload: Any | UnsetType = UNSET
@@ -118,6 +127,7 @@ class PublicEvent(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omi
     payload: Any | UnsetType = UNSET
     metadata: dict[str, Any] | UnsetType = UNSET
     owner: str | UnsetType = UNSET
+    approvers: tuple[str, ...] = ()
     idempotency_key: str | UnsetType = UNSET
     resume_payload: Any | UnsetType = UNSET
     resolved_by: str | UnsetType = UNSET
@@ -140,6 +150,7 @@ def public_event(event: ContinuationEvent) -> PublicEvent:
                 payload=event.payload,
                 metadata=event.metadata,
                 owner=UNSET if event.owner is None else event.owner,
+                approvers=event.approvers,
                 **common,
             )
         case ContinuationResumed():

@@ -33,6 +33,25 @@ class EventStore(Protocol):
         """Ids of pending continuations whose deadline is at or before ``now``."""
         ...
 
+    async def pending_for_approvers(
+        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+    ) -> Sequence[str]:
+        """Ids of pending continuations (deadline after ``now``) whose ``created`` event names
+        any of ``approvers``, newest id first, strictly before ``before`` if given, at most
+        ``limit``. Indexed: a store keeps the approvers of a stream in the write that
+        creates it."""
+        ...
+
+    async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:
+        """``(continuation_id, thread_id)`` of resumes that carry ``continues_thread`` and are
+        not yet settled (``settle_owed``), oldest first. A store records this in the same
+        write as the ``resumed`` event, so a decision is never without its owed run."""
+        ...
+
+    async def settle_owed(self, continuation_ids: Sequence[str]) -> None:
+        """The owed runs of these continuations are done (or not owed after all)."""
+        ...
+
     async def check_readiness(self) -> None:
         """Return when the store can serve; raise ``StoreError`` otherwise."""
         ...

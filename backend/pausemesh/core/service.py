@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from pausemesh.core.approvers import approver_keys, check_approvers, may_decide
 from pausemesh.core.canonical import canonical_json
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import (
@@ -19,6 +20,7 @@ from pausemesh.core.errors import (
     IdempotencyConflictError,
     InvalidInputError,
     InvalidTransitionError,
+    NotAnApproverError,
     PauseMeshError,
     StoreError,
     TokenAlreadyUsedError,
@@ -110,8 +112,14 @@ class ContinuationService:
         metadata: dict[str, Any] | None = None,
         owner: str | None = None,
         keyed: bool = False,
+        approvers: Sequence[str] | None = None,
+        owner_roles: frozenset[str] = frozenset(),
     ) -> CreatedContinuation:
-        """Persist a new pending continuation; the raw token is returned only here."""
+        """Persist a new pending continuation; the raw token is returned only here.
+
+        ``approvers`` (principal ids and ``role:NAME``): only they may decide it
+        (``core/approvers.py``); none means its owner, as always.
+        """
         continuation_id = check_routable_id(
             self._new_id() if continuation_id is None else continuation_id, "continuationId"
         )
@@ -120,6 +128,7 @@ class ContinuationService:
         )
         check_payload(payload)
         metadata = check_metadata({} if metadata is None else metadata)
+        checked_approvers = check_approvers(approvers)
         if owner is not None:
             check_id(owner, "owner")
         now = self.clock.now()
@@ -141,7 +150,16 @@ class ContinuationService:
             keyed=keyed,
         ):
             return await self._create(
-                continuation_id, correlation_id, issuer, now, expires_at, payload, metadata, owner
+                continuation_id,
+                correlation_id,
+                issuer,
+                now,
+                expires_at,
+                payload,
+                metadata,
+                owner,
+                approvers=checked_approvers,
+                owner_roles=tuple(sorted(owner_roles)) if owner is not None else (),
             )
 
     async def _create(  # noqa: PLR0917 - the checked fields of create, in order
@@ -154,6 +172,9 @@ class ContinuationService:
         payload: Any,
         metadata: dict[str, Any],
         owner: str | None,
+        *,
+        approvers: tuple[str, ...] = (),
+        owner_roles: tuple[str, ...] = (),
     ) -> CreatedContinuation:
         issued = issuer.issue(continuation_id)
         event = ContinuationCreated(
@@ -169,6 +190,8 @@ class ContinuationService:
             owner=owner,
             token_key_id=issued.key_id,
             token_nonce=issued.nonce,
+            approvers=approvers,
+            owner_roles=owner_roles,
         )
         await self.store.append(continuation_id, 0, [event])
         count(CONTINUATIONS_CREATED)
@@ -187,12 +210,27 @@ class ContinuationService:
     # -- read -------------------------------------------------------------------------
 
     async def _load(
-        self, continuation_id: str, principal: str | None
+        self,
+        continuation_id: str,
+        principal: str | None,
+        *,
+        approver_roles: frozenset[str] | None = None,
     ) -> tuple[Sequence[ContinuationEvent], Continuation]:
+        """``approver_roles`` set: load as an approver (seen only by those who may decide it,
+        the owner too only if listed); otherwise as the owner."""
         events = await self.store.load(continuation_id)
         state = replay(events)
         if state is None or not isinstance(events[0], ContinuationCreated):
             raise ContinuationNotFoundError(continuation_id)
+        if approver_roles is not None:
+            if not state.approvers or not may_decide(
+                state.approvers,
+                owner=state.owner or None,
+                principal=principal,
+                roles=approver_roles,
+            ):
+                raise ContinuationNotFoundError(continuation_id)
+            return events, state
         # Another principal's continuation does not exist, as far as the caller can tell.
         if isinstance(state.owner, str) and state.owner != principal:
             raise ContinuationNotFoundError(continuation_id)
@@ -276,8 +314,14 @@ class ContinuationService:
         payload: Any,
         principal: str | None = None,
         resolved_by: str | None = None,
+        roles: frozenset[str] = frozenset(),
     ) -> Continuation:
-        """Resume exactly once; an exact retry returns the stored envelope unchanged."""
+        """Resume exactly once; an exact retry returns the stored envelope unchanged.
+
+        A resume with a token comes from outside the in-process host (a REST caller, an
+        e-mail link): when the continuation was issued by one (keyed token), the decision
+        records the thread it continues (``continues_thread``), which is then owed a run.
+        """
         return await self._resume(
             continuation_id=continuation_id,
             resume_token=resume_token,
@@ -285,7 +329,76 @@ class ContinuationService:
             payload=payload,
             principal=principal,
             resolved_by=resolved_by,
+            roles=roles,
+            out_of_band=True,
         )
+
+    async def decide(
+        self,
+        *,
+        continuation_id: str,
+        idempotency_key: str,
+        payload: Any,
+        principal: str,
+        roles: frozenset[str] = frozenset(),
+    ) -> Continuation:
+        """An approver's decision (the approvals inbox): resume a continuation that names
+        ``principal`` (or one of its ``roles``) among its approvers, exactly once.
+
+        Anyone else, the owner included unless listed, gets ``ContinuationNotFoundError``.
+        The token is re-derived server-side (keyed continuations only), and the decision
+        records the thread it continues, which is then owed a run.
+        """
+        return await self._resume(
+            continuation_id=continuation_id,
+            resume_token=None,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            principal=principal,
+            resolved_by=principal,
+            roles=roles,
+            out_of_band=True,
+            as_approver=True,
+        )
+
+    async def get_for_approver(
+        self, continuation_id: str, *, principal: str, roles: frozenset[str] = frozenset()
+    ) -> Continuation:
+        """The continuation as one of its approvers sees it (404 for anyone else)."""
+        check_id(continuation_id)
+        for _ in range(_MAX_ATTEMPTS):
+            _, state = await self._load(continuation_id, principal, approver_roles=roles)
+            try:
+                return await self._expire_if_due(state)
+            except VersionConflictError:
+                continue
+        return (await self._load(continuation_id, principal, approver_roles=roles))[1]
+
+    async def pending_approvals(
+        self,
+        *,
+        principal: str,
+        roles: frozenset[str] = frozenset(),
+        before: str | None = None,
+        limit: int = 50,
+    ) -> list[Continuation]:
+        """Pending continuations ``principal`` may decide, newest first, after ``before`` (a
+        continuation id: the previous page's last), at most ``limit``."""
+        keys = approver_keys(principal, roles)
+        ids = await self.store.pending_for_approvers(
+            keys, now=self.clock.now(), before=before, limit=limit
+        )
+        out: list[Continuation] = []
+        for continuation_id in ids:
+            try:
+                state = await self.get_for_approver(
+                    continuation_id, principal=principal, roles=roles
+                )
+            except ContinuationNotFoundError:
+                continue
+            if state.is_pending:
+                out.append(state)
+        return out
 
     async def _resume(
         self,
@@ -296,6 +409,9 @@ class ContinuationService:
         payload: Any,
         principal: str | None,
         resolved_by: str | None,
+        roles: frozenset[str] = frozenset(),
+        out_of_band: bool = False,
+        as_approver: bool = False,
     ) -> Continuation:
         """``resume_token=None``: re-derive the keyed token from the ``created`` event loaded
         here (one load, not one to find the token and one to resume)."""
@@ -310,6 +426,9 @@ class ContinuationService:
                     payload=payload,
                     principal=principal,
                     resolved_by=resolved_by,
+                    roles=roles,
+                    out_of_band=out_of_band,
+                    as_approver=as_approver,
                 )
             except PauseMeshError as error:
                 count(RESUMES, error.code)
@@ -327,12 +446,17 @@ class ContinuationService:
         payload: Any,
         principal: str | None,
         resolved_by: str | None,
+        roles: frozenset[str],
+        out_of_band: bool,
+        as_approver: bool,
     ) -> Continuation:
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
         wanted = check_payload(payload)
         for _ in range(_MAX_ATTEMPTS):
-            events, state = await self._load(continuation_id, principal)
+            events, state = await self._load(
+                continuation_id, principal, approver_roles=roles if as_approver else None
+            )
             created = events[0]
             assert isinstance(created, ContinuationCreated)  # noqa: S101 - _load guarantees it
             token = self._derived_token(created) if resume_token is None else resume_token
@@ -347,6 +471,10 @@ class ContinuationService:
                     ),
                 )
                 raise TokenMismatchError(continuation_id)
+            if state.approvers and not may_decide(
+                state.approvers, owner=state.owner or None, principal=principal, roles=roles
+            ):
+                raise NotAnApproverError(continuation_id)
             if state.status == "pending":
                 try:
                     state = await self._expire_if_due(state)
@@ -362,6 +490,11 @@ class ContinuationService:
                 idempotency_key=idempotency_key,
                 resume_payload=payload,
                 resolved_by=resolved_by,
+                continues_thread=(
+                    created.correlation_id
+                    if out_of_band and created.token_key_id is not None
+                    else None
+                ),
             )
             try:
                 return await self._append(state, event)
@@ -391,6 +524,7 @@ class ContinuationService:
         payload: Any,
         principal: str | None = None,
         resolved_by: str | None = None,
+        roles: frozenset[str] = frozenset(),
     ) -> Continuation:
         """Resume a keyed-token continuation with the token re-derived server-side.
 
@@ -404,6 +538,7 @@ class ContinuationService:
             payload=payload,
             principal=principal,
             resolved_by=resolved_by,
+            roles=roles,
         )
 
     def _derived_token(self, created: ContinuationCreated) -> str:

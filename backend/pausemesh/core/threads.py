@@ -113,6 +113,10 @@ class IssuedCohort(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     # True on a closed cohort that the server closed because every question lapsed, until a
     # run has acknowledged it (the client's cancel of it then runs the agent once).
     lapsed: bool = False
+    # True on a closed cohort whose decisions came from elsewhere (REST with a token, the
+    # approvals inbox) and that the server continued itself: a later AG-UI resume of it is
+    # answered with the stored outcome, whatever it says.
+    decided_elsewhere: bool = False
 
     @property
     def interrupt_ids(self) -> tuple[str, ...]:

@@ -9,18 +9,60 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from pausemesh.core.canonical import canonical_sha256
 
 __all__ = (
     "BOOKING_DOMAIN",
+    "DEFAULT_APPROVAL_THRESHOLD",
+    "FLIGHTS",
     "FLIGHT_NUMBERS",
+    "Flight",
     "confirm_booking",
+    "flight",
     "flight_choice_schema",
     "flight_question",
 )
 
-FLIGHT_NUMBERS: tuple[str, ...] = ("PM101", "PM202", "PM303")
+
+class Flight(msgspec.Struct, frozen=True, kw_only=True):
+    """One offered flight: its code (what an answer names), price and local times."""
+
+    code: str
+    price: int
+    currency: str
+    departs: str
+    arrives: str
+    cabin: str = "economy"
+
+    @property
+    def label(self) -> str:
+        return f"{self.code} \u00b7 {self.departs}\u2013{self.arrives} \u00b7 {self.price} {self.currency}"
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = msgspec.to_builtins(self)
+        return data
+
+
+# Lisbon, from the traveller's home airport. PM404 (business) costs more than the default
+# approval threshold, so booking it needs a manager's approval in the AG-UI demo.
+FLIGHTS: tuple[Flight, ...] = (
+    Flight(code="PM101", price=89, currency="EUR", departs="07:05", arrives="09:10"),
+    Flight(code="PM202", price=129, currency="EUR", departs="12:40", arrives="14:45"),
+    Flight(code="PM303", price=179, currency="EUR", departs="18:20", arrives="20:25"),
+    Flight(
+        code="PM404", price=640, currency="EUR", departs="09:30", arrives="11:35", cabin="business"
+    ),
+)
+FLIGHT_NUMBERS: tuple[str, ...] = tuple(f.code for f in FLIGHTS)
+DEFAULT_APPROVAL_THRESHOLD = 500
+"""Prices above this (``PAUSEMESH_DEMO_APPROVAL_THRESHOLD``) need a manager's approval."""
 BOOKING_DOMAIN = "demo.flight-bookings"
+
+
+def flight(code: str) -> Flight | None:
+    return next((f for f in FLIGHTS if f.code == code), None)
 
 
 def flight_choice_schema() -> dict[str, Any]:
@@ -33,6 +75,8 @@ def flight_choice_schema() -> dict[str, Any]:
                 "title": "Flight",
                 "description": "The flight to book",
                 "enum": list(FLIGHT_NUMBERS),
+                # Titles for the codes (the MCP form subset's legacy enumNames).
+                "enumNames": [f.label for f in FLIGHTS],
             }
         },
         "required": ["flight"],

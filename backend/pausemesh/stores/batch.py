@@ -10,9 +10,21 @@ from pausemesh.core.errors import (
     StoreError,
     VersionConflictError,
 )
-from pausemesh.core.model import ContinuationCreated, ContinuationEvent, decode_event, encode_event
+from pausemesh.core.model import (
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationResumed,
+    decode_event,
+    encode_event,
+)
 
-__all__ = ("MAX_EVENTS_PER_STREAM", "check_batch", "decode_stream")
+__all__ = (
+    "MAX_EVENTS_PER_STREAM",
+    "batch_approvers",
+    "batch_owed_thread",
+    "check_batch",
+    "decode_stream",
+)
 
 # A lifecycle is two events; the cap leaves room for future event kinds, not for abuse.
 MAX_EVENTS_PER_STREAM = 32
@@ -59,3 +71,17 @@ def decode_stream(continuation_id: str, rows: Sequence[bytes | str]) -> list[Con
             raise StoreError(msg, code="CORRUPT_STREAM")
         events.append(event)
     return events
+
+
+def batch_approvers(events: Sequence[ContinuationEvent]) -> tuple[str, ...]:
+    """The approvers a batch creates its stream with (indexed for the approvals inbox)."""
+    first = events[0] if events else None
+    return first.approvers if isinstance(first, ContinuationCreated) else ()
+
+
+def batch_owed_thread(events: Sequence[ContinuationEvent]) -> str | None:
+    """The thread an out-of-band resume in this batch continues (its owed run), if any."""
+    for event in events:
+        if isinstance(event, ContinuationResumed) and event.continues_thread is not None:
+            return event.continues_thread
+    return None

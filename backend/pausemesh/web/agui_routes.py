@@ -33,7 +33,7 @@ from pausemesh.web.limits import Limits
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
-__all__ = ("AguiController", "agui_dependencies")
+__all__ = ("AguiController", "agui_dependencies", "host_factory")
 
 # Dependencies provided by the plugin (``agui_dependencies`` and its ``principal``).
 Host = NamedDependency[RunHost]
@@ -176,8 +176,8 @@ class AguiController(Controller):
         return _sse(pausemesh_limits.stream(principal, request.scope, frames))
 
 
-def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Provide]:
-    """The ``agui_host`` dependency: one ``RunHost`` per running runtime.
+def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHost]:
+    """One ``RunHost`` per running runtime.
 
     ``runtime()`` returns the plugin's ``Runtime`` (service + storage); the host is built on
     first use and rebuilt if the runtime changes (an app started twice, e.g. in tests).
@@ -205,6 +205,12 @@ def agui_dependencies(runtime: Callable[[], Any], agent: Agent) -> dict[str, Pro
                 drain=current.drain,
             )
         return host
+
+    return agui_host
+
+
+def agui_dependencies(agui_host: Callable[[], RunHost]) -> dict[str, Provide]:
+    """The ``agui_host`` and ``agui_conversations`` dependencies over ``host_factory``'s."""
 
     def agui_conversations() -> Conversations:
         host = agui_host()

@@ -20,6 +20,8 @@ shutdown). Only this module imports it; the Litestar app and the CLI never do.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -40,6 +42,7 @@ from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import configured_resolver, resolve_identity
 from pausemesh.web.browser import browser_refusal
 from pausemesh.web.limits import Limits
+from pausemesh.web.owed import OwedRuns, run_owed_sweeper
 from pausemesh.web.problems import problem_for
 from pausemesh.web.served_agent import served_agent
 
@@ -113,9 +116,25 @@ class StarletteAgui:
                 drain=runtime.drain,
             )
             self._limits = Limits(runtime)
+            # Threads decided elsewhere (another app's REST or approvals routes on the same
+            # database) continue here too: this process sweeps the owed runs.
+            host = self._host
+            owed = OwedRuns(lambda: host)
+            sweeper = (
+                asyncio.create_task(
+                    run_owed_sweeper(owed, runtime.settings.sweep_interval_seconds),
+                    name="pausemesh-owed-runs",
+                )
+                if self.sweeper
+                else None
+            )
             try:
                 yield self._host
             finally:
+                if sweeper is not None:
+                    sweeper.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await sweeper
                 self._host = None
                 self._limits = None
 

@@ -18,6 +18,7 @@ from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_idempotency_key
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.limits import Limits
+from pausemesh.web.owed import OwedRuns
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
 from pausemesh.web.schemas import (
@@ -56,6 +57,7 @@ IdempotencyKey = Annotated[
 ]
 Caller = NamedDependency[PauseMeshCaller]
 WorkLimits = NamedDependency[Limits]
+Owed = NamedDependency[OwedRuns]
 # Bodies arrive as parsed JSON (``StrictBody``) and are converted strictly by ``strict_body``.
 
 
@@ -169,6 +171,7 @@ class ContinuationController(Controller):
         ],
         caller: Caller,
         pausemesh_limits: WorkLimits,
+        pausemesh_owed: Owed,
     ) -> ContinuationBody:
         body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
@@ -181,7 +184,10 @@ class ContinuationController(Controller):
             payload=body.payload,
             principal=caller.principal,
             resolved_by=caller.principal,
+            roles=caller.roles,
         )
+        # A pause an AG-UI thread asked, decided here: the thread continues with it.
+        pausemesh_owed.poke(continuation)
         return ContinuationBody(continuation=continuation)
 
     @post(

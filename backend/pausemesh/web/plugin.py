@@ -11,6 +11,8 @@ lifespan must enter ``litestar_app.lifespan()``; a request that arrives without 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,7 +32,8 @@ from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.telemetry import set_metrics
 from pausemesh.stores.storage import Storage
-from pausemesh.web.agui_routes import AguiController, agui_dependencies
+from pausemesh.web.agui_routes import AguiController, agui_dependencies, host_factory
+from pausemesh.web.approvals import ApprovalController
 from pausemesh.web.auth import configured_resolver, resolve_identity, resolve_principal
 from pausemesh.web.browser import BrowserGuard, cors_config
 from pausemesh.web.config import PauseMeshConfig
@@ -40,6 +43,7 @@ from pausemesh.web.health import healthz, readyz
 from pausemesh.web.limits import Limits, SendTimeoutGuard
 from pausemesh.web.metrics import PrometheusMetrics, metrics_route
 from pausemesh.web.observability import TelemetryMiddleware
+from pausemesh.web.owed import OwedRuns, run_owed_sweeper
 from pausemesh.web.problems import (
     http_exception_to_problem,
     internal_error_to_problem,
@@ -69,7 +73,7 @@ _RESUME_TOKEN_SCHEME = SecurityScheme(
 
 
 class PauseMeshPlugin(InitPlugin):
-    __slots__ = ("_runtime", "config", "metrics")
+    __slots__ = ("_owed", "_runtime", "config", "metrics")
 
     def __init__(self, config: PauseMeshConfig | None = None) -> None:
         config = config or PauseMeshConfig()
@@ -80,6 +84,8 @@ class PauseMeshPlugin(InitPlugin):
         self._runtime: Runtime | None = None
         # This app's own registry (PAUSEMESH_METRICS=1), never prometheus_client's global one.
         self.metrics = PrometheusMetrics() if self.config.settings.metrics else None
+        # Set by ``router()``: continues threads decided elsewhere (a no-op without an agent).
+        self._owed = OwedRuns(None)
 
     @property
     def runtime(self) -> Runtime:
@@ -100,9 +106,20 @@ class PauseMeshPlugin(InitPlugin):
             self.config.settings, storage=self.config.storage, sweeper=self.config.sweeper
         ) as runtime:
             self._runtime = runtime
+            sweeper: asyncio.Task[None] | None = None
+            if self.config.sweeper and self._owed.enabled:
+                sweeper = asyncio.create_task(
+                    run_owed_sweeper(self._owed, self.config.settings.sweep_interval_seconds),
+                    name="pausemesh-owed-runs",
+                )
             try:
                 yield
             finally:
+                if sweeper is not None:
+                    sweeper.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await sweeper
+                await self._owed.close()
                 self._runtime = None
 
     def begin_shutdown(self) -> None:
@@ -116,7 +133,7 @@ class PauseMeshPlugin(InitPlugin):
     # -- registration -------------------------------------------------------------------
 
     def router(self) -> Router:
-        handlers: list[Any] = [ContinuationController]
+        handlers: list[Any] = [ContinuationController, ApprovalController]
         if self.config.health_routes:
             handlers += [healthz, readyz]
             if self.metrics is not None:
@@ -169,7 +186,13 @@ class PauseMeshPlugin(InitPlugin):
             handlers.append(AguiController)
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
             agent = served_agent(config.agent, config.settings)
-            extra.update(agui_dependencies(runtime, agent))
+            hosts = host_factory(runtime, agent)
+            extra.update(agui_dependencies(hosts))
+            self._owed = OwedRuns(hosts)
+        owed = self._owed
+
+        def pausemesh_owed() -> OwedRuns:
+            return owed
 
         return Router(
             path=self.config.path,
@@ -183,6 +206,7 @@ class PauseMeshPlugin(InitPlugin):
                 "pausemesh_runtime": Provide(runtime, sync_to_thread=False),
                 "pausemesh_metrics": Provide(pausemesh_metrics, sync_to_thread=False),
                 "pausemesh_limits": Provide(pausemesh_limits, sync_to_thread=False),
+                "pausemesh_owed": Provide(pausemesh_owed, sync_to_thread=False),
                 **extra,
             },
             exception_handlers={
@@ -228,6 +252,7 @@ class PauseMeshPlugin(InitPlugin):
             PrometheusMetrics=PrometheusMetrics,
             Runtime=Runtime,
             Storage=Storage,
+            OwedRuns=OwedRuns,
         )
         if self.config.problem_details_for_app:
             # Router-level handlers never see unmatched routes (404/405); the app's do.

@@ -107,6 +107,7 @@ _STATUS_BY_CODE = {
     "THREAD_NOT_FOUND": 404,
     "THREAD_BUSY": 409,
     "OPERATION_CONFLICT": 409,
+    "NOT_AN_APPROVER": 403,
 }
 _TITLES = {
     400: "Bad Request",

@@ -17,6 +17,7 @@ from pausemesh.agui.receipts import issue_interrupts, issued_cohort
 from pausemesh.agui.run.snapshots import to_messages
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.transcript import Transcript
+from pausemesh.core.approvers import check_approvers
 from pausemesh.core.errors import PauseMeshError, VersionConflictError
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload, pause_payload
@@ -94,6 +95,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
         )
         try:
             parse_pause_payload(payload)
+            check_approvers(pause.approvers)
             if pause.response_schema is not None:
                 run.host.schemas.check_schema(pause.response_schema)
         except (ValueError, TypeError) as error:
@@ -113,6 +115,8 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
                 metadata={} if pause.metadata is None else {"agent": pause.metadata},
                 owner=run.principal,
                 keyed=True,
+                approvers=pause.approvers,
+                owner_roles=run.roles,
             )
         except PauseMeshError as error:
             raise AguiRunError("AGENT_PROTOCOL_ERROR", error.message) from None

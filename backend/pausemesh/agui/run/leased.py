@@ -23,7 +23,13 @@ import msgspec
 from msgspec import UNSET
 
 from pausemesh.agui.agent import Decision, Operations, PauseRequest, RunContext
-from pausemesh.agui.events import PROTOCOL_VERSION, Event, RunStartedEvent, encode_event
+from pausemesh.agui.events import (
+    PROTOCOL_VERSION,
+    CustomEvent,
+    Event,
+    RunStartedEvent,
+    encode_event,
+)
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run import finish, pump, resume_phase
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
@@ -36,9 +42,29 @@ from pausemesh.core.threads import IssuedCohort, ThreadRecord
 if TYPE_CHECKING:
     from pausemesh.agui.run.host import RunHost
 
-__all__ = ("LeasedRun",)
+__all__ = ("DECIDED_ELSEWHERE_EVENT", "LeasedRun", "decided_elsewhere_event")
+
+DECIDED_ELSEWHERE_EVENT = "pausemesh.decided_elsewhere"
 
 _log = logging.getLogger("pausemesh.agui")
+
+
+def decided_elsewhere_event(decisions: dict[str, Decision]) -> CustomEvent:
+    """What a run continuing a cohort decided out of band says first: who decided what."""
+    return CustomEvent(
+        name=DECIDED_ELSEWHERE_EVENT,
+        value={
+            "interruptIds": list(decisions),
+            "decisions": [
+                {
+                    "interruptId": d.interrupt_id,
+                    "status": d.status,
+                    **({} if d.resolved_by is None else {"resolvedBy": d.resolved_by}),
+                }
+                for d in decisions.values()
+            ],
+        },
+    )
 
 
 def _ids(cohort: IssuedCohort | None) -> set[str]:
@@ -125,16 +151,27 @@ class LeasedRun:
         if closed is not None and answered & _ids(closed) and not answered & _ids(open_cohort):
             # A resume of the cohort that is already closed: identical → answered from the
             # record (the agent already acted on it); different → refused by validation.
-            plan, _ = await resume_phase.validated(self, closed)
-            await resume_phase.execute(self, plan)
+            # Decided elsewhere → the stored outcome stands, whatever this resume says.
+            if not closed.decided_elsewhere:
+                plan, _ = await resume_phase.validated(self, closed)
+                await resume_phase.execute(self, plan)
             yield await self._replayed()
             self.outcome = "success"
             return
+        elsewhere: dict[str, Decision] = {}
         if open_cohort is not None:
             closing = open_cohort
-            plan, continuations = await resume_phase.validated(self, closing)
-            await resume_phase.execute(self, plan)
-            decisions = resume_phase.decisions(plan, continuations)
+            continuations = await resume_phase.load_cohort(self, closing)
+            if resume_phase.decided_elsewhere(continuations):
+                # Decided out of band: this run (the server's own, or a client's resume that
+                # arrived first) continues with the stored outcomes; the client's entries, if
+                # any, change nothing.
+                elsewhere = decisions = resume_phase.stored_decisions(continuations)
+                closing = msgspec.structs.replace(closing, decided_elsewhere=True)
+            else:
+                plan, continuations = await resume_phase.validated(self, closing, continuations)
+                await resume_phase.execute(self, plan)
+                decisions = resume_phase.decisions(plan, continuations)
             dropped = resume_phase.interrupted_tool_calls(closing)
         elif resume:
             _log.warning(
@@ -151,6 +188,8 @@ class LeasedRun:
                 )
             ]
         )
+        if elsewhere:
+            yield await self.emit([decided_elsewhere_event(elsewhere)])
         fresh = record.version == 1 and not record.messages
         transcript = Transcript(
             resume_phase.merged_messages(self, dropped),

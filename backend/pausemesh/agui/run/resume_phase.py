@@ -16,6 +16,7 @@ from pausemesh.agui.events import ToolMessage
 from pausemesh.agui.resume import CancelCommand, ResumePlan, validate_resume
 from pausemesh.agui.run.snapshots import cohort_interrupts
 from pausemesh.agui.run_error import REPLAY_CONFLICT, RESUME_EXPIRED, AguiRunError
+from pausemesh.core.approvers import may_decide
 from pausemesh.core.errors import (
     ContinuationCancelledError,
     ContinuationExpiredError,
@@ -33,7 +34,21 @@ from pausemesh.core.threads import CohortReceipt, IssuedCohort
 if TYPE_CHECKING:
     from pausemesh.agui.run.leased import LeasedRun
 
-__all__ = ("decisions", "execute", "interrupted_tool_calls", "merged_messages", "validated")
+__all__ = (
+    "decided_elsewhere",
+    "decisions",
+    "execute",
+    "interrupted_tool_calls",
+    "load_cohort",
+    "merged_messages",
+    "stored_decisions",
+    "validated",
+)
+
+NOT_AN_APPROVER = "NOT_AN_APPROVER"
+# The idempotency keys AG-UI derives for its own resumes (``agui/resume.py``); any other key
+# means the decision came from elsewhere.
+AGUI_KEY_PREFIX = "agui:"
 
 _CONFLICTS = (
     TokenAlreadyUsedError,
@@ -54,7 +69,54 @@ def _service_error(error: PauseMeshError) -> AguiRunError:
     return AguiRunError.from_error(error)
 
 
-async def validated(run: LeasedRun, cohort: IssuedCohort) -> tuple[ResumePlan, list[Continuation]]:
+async def load_cohort(run: LeasedRun, cohort: IssuedCohort) -> list[Continuation]:
+    """Each continuation of ``cohort``, loaded once for the run (expiry materialized)."""
+    return [
+        await run.host.service.get(i.continuation_id, principal=run.principal)
+        for i in cohort.receipt.interrupts
+    ]
+
+
+def decided_elsewhere(continuations: list[Continuation]) -> bool:
+    """Whether a cohort was settled from outside AG-UI: none is pending any more and one was
+    resumed out of band (REST with a token, the approvals inbox: a key not made by AG-UI).
+    The thread is then owed a run with the stored decisions, whoever starts it."""
+    if not continuations or any(c.is_pending for c in continuations):
+        return False
+    return any(
+        c.status == "resumed"
+        and isinstance(c.idempotency_key, str)
+        and not c.idempotency_key.startswith(AGUI_KEY_PREFIX)
+        for c in continuations
+    )
+
+
+def stored_decisions(continuations: list[Continuation]) -> dict[str, Decision]:
+    """The agent's view of a cohort decided elsewhere: each stored outcome (a resume is
+    ``resolved`` with its payload; a cancelled or expired one is ``cancelled``)."""
+    out: dict[str, Decision] = {}
+    for continuation in continuations:
+        pause = parse_pause_payload(continuation.payload)
+        agent_metadata = continuation.metadata.get("agent")
+        resumed = continuation.status == "resumed"
+        out[continuation.continuation_id] = Decision(
+            interrupt_id=continuation.continuation_id,
+            status="resolved" if resumed else "cancelled",
+            payload=continuation.resume_payload if resumed else UNSET,
+            message=pause.message,
+            reason=pause.reason,
+            tool_call_id=pause.tool_call_id,
+            metadata=agent_metadata if isinstance(agent_metadata, dict) else {},
+            resolved_by=continuation.resolved_by
+            if isinstance(continuation.resolved_by, str)
+            else None,
+        )
+    return out
+
+
+async def validated(
+    run: LeasedRun, cohort: IssuedCohort, continuations: list[Continuation] | None = None
+) -> tuple[ResumePlan, list[Continuation]]:
     """The run's batch checked against ``cohort``; raises ``AguiRunError`` when refused."""
     with span(
         "agui.resume.validate",
@@ -62,15 +124,15 @@ async def validated(run: LeasedRun, cohort: IssuedCohort) -> tuple[ResumePlan, l
         run_id=run.run_id,
         cohort_size=len(cohort.receipt.interrupts),
     ):
-        return await _validated(run, cohort)
+        return await _validated(run, cohort, continuations)
 
 
-async def _validated(run: LeasedRun, cohort: IssuedCohort) -> tuple[ResumePlan, list[Continuation]]:
+async def _validated(
+    run: LeasedRun, cohort: IssuedCohort, continuations: list[Continuation] | None
+) -> tuple[ResumePlan, list[Continuation]]:
     receipt = cohort.receipt
-    continuations = [
-        await run.host.service.get(i.continuation_id, principal=run.principal)
-        for i in receipt.interrupts
-    ]
+    if continuations is None:
+        continuations = await load_cohort(run, cohort)
     result = validate_resume(
         run.input, receipt, continuations, now=run.host.clock.now(), schemas=run.host.schemas
     )
@@ -79,7 +141,25 @@ async def _validated(run: LeasedRun, cohort: IssuedCohort) -> tuple[ResumePlan, 
         if result.code != RESUME_EXPIRED or abandoned is None:
             raise result
         return abandoned, continuations
+    _check_approvers(run, result, continuations)
     return result, continuations
+
+
+def _check_approvers(run: LeasedRun, plan: ResumePlan, continuations: list[Continuation]) -> None:
+    """A pause that names approvers is decided by them (the approvals inbox), not by this run's
+    caller unless listed; withdrawing it (a cancel) stays the owner's right."""
+    by_id = {c.continuation_id: c for c in continuations}
+    for command in plan.commands:
+        if isinstance(command, CancelCommand) or command.settled:
+            continue
+        continuation = by_id[command.continuation_id]
+        if continuation.approvers and not may_decide(
+            continuation.approvers,
+            owner=continuation.owner if isinstance(continuation.owner, str) else None,
+            principal=run.principal,
+            roles=run.roles,
+        ):
+            raise AguiRunError(NOT_AN_APPROVER, "Only the pause's approvers may decide it")
 
 
 def _abandoned_expired(
@@ -136,6 +216,7 @@ async def execute(run: LeasedRun, plan: ResumePlan) -> None:
                     payload=command.payload,
                     principal=run.principal,
                     resolved_by=run.principal,
+                    roles=run.roles,
                 )
         except PauseMeshError as error:
             raise _service_error(error) from None
@@ -157,6 +238,9 @@ def decisions(plan: ResumePlan, continuations: list[Continuation]) -> dict[str, 
             reason=pause.reason,
             tool_call_id=pause.tool_call_id,
             metadata=agent_metadata if isinstance(agent_metadata, dict) else {},
+            resolved_by=continuation.resolved_by
+            if isinstance(continuation.resolved_by, str)
+            else None,
         )
     return out
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pausemesh.core.errors import StoreError, VersionConflictError
-from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.core.model import ContinuationCreated, ContinuationEvent, ContinuationResumed
 from pausemesh.stores.batch import check_batch, decode_stream
 
 __all__ = ("InMemoryEventStore",)
@@ -18,6 +18,9 @@ class InMemoryEventStore:
         # Snapshots, not objects, so a caller can never mutate what was stored.
         self._streams: dict[str, list[bytes]] = {}
         self._pending: dict[str, datetime] = {}
+        self._approvers: dict[str, tuple[str, ...]] = {}
+        # continuation id -> thread id, in insertion order (oldest first)
+        self._owed: dict[str, str] = {}
         self._closed = False
         self._lock = asyncio.Lock()
 
@@ -45,13 +48,45 @@ class InMemoryEventStore:
             first = events[0]
             if isinstance(first, ContinuationCreated):
                 self._pending[continuation_id] = first.expires_at
+                if first.approvers:
+                    self._approvers[continuation_id] = first.approvers
             else:
                 self._pending.pop(continuation_id, None)
+            for event in events:
+                if isinstance(event, ContinuationResumed) and event.continues_thread is not None:
+                    self._owed[continuation_id] = event.continues_thread
 
     async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
         self._check_open()
         due = sorted((at, cid) for cid, at in self._pending.items() if at <= now)
         return [cid for _, cid in due[:limit]]
+
+    async def pending_for_approvers(
+        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+    ) -> Sequence[str]:
+        self._check_open()
+        wanted = set(approvers)
+        ids = sorted(
+            (
+                cid
+                for cid, names in self._approvers.items()
+                if wanted.intersection(names)
+                and cid in self._pending
+                and self._pending[cid] > now
+                and (before is None or cid < before)
+            ),
+            reverse=True,
+        )
+        return ids[:limit]
+
+    async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:
+        self._check_open()
+        return list(self._owed.items())[:limit]
+
+    async def settle_owed(self, continuation_ids: Sequence[str]) -> None:
+        self._check_open()
+        for continuation_id in continuation_ids:
+            self._owed.pop(continuation_id, None)
 
     async def check_readiness(self) -> None:
         self._check_open()

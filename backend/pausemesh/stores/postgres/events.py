@@ -16,7 +16,13 @@ from typing import Any
 
 from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
-from pausemesh.stores.batch import MAX_EVENTS_PER_STREAM, check_batch, decode_stream
+from pausemesh.stores.batch import (
+    MAX_EVENTS_PER_STREAM,
+    batch_approvers,
+    batch_owed_thread,
+    check_batch,
+    decode_stream,
+)
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA
 
@@ -64,13 +70,32 @@ class PostgresEventStore:
             WITH head AS (
                 INSERT INTO {q}.continuation_streams (continuation_id, version, pending_expires_at)
                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING continuation_id
+            ), appr AS (
+                INSERT INTO {q}.continuation_approvers (approver, continuation_id)
+                SELECT a, head.continuation_id FROM head, unnest($6::text[]) AS a
             ), {insert_events}
         """
         self._sql_advance = f"""
             WITH head AS (
-                UPDATE {q}.continuation_streams SET version = $2, pending_expires_at = $3
+                UPDATE {q}.continuation_streams SET version = $2, pending_expires_at = $3,
+                    owed_thread = coalesce($7, owed_thread)
                 WHERE continuation_id = $1 AND version = $6 RETURNING continuation_id
             ), {insert_events}
+        """
+        self._sql_approvals = f"""
+            SELECT DISTINCT a.continuation_id FROM {q}.continuation_approvers a
+            JOIN {q}.continuation_streams s ON s.continuation_id = a.continuation_id
+            WHERE a.approver = ANY($1::text[]) AND s.pending_expires_at > $2
+                AND ($3::text IS NULL OR a.continuation_id < $3)
+            ORDER BY a.continuation_id DESC LIMIT $4
+        """
+        self._sql_owed = f"""
+            SELECT continuation_id, owed_thread FROM {q}.continuation_streams
+            WHERE owed_thread IS NOT NULL ORDER BY continuation_id LIMIT $1
+        """
+        self._sql_settle = f"""
+            UPDATE {q}.continuation_streams SET owed_thread = NULL
+            WHERE continuation_id = ANY($1::text[]) AND owed_thread IS NOT NULL
         """
         self._sql_due = f"""
             SELECT continuation_id FROM {q}.continuation_streams
@@ -121,10 +146,19 @@ class PostgresEventStore:
         texts = [snapshot.decode() for snapshot in encoded]
         if expected_version == 0:
             sql = self._sql_create
-            args: tuple[Any, ...] = (continuation_id, new_version, deadline, versions, texts)
+            approvers = list(batch_approvers(events))
+            args: tuple[Any, ...] = (
+                continuation_id,
+                new_version,
+                deadline,
+                versions,
+                texts,
+                approvers,
+            )
         else:
             sql = self._sql_advance
-            args = (continuation_id, new_version, deadline, versions, texts, expected_version)
+            owed = batch_owed_thread(events)
+            args = (continuation_id, new_version, deadline, versions, texts, expected_version, owed)
 
         async def op(conn: Conn) -> int:
             return int(await conn.fetchval(sql, *args))
@@ -144,6 +178,34 @@ class PostgresEventStore:
             return [row[0] for row in await conn.fetch(self._sql_due, now, limit)]
 
         return await self.database.run(op, read=True)
+
+    async def pending_for_approvers(
+        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+    ) -> Sequence[str]:
+        if not approvers:
+            return []
+
+        async def op(conn: Conn) -> list[str]:
+            rows = await conn.fetch(self._sql_approvals, list(approvers), now, before, limit)
+            return [row[0] for row in rows]
+
+        return await self.database.run(op, read=True)
+
+    async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:
+        async def op(conn: Conn) -> list[tuple[str, str]]:
+            return [(row[0], row[1]) for row in await conn.fetch(self._sql_owed, limit)]
+
+        return await self.database.run(op, read=True)
+
+    async def settle_owed(self, continuation_ids: Sequence[str]) -> None:
+        ids = list(continuation_ids)
+        if not ids:
+            return
+
+        async def op(conn: Conn) -> None:
+            await conn.execute(self._sql_settle, ids)
+
+        await self.database.run(op)
 
     async def check_readiness(self) -> None:
         await self.database.check_readiness()

@@ -126,6 +126,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "rate_limits"),
     ("SELECT, INSERT, UPDATE", "a2a_push_configs"),
     ("SELECT, INSERT, UPDATE", "a2a_push_deliveries"),
+    ("SELECT, INSERT", "continuation_approvers"),
 )
 # Erasure goes only through this SECURITY DEFINER function (migration ``thread_lifecycle``).
 RUNTIME_FUNCTIONS: tuple[str, ...] = ("pausemesh_erase_thread(TEXT, TIMESTAMPTZ)",)

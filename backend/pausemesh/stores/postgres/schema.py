@@ -431,6 +431,32 @@ _A2A_PUSH = Migration(
     ),
 )
 
+_APPROVALS = Migration(
+    version=8,
+    name="approvals",
+    statements=(
+        # The thread an out-of-band decision continues, until its run is done: written by the
+        # same statement as the decision, so a decision is never without its owed run.
+        "ALTER TABLE {schema}.continuation_streams ADD COLUMN owed_thread TEXT",
+        """
+        CREATE INDEX continuation_streams_owed
+            ON {schema}.continuation_streams (continuation_id)
+            WHERE owed_thread IS NOT NULL
+        """,
+        # Who may decide a pause (principal ids and role:NAME), for the approvals inbox.
+        """
+        CREATE TABLE {schema}.continuation_approvers (
+            approver TEXT NOT NULL,
+            continuation_id TEXT NOT NULL
+                REFERENCES {schema}.continuation_streams (continuation_id),
+            PRIMARY KEY (approver, continuation_id)
+        )
+        """,
+        *_no_update_delete("continuation_approvers"),
+    ),
+)
+
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -439,6 +465,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _RECOVERIES,
     _THREAD_LIFECYCLE,
     _RATE_LIMITS,
+    _APPROVALS,
     _A2A_PUSH,
 )
 
@@ -509,6 +536,12 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     },
     7: {
         "rate_limits": ("pausemesh_rate_limits_no_truncate",),
+    },
+    8: {
+        "continuation_approvers": (
+            "pausemesh_continuation_approvers_no_mutation",
+            "pausemesh_continuation_approvers_no_truncate",
+        ),
     },
     9: {
         "a2a_push_configs": ("pausemesh_a2a_push_configs_no_truncate",),

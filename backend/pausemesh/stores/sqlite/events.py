@@ -11,9 +11,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from pausemesh.core.errors import VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
-from pausemesh.stores.batch import check_batch, decode_stream
+from pausemesh.stores.batch import (
+    batch_approvers,
+    batch_owed_thread,
+    check_batch,
+    decode_stream,
+)
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us
 
@@ -57,18 +64,23 @@ class SqliteEventStore:
             return
         new_version = expected_version + len(encoded)
         deadline = _expires_at_us(events)
+        approvers = batch_approvers(events)
+        owed = batch_owed_thread(events)
 
         def op(conn: sqlite3.Connection) -> None:
             if expected_version == 0:
                 cursor = conn.execute(
-                    "INSERT INTO continuation_streams VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    (continuation_id, new_version, deadline),
+                    "INSERT INTO continuation_streams"
+                    " (continuation_id, version, pending_expires_at_us, owed_thread)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (continuation_id, new_version, deadline, owed),
                 )
             else:
                 cursor = conn.execute(
-                    "UPDATE continuation_streams SET version = ?, pending_expires_at_us = ?"
+                    "UPDATE continuation_streams SET version = ?, pending_expires_at_us = ?,"
+                    " owed_thread = coalesce(?, owed_thread)"
                     " WHERE continuation_id = ? AND version = ?",
-                    (new_version, deadline, continuation_id, expected_version),
+                    (new_version, deadline, owed, continuation_id, expected_version),
                 )
             if cursor.rowcount != 1:
                 row = conn.execute(
@@ -83,6 +95,11 @@ class SqliteEventStore:
                     for i, text in enumerate(encoded)
                 ],
             )
+            if approvers:
+                conn.executemany(
+                    "INSERT INTO continuation_approvers VALUES (?, ?)",
+                    [(approver, continuation_id) for approver in approvers],
+                )
 
         await self.database.write(op)
 
@@ -94,6 +111,42 @@ class SqliteEventStore:
             (epoch_us(now), limit),
         )
         return [row[0] for row in rows]
+
+    async def pending_for_approvers(
+        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+    ) -> Sequence[str]:
+        if not approvers:
+            return []
+        rows = await self.database.read(
+            "SELECT DISTINCT a.continuation_id FROM continuation_approvers a"
+            " JOIN continuation_streams s ON s.continuation_id = a.continuation_id"
+            " WHERE a.approver IN (SELECT value FROM json_each(?))"
+            " AND s.pending_expires_at_us > ? AND (? IS NULL OR a.continuation_id < ?)"
+            " ORDER BY a.continuation_id DESC LIMIT ?",
+            (msgspec.json.encode(list(approvers)).decode(), epoch_us(now), before, before, limit),
+        )
+        return [row[0] for row in rows]
+
+    async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:
+        rows = await self.database.read(
+            "SELECT continuation_id, owed_thread FROM continuation_streams"
+            " WHERE owed_thread IS NOT NULL ORDER BY continuation_id LIMIT ?",
+            (limit,),
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def settle_owed(self, continuation_ids: Sequence[str]) -> None:
+        ids = list(continuation_ids)
+        if not ids:
+            return
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE continuation_streams SET owed_thread = NULL WHERE continuation_id = ?",
+                [(cid,) for cid in ids],
+            )
+
+        await self.database.write(op)
 
     async def check_readiness(self) -> None:
         await self.database.check_readiness()

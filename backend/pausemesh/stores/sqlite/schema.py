@@ -292,7 +292,38 @@ _A2A_PUSH = Migration(
     ),
 )
 
-# Migration numbers 7 and 8 belong to other branches (PostgreSQL and SQLite share numbering).
+_APPROVALS = Migration(
+    version=8,
+    name="approvals",
+    statements=(
+        # The thread an out-of-band decision continues, until its run is done: written by the
+        # same statement as the decision, so a decision is never without its owed run.
+        "ALTER TABLE continuation_streams ADD COLUMN owed_thread TEXT",
+        """
+        CREATE INDEX continuation_streams_owed ON continuation_streams (continuation_id)
+            WHERE owed_thread IS NOT NULL
+        """,
+        # Who may decide a pause (principal ids and role:NAME), for the approvals inbox.
+        """
+        CREATE TABLE continuation_approvers (
+            approver TEXT NOT NULL,
+            continuation_id TEXT NOT NULL REFERENCES continuation_streams (continuation_id),
+            PRIMARY KEY (approver, continuation_id)
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER continuation_approvers_no_update BEFORE UPDATE ON continuation_approvers
+        BEGIN SELECT RAISE(ABORT, 'continuation_approvers is append-only'); END
+        """,
+        """
+        CREATE TRIGGER continuation_approvers_no_delete BEFORE DELETE ON continuation_approvers
+        BEGIN SELECT RAISE(ABORT, 'continuation_approvers is append-only'); END
+        """,
+    ),
+)
+
+
+# Migration 7 is PostgreSQL only (rate limits); SQLite and PostgreSQL share the numbering.
 _THREAD_CHANGES = Migration(
     version=10,
     name="thread_changes",
@@ -319,6 +350,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _GATEWAY,
     _RECOVERIES,
     _THREAD_LIFECYCLE,
+    _APPROVALS,
     _A2A_PUSH,
     _THREAD_CHANGES,
 )

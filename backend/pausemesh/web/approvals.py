@@ -1,0 +1,174 @@
+"""The approvals inbox (four-eyes approvals): pauses the caller may decide, and deciding one.
+
+A pause that names ``approvers`` (``PauseRequest(approvers=[...])``: principal ids and
+``role:NAME``) is decided here by one of them, not by the thread's owner (unless listed).
+``GET /v1/approvals`` lists the pending ones the caller may decide, newest first;
+``POST /v1/approvals/{continuationId}`` with ``{"payload"}`` and an ``Idempotency-Key``
+decides one exactly once, validated against its ``responseSchema``. Anyone who may not decide
+a pause is told it does not exist (404), its owner included. The decision records the
+approver (``resolvedBy``) and continues the owner's thread (``agui/run/owed.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, get, post
+from litestar.di import NamedDependency
+from litestar.params import HeaderParameter, JSONBody, PathParameter, QueryParameter
+from msgspec import UNSET, UnsetType
+
+from pausemesh.core.errors import InvalidInputError, UnauthenticatedError
+from pausemesh.core.model import Continuation
+from pausemesh.core.pause import parse_pause_payload
+from pausemesh.core.schema import SchemaValidatorCache
+from pausemesh.core.validation import check_id, check_idempotency_key
+from pausemesh.stores.storage import Storage
+from pausemesh.web.context import PauseMeshCaller
+from pausemesh.web.owed import OwedRuns
+from pausemesh.web.problems import problem_responses
+from pausemesh.web.schemas import ID_PATTERN, ContinuationBody, ResumeBody, StrictBody, strict_body
+
+__all__ = ("ApprovalController", "ApprovalItem", "ApprovalList")
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+Caller = NamedDependency[PauseMeshCaller]
+StorageDep = NamedDependency[Storage]
+Owed = NamedDependency[OwedRuns]
+
+_SCHEMAS = SchemaValidatorCache(256)
+
+
+class ApprovalItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    continuation_id: str
+    message: str
+    reason: str
+    thread_id: str
+    asked_by: str | None
+    created_at: datetime
+    expires_at: datetime
+    approvers: list[str]
+    response_schema: dict[str, Any] | UnsetType = UNSET
+    thread_title: str | UnsetType = UNSET
+
+
+class ApprovalList(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    approvals: list[ApprovalItem]
+    next_cursor: str | None
+
+
+def _principal(caller: PauseMeshCaller) -> str:
+    # Approvers are people the resolver names; a server without one has nobody to ask.
+    if caller.principal is None:
+        raise UnauthenticatedError
+    return caller.principal
+
+
+async def _item(storage: Storage, continuation: Continuation) -> ApprovalItem:
+    pause = parse_pause_payload(continuation.payload)
+    title: str | None = None
+    if storage.threads is not None:
+        record = await storage.threads.get(continuation.correlation_id)
+        title = None if record is None else record.title
+    return ApprovalItem(
+        continuation_id=continuation.continuation_id,
+        message=pause.message,
+        reason=pause.reason,
+        thread_id=continuation.correlation_id,
+        asked_by=continuation.owner if isinstance(continuation.owner, str) else None,
+        created_at=continuation.created_at,
+        expires_at=continuation.expires_at,
+        approvers=list(continuation.approvers),
+        response_schema=UNSET if pause.response_schema is None else pause.response_schema,
+        thread_title=UNSET if title is None else title,
+    )
+
+
+class ApprovalController(Controller):
+    path = "/v1/approvals"
+    tags = ["approvals"]  # noqa: RUF012 - Litestar reads this class attribute
+
+    @get(
+        "/",
+        summary="Pending pauses the caller may decide (four-eyes approvals), newest first",
+        responses=problem_responses(400, 401, 503),
+    )
+    async def inbox(
+        self,
+        caller: Caller,
+        pausemesh_storage: StorageDep,
+        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+        cursor: Annotated[
+            str | None, QueryParameter(name="cursor", min_length=1, max_length=200)
+        ] = None,
+    ) -> ApprovalList:
+        principal = _principal(caller)
+        if cursor is not None:
+            check_id(cursor, "cursor")
+        page = await caller.service.pending_approvals(
+            principal=principal, roles=caller.roles, before=cursor, limit=limit + 1
+        )
+        more = len(page) > limit
+        page = page[:limit]
+        items = [await _item(pausemesh_storage, c) for c in page]
+        return ApprovalList(
+            approvals=items, next_cursor=page[-1].continuation_id if more and page else None
+        )
+
+    @post(
+        "/{continuation_id:str}",
+        status_code=200,
+        summary="Decide one pause as its approver (exactly once; continues the owner's thread)",
+        description=(
+            'Body `{"payload"}` validated against the pause\'s `responseSchema`, and an'
+            " `idempotency-key` header: an exact retry returns the stored outcome."
+        ),
+        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+    )
+    async def decide(
+        self,
+        continuation_id: Annotated[
+            str,
+            PathParameter(
+                min_length=1, max_length=200, pattern=ID_PATTERN, description="The pause"
+            ),
+        ],
+        data: JSONBody[StrictBody[ResumeBody]],
+        idempotency_key: Annotated[
+            str | None,
+            HeaderParameter(
+                name="idempotency-key",
+                required=False,
+                description="1-200 printable characters; an exact retry returns the outcome",
+            ),
+        ],
+        caller: Caller,
+        pausemesh_owed: Owed,
+    ) -> ContinuationBody:
+        principal = _principal(caller)
+        body = strict_body(data, ResumeBody)
+        key = check_idempotency_key((idempotency_key or "").strip())
+        # 404 before anything about the payload is said to someone who may not decide it.
+        current = await caller.service.get_for_approver(
+            continuation_id, principal=principal, roles=caller.roles
+        )
+        pause = parse_pause_payload(current.payload)
+        if pause.response_schema is not None and not _SCHEMAS.is_valid(
+            pause.response_schema, body.payload
+        ):
+            msg = "payload does not match the pause's responseSchema"
+            raise InvalidInputError(msg, code="INVALID_PAYLOAD", field="payload")
+        continuation = await caller.service.decide(
+            continuation_id=continuation_id,
+            idempotency_key=key,
+            payload=body.payload,
+            principal=principal,
+            roles=caller.roles,
+        )
+        # The owner's thread continues with it (an exact retry finds nothing left to run).
+        pausemesh_owed.poke(continuation)
+        return ContinuationBody(continuation=continuation)
