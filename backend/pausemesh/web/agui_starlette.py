@@ -25,17 +25,24 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import msgspec
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from pausemesh.agui.agent import Agent
+from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conversations
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.bootstrap import open_runtime
-from pausemesh.core.errors import NotStartedError, PauseMeshError, PayloadTooLargeError
+from pausemesh.core.errors import (
+    InvalidInputError,
+    NotStartedError,
+    PauseMeshError,
+    PayloadTooLargeError,
+)
 from pausemesh.core.identity import Identity
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
@@ -44,6 +51,7 @@ from pausemesh.web.browser import browser_refusal
 from pausemesh.web.limits import Limits
 from pausemesh.web.owed import OwedRuns, run_owed_sweeper
 from pausemesh.web.problems import problem_for
+from pausemesh.web.schemas import ThreadTitleBody, strict_body
 from pausemesh.web.served_agent import served_agent
 
 __all__ = ("StarletteAgui", "StarlettePrincipalResolver")
@@ -54,6 +62,32 @@ _NOT_STARTED = (
     "PauseMesh has not started: its lifespan did not run. Pass `lifespan=pausemesh.lifespan`"
     " to the app, or enter `pausemesh.running()` from the host's own lifespan."
 )
+
+
+def _page_size(raw: str | None) -> int:
+    """``?limit=``: within the Litestar route's bounds, refused with its code."""
+    if raw is None:
+        return DEFAULT_PAGE_SIZE
+    # At most 3 digits: anything longer is out of bounds anyway, and never parsed.
+    limit = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 3 else 0
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        msg = f"limit must be a whole number between 1 and {MAX_PAGE_SIZE}"
+        raise InvalidInputError(msg, code="INVALID_REQUEST")
+    return limit
+
+
+def _decode_title(body: bytes) -> ThreadTitleBody:
+    """The ``PATCH`` body, with the Litestar route's codes (``EMPTY_BODY``,
+    ``MALFORMED_JSON``, ``INVALID_REQUEST``) and its strict schema."""
+    if not body.strip():
+        msg = "The request needs a JSON body"
+        raise InvalidInputError(msg, code="EMPTY_BODY")
+    try:
+        data = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        msg = "The request body is not valid JSON"
+        raise InvalidInputError(msg, code="MALFORMED_JSON") from None
+    return strict_body(data, ThreadTitleBody)
 
 
 class StarletteAgui:
@@ -145,12 +179,16 @@ class StarletteAgui:
             yield
 
     def routes(self, prefix: str = "/agui") -> list[BaseRoute]:
-        """``POST {prefix}``, ``POST {prefix}/connect``, ``GET {prefix}/threads/{id}[/events]``."""
+        """``POST {prefix}``, ``POST {prefix}/connect``, ``GET {prefix}/threads`` (the list),
+        ``GET|PATCH|DELETE {prefix}/threads/{id}`` and ``GET {prefix}/threads/{id}/events``."""
         prefix = prefix.rstrip("/")
         return [
             Route(prefix, self._guard(self._run), methods=["POST"]),
             Route(f"{prefix}/connect", self._guard(self._connect), methods=["POST"]),
+            Route(f"{prefix}/threads", self._guard(self._threads), methods=["GET"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._thread), methods=["GET"]),
+            Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._rename), methods=["PATCH"]),
+            Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._erase), methods=["DELETE"]),
             Route(
                 f"{prefix}/threads/{{thread_id}}/events",
                 self._guard(self._events),
@@ -185,6 +223,27 @@ class StarletteAgui:
         record = await host.load(thread_id, await self._principal(request))
         return JSONResponse(thread_snapshot(record))
 
+    async def _threads(self, request: Request) -> Response:
+        page = await self._conversations().page(
+            await self._principal(request),
+            limit=_page_size(request.query_params.get("limit")),
+            cursor=request.query_params.get("cursor"),
+        )
+        return Response(msgspec.json.encode(page), media_type="application/json")
+
+    async def _rename(self, request: Request) -> Response:
+        thread_id = check_thread_id(request.path_params["thread_id"])
+        body = _decode_title(await self._body(request))
+        title = await self._conversations().rename(
+            thread_id, await self._principal(request), body.title
+        )
+        return JSONResponse({"threadId": thread_id, "title": title})
+
+    async def _erase(self, request: Request) -> Response:
+        thread_id = check_thread_id(request.path_params["thread_id"])
+        await self._conversations().delete(thread_id, await self._principal(request))
+        return Response(status_code=204)
+
     async def _events(self, request: Request) -> Response:
         host = self.host
         thread_id = check_thread_id(request.path_params["thread_id"])
@@ -205,7 +264,11 @@ class StarletteAgui:
             frames, headers=SSE_HEADERS, sep=LINE_SEPARATOR, send_timeout=self.send_timeout
         )
 
-    async def _input(self, request: Request) -> RunAgentInput:
+    def _conversations(self) -> Conversations:
+        host = self.host
+        return Conversations(threads=host.threads, service=host.service, clock=host.clock)
+
+    async def _body(self, request: Request) -> bytes:
         limit = self.settings.max_payload_bytes
         body = bytearray()
         # Counted while it streams in, so an oversized body is refused before it is parsed.
@@ -213,7 +276,10 @@ class StarletteAgui:
             body += chunk
             if len(body) > limit:
                 raise PayloadTooLargeError(limit)
-        return read_run_input(bytes(body))
+        return bytes(body)
+
+    async def _input(self, request: Request) -> RunAgentInput:
+        return read_run_input(await self._body(request))
 
     async def _principal(self, request: Request) -> str | None:
         identity = await resolve_identity(self.principal_resolver, request)
