@@ -16,7 +16,8 @@
   approvals inbox (``/v1/approvals``), and that decision continues the traveller's thread
   (the server runs the agent with it): approved → booked, rejected → not booked.
 
-The AG-UI state holds ``bookings``: one entry per real booking.
+The AG-UI state holds ``bookings``: one entry per real booking, ``[]`` from the first run on
+(its first event is that ``STATE_SNAPSHOT``), so a client never finds the key missing.
 
 A client may pass ``forwardedProps.questionTtlSeconds`` (1-86400) to give the question a
 shorter deadline, to see expiry without waiting for the server's default.
@@ -319,6 +320,9 @@ async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
             yield output
         return
 
+    if not isinstance(ctx.state, dict) or "bookings" not in ctx.state:
+        base = dict(ctx.state) if isinstance(ctx.state, dict) else {}
+        yield StateSnapshotEvent(snapshot={**base, "bookings": []})
     last = ctx.messages[-1] if ctx.messages else None
     if not isinstance(last, UserMessage):
         for event in _say("Tell me where you would like to fly, and I will find flights."):

@@ -87,7 +87,11 @@ def flight_question(destination: str) -> str:
     return f"Which flight to {destination} should I book?"
 
 
-async def confirm_booking(destination: str, flight: str) -> dict[str, Any]:
-    """The airline's answer; deterministic so a reconciled result reads the same."""
-    code = canonical_sha256(["demo-booking", destination, flight])[:6].upper()
+async def confirm_booking(booking_key: str, destination: str, flight: str) -> dict[str, Any]:
+    """The airline's answer for the booking made under ``booking_key`` (the operation id).
+
+    The code is derived from that key, so each booking gets its own (two conversations booking
+    the same flight do not share one) and a reconciled result still reads the same.
+    """
+    code = canonical_sha256(["demo-booking", booking_key])[:8].upper()
     return {"destination": destination, "flight": flight, "confirmation": f"PM-{code}"}

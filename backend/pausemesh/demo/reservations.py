@@ -80,7 +80,7 @@ class Airline:
     async def book(self, key: str, destination: str, flight: str) -> dict[str, Any]:
         """Book once under ``key``; a repeat returns the first booking unchanged."""
         await asyncio.sleep(self.latency_seconds / 2)
-        booking = await confirm_booking(destination, flight)
+        booking = await confirm_booking(key, destination, flight)
         if self.path is None:
             stored = self._memory.setdefault(key, booking)
         else:
