@@ -2,8 +2,10 @@
 // the DOM. Every exchange with the server goes through one queue, so a restore never overlaps
 // a run in this tab; other tabs' runs arrive through the tail and trigger a quiet restore.
 
-import { buildResumeArray, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
+import { buildResumeArray, type Interrupt, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
 import { PauseMeshAgent } from "./agent";
+import { type Booking, bookingsIn, recordedOutcome } from "./bookings";
+import { clock, UNTITLED } from "./conversations";
 import {
   ANSWERED_ELSEWHERE,
   type Notice,
@@ -12,13 +14,22 @@ import {
   QUESTION_EXPIRED,
 } from "./errors";
 import { QuestionForm } from "./question";
-import { display, type Json } from "./schema";
+import type { Json } from "./schema";
+import { Sidebar } from "./sidebar";
 import { type TailStatus, ThreadTail } from "./sse";
 import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread";
 
 /** The server's expiry run on the thread log (``pausemesh.agui.run.expiry``). */
 const EXPIRED_EVENT = "pausemesh.interrupts_expired";
 const EXPIRY_RUN = "pausemesh-expiry-";
+/** The reason of a pause someone else (a manager) decides: this page waits, it cannot answer. */
+const APPROVAL_REASON = "approval_required";
+
+/** An answer this tab tried to give that another tab may have beaten. */
+interface Race {
+  readonly before: readonly Booking[];
+  readonly choice: string | undefined;
+}
 
 interface Elements {
   readonly connection: HTMLElement;
@@ -34,6 +45,9 @@ interface Elements {
   readonly send: HTMLButtonElement;
   readonly hint: HTMLElement;
   readonly threadLabel: HTMLElement;
+  readonly chatTitle: HTMLElement;
+  readonly threadList: HTMLUListElement;
+  readonly sidebarStatus: HTMLElement;
 }
 
 export class ChatApp {
@@ -53,6 +67,11 @@ export class ChatApp {
   private wasLive = false;
   private expiredOnServer = false;
   private readonly items = new Map<string, HTMLLIElement>();
+  private readonly sidebar: Sidebar;
+  private readonly times: MessageTimes;
+  private race: Race | undefined;
+  private waitingCard: HTMLElement | undefined;
+  private loaded = false;
 
   constructor(
     private readonly ui: Elements,
@@ -73,6 +92,19 @@ export class ChatApp {
       threadId: this.threadId,
       onSequence: (sequence) => {
         this.seen = Math.max(this.seen, sequence);
+      },
+    });
+    this.times = new MessageTimes(this.threadId);
+    this.sidebar = new Sidebar({
+      list: ui.threadList,
+      status: ui.sidebarStatus,
+      base,
+      location,
+      current: this.threadId,
+      onCurrentTitle: (title) => {
+        const shown = title ?? UNTITLED;
+        if (ui.chatTitle.textContent !== shown) ui.chatTitle.textContent = shown;
+        ui.composer.ownerDocument.title = `${shown} · Travel assistant`;
       },
     });
     this.agent.subscribe({
@@ -105,6 +137,9 @@ export class ChatApp {
         send: byId("composer-send"),
         hint: byId("composer-hint"),
         threadLabel: byId("thread-label"),
+        chatTitle: byId("chat-title"),
+        threadList: byId("thread-list"),
+        sidebarStatus: byId("sidebar-status"),
       },
       location,
     );
@@ -113,8 +148,8 @@ export class ChatApp {
   }
 
   start(): void {
-    this.ui.threadLabel.textContent = `Conversation ${this.threadId.slice(0, 8)}`;
-    this.ui.threadLabel.title = this.threadId;
+    this.ui.threadLabel.textContent = `Conversation id: ${this.threadId}`;
+    this.sidebar.start();
     this.ui.composer.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
@@ -140,8 +175,9 @@ export class ChatApp {
       // A thread id minted just now has nothing on the server to restore.
       const restored = !this.fresh && (await this.restore());
       if (restored) this.startTail();
-      else this.setStatus("New conversation. Ask the assistant to book a flight.");
+      else this.setStatus("New conversation.");
       this.renderQuestion(true);
+      this.loaded = true;
       this.document.body.dataset["ready"] = "true";
     });
   }
@@ -178,7 +214,7 @@ export class ChatApp {
       const responses = Object.fromEntries(
         pending.map((i) => [i.id, { status: "resolved" as const, payload: answers.get(i.id) }]),
       );
-      await this.resume(buildResumeArray(pending, responses));
+      await this.resume(buildResumeArray(pending, responses), choiceOf(answers));
     });
   }
 
@@ -193,8 +229,12 @@ export class ChatApp {
     });
   }
 
-  private async resume(resume: ReturnType<typeof buildResumeArray>): Promise<void> {
+  private async resume(
+    resume: ReturnType<typeof buildResumeArray>,
+    choice?: string,
+  ): Promise<void> {
     this.question?.setBusy(true);
+    const race: Race = { before: bookingsIn(this.agent.state), choice };
     // Another tab may have answered already; if so, show what it recorded instead of racing it.
     // The server stays the judge: a resume that loses a race still comes back as a RUN_ERROR.
     const snapshot = await this.fetchSnapshot();
@@ -205,12 +245,14 @@ export class ChatApp {
     }
     const open = snapshot === undefined ? new Set<string>() : pendingIds(snapshot);
     if (!resume.every((entry) => open.has(entry.interruptId))) {
-      this.showNotice(noticeFor("ALREADY_ANSWERED", undefined));
+      this.race = race;
       await this.restore();
+      this.settleRace();
       this.renderQuestion(false);
       this.ui.input.focus();
       return;
     }
+    this.race = race;
     await this.run({ resume });
     if (this.agent.pendingInterrupts.length === 0) this.ui.input.focus();
   }
@@ -233,16 +275,24 @@ export class ChatApp {
     }
     const error = this.lastRunError();
     const notice = failure ?? (error === undefined ? undefined : noticeFor(error.code, error.message));
-    if (notice !== undefined) {
+    const lost = notice !== undefined && (notice.kind === "conflict" || notice.kind === "busy");
+    if (lost && this.race !== undefined) {
+      // Another tab's answer won: say what it recorded, not "busy, try again".
+      await this.restore();
+      this.settleRace();
+    } else if (notice !== undefined) {
+      this.race = undefined;
       this.showNotice(notice);
       if (notice.resync) await this.restore();
-    } else if (this.tailMaxDuringRun > this.seen) {
-      await this.restore();
+    } else {
+      this.race = undefined;
+      if (this.tailMaxDuringRun > this.seen) await this.restore();
     }
     const reached = failure?.kind !== "offline";
     // The thread exists once a run reached the server; only then is there a log to follow.
     if (reached) this.startTail();
     this.renderQuestion(true);
+    void this.sidebar.refresh();
     return reached;
   }
 
@@ -287,6 +337,27 @@ export class ChatApp {
     }
   }
 
+  /**
+   * After this tab's answer lost to another tab's: once the thread shows the question closed,
+   * say plainly what was recorded; while the other tab's run is still going, say so and wait
+   * (its end arrives on the live tail, which comes back here).
+   */
+  private settleRace(): void {
+    const race = this.race;
+    if (race === undefined) return;
+    if (this.agent.pendingInterrupts.length > 0 && !this.agent.pendingInterrupts.some(isApproval)) {
+      this.showNotice({
+        kind: "info",
+        message: "Another tab is answering this question right now. The result appears here when it is recorded.",
+        resync: false,
+      });
+      return;
+    }
+    this.race = undefined;
+    const after = bookingsIn(this.agent.state);
+    this.showNotice({ kind: "info", message: recordedOutcome(race.before, after, race.choice), resync: false });
+  }
+
   // ---- live tail -------------------------------------------------------------------------
 
   private startTail(): void {
@@ -323,7 +394,7 @@ export class ChatApp {
         this.setStatus("Reconnected. The conversation is up to date.");
         this.scheduleResync();
       } else {
-        this.setStatus("Connected. Changes made in other tabs appear here.");
+        this.setStatus("Connected: changes from other tabs appear live.");
       }
       this.wasLive = true;
       this.ui.connection.dataset["state"] = "live";
@@ -342,14 +413,25 @@ export class ChatApp {
     this.resyncTimer = window.setTimeout(() => {
       this.resyncTimer = undefined;
       this.enqueue(async () => {
-        const before = pendingKey(this.agent.pendingInterrupts);
+        const pendingBefore = this.agent.pendingInterrupts;
+        const before = pendingKey(pendingBefore);
+        const bookingsBefore = bookingsIn(this.agent.state);
         if (!(await this.restore())) return;
-        if (before !== "" && before !== pendingKey(this.agent.pendingInterrupts)) {
-          this.showNotice(this.expiredOnServer ? QUESTION_EXPIRED : ANSWERED_ELSEWHERE);
+        const changed = before !== "" && before !== pendingKey(this.agent.pendingInterrupts);
+        if (this.race !== undefined) {
+          this.settleRace();
+        } else if (changed && this.expiredOnServer) {
+          this.showNotice(QUESTION_EXPIRED);
+        } else if (changed && pendingBefore.some(isApproval)) {
+          this.showNotice({ kind: "info", message: approvalOutcome(bookingsBefore, bookingsIn(this.agent.state)), resync: false });
+        } else if (changed) {
+          const outcome = recordedOutcome(bookingsBefore, bookingsIn(this.agent.state), undefined);
+          this.showNotice({ ...ANSWERED_ELSEWHERE, message: outcome });
         }
         this.expiredOnServer = false;
         this.ui.typing.hidden = true;
         this.renderQuestion(false);
+        void this.sidebar.refresh();
       });
     }, 120);
   }
@@ -381,6 +463,16 @@ export class ChatApp {
         const body = document.createElement("p");
         body.className = "body";
         item.append(who, body);
+        // Messages restored when the page loads were first seen earlier (or elsewhere).
+        if (this.loaded) this.times.note(message.id);
+        const seen = this.times.get(message.id);
+        if (seen !== undefined) {
+          const time = document.createElement("time");
+          time.className = "sent-at";
+          time.dateTime = seen.toISOString();
+          time.textContent = clock(seen);
+          who.after(time);
+        }
         this.items.set(message.id, item);
       }
       const body = item.querySelector<HTMLParagraphElement>(".body");
@@ -403,23 +495,25 @@ export class ChatApp {
   }
 
   private renderBookings(): void {
-    const bookings = (this.agent.state as { bookings?: unknown } | undefined)?.bookings;
-    const list = Array.isArray(bookings) ? bookings : [];
+    const list = bookingsIn(this.agent.state);
     this.ui.bookings.hidden = list.length === 0;
-    this.ui.bookingsList.replaceChildren(
-      ...list.map((booking: unknown) => {
-        const item = document.createElement("li");
-        item.textContent = describeBooking(booking);
-        return item;
-      }),
-    );
+    this.ui.bookingsList.replaceChildren(...list.map((booking) => bookingCard(booking)));
   }
 
   /** Shows the pending question (or removes it); `own` moves focus to a new question. */
   private renderQuestion(own: boolean): void {
     const pending = this.agent.pendingInterrupts;
     const ids = pendingKey(pending);
-    if (pending.length === 0) {
+    this.waitingCard?.remove();
+    this.waitingCard = undefined;
+    if (pending.length > 0 && pending.every(isApproval)) {
+      // A manager decides this one: show what is asked, and that the answer will come here.
+      this.question?.destroy();
+      this.question = undefined;
+      this.waitingCard = approvalWaiting(pending);
+      this.ui.question.append(this.waitingCard);
+      this.ui.question.hidden = false;
+    } else if (pending.length === 0) {
       this.question?.destroy();
       this.question = undefined;
     } else if (this.question === undefined || pendingKey(this.question.interrupts) !== ids) {
@@ -442,9 +536,11 @@ export class ChatApp {
     const waiting = pending.length > 0;
     this.ui.input.disabled = waiting || this.running;
     this.ui.send.disabled = waiting || this.running;
-    this.ui.hint.textContent = waiting
-      ? "Answer or cancel the assistant's question above to continue."
-      : "Enter sends, Shift+Enter adds a line.";
+    this.ui.hint.textContent = !waiting
+      ? "Enter sends, Shift+Enter adds a line."
+      : this.waitingCard !== undefined
+        ? "Waiting for a manager's approval; this conversation continues by itself."
+        : "Answer or cancel the assistant's question above to continue.";
   }
 
   private setBusy(busy: boolean): void {
@@ -496,17 +592,102 @@ function messageText(message: Message): string | undefined {
   return undefined;
 }
 
-function describeBooking(booking: unknown): string {
-  if (typeof booking === "string") return booking;
-  if (typeof booking === "object" && booking !== null) {
-    const record = booking as Record<string, unknown>;
-    const flight = record["flight"];
-    const rest = Object.entries(record)
-      .filter(([key, value]) => key !== "flight" && (typeof value === "string" || typeof value === "number"))
-      .map(([key, value]) => `${key}: ${String(value)}`);
-    if (typeof flight === "string") return rest.length > 0 ? `${flight} (${rest.join(", ")})` : flight;
+function isApproval(interrupt: Interrupt): boolean {
+  return interrupt.reason === APPROVAL_REASON;
+}
+
+/** What the person sees once a manager decided their approval request. */
+function approvalOutcome(before: readonly Booking[], after: readonly Booking[]): string {
+  const known = new Set(before.map((b) => b.confirmation ?? b.flight));
+  const added = after.filter((b) => !known.has(b.confirmation ?? b.flight));
+  if (added.length === 0) return "A manager answered your approval request; nothing was booked.";
+  const booking = added[0] as Booking;
+  const code = booking.confirmation === undefined ? "" : ` (confirmation ${booking.confirmation})`;
+  return `A manager approved it: flight ${booking.flight} is booked${code}.`;
+}
+
+/** The flight code an answer names, for "your choice (PM303) was not used". */
+function choiceOf(answers: ReadonlyMap<string, Json>): string | undefined {
+  for (const answer of answers.values()) {
+    const flight = (answer as { flight?: unknown } | null)?.flight;
+    if (typeof flight === "string") return flight;
   }
-  return display(booking as Json);
+  return undefined;
+}
+
+function approvalWaiting(pending: readonly Interrupt[]): HTMLElement {
+  const card = document.createElement("div");
+  card.className = "waiting-approval";
+  const heading = document.createElement("h2");
+  heading.id = "question-heading";
+  heading.textContent = "Waiting for a manager's approval";
+  card.append(heading);
+  for (const interrupt of pending) {
+    const terms = document.createElement("p");
+    terms.textContent = interrupt.message ?? "An approval was requested.";
+    card.append(terms);
+  }
+  const note = document.createElement("p");
+  note.className = "hint";
+  note.textContent = "You can leave this page; the booking shows here once a manager decides.";
+  card.append(note);
+  return card;
+}
+
+function bookingCard(booking: Booking): HTMLLIElement {
+  const item = document.createElement("li");
+  item.className = "booking-card";
+  const title = document.createElement("p");
+  title.className = "booking-title";
+  title.textContent = `Flight ${booking.flight}${booking.destination === undefined ? "" : ` to ${booking.destination}`}`;
+  const facts = document.createElement("dl");
+  const fact = (term: string, value: string): void => {
+    const dt = document.createElement("dt");
+    dt.textContent = term;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    facts.append(dt, dd);
+  };
+  if (booking.confirmation !== undefined) fact("Confirmation", booking.confirmation);
+  for (const [term, value] of booking.details) fact(term, value);
+  item.append(title, facts);
+  return item;
+}
+
+/**
+ * When each message was first seen in this browser (AG-UI messages carry no time): kept in
+ * localStorage per thread, so a reload still shows it; a message first seen elsewhere has none.
+ */
+class MessageTimes {
+  private readonly key: string;
+  private readonly known: Record<string, number>;
+
+  constructor(threadId: string) {
+    this.key = `pausemesh.times.${threadId}`;
+    let stored: unknown;
+    try {
+      stored = JSON.parse(localStorage.getItem(this.key) ?? "{}");
+    } catch {
+      stored = {};
+    }
+    this.known = typeof stored === "object" && stored !== null ? (stored as Record<string, number>) : {};
+  }
+
+  get(id: string): Date | undefined {
+    const at = this.known[id];
+    return typeof at === "number" ? new Date(at) : undefined;
+  }
+
+  /** Marks `id` as seen now unless it was seen before (`restored` messages are not new). */
+  note(id: string): void {
+    if (id in this.known) return;
+    this.known[id] = Date.now();
+    try {
+      localStorage.setItem(this.key, JSON.stringify(this.known));
+    } catch {
+      // Storage full or disabled: the time is just not shown after a reload.
+    }
+  }
 }
 
 function scrollToEnd(list: HTMLElement): void {

@@ -8,7 +8,12 @@ import { display, type Field, formModel, type Json, validate } from "./schema";
 export interface QuestionHandlers {
   /** The complete batch of answers, keyed by interrupt id. */
   readonly onAnswer: (answers: ReadonlyMap<string, Json>) => void;
-  readonly onCancel: () => void;
+  /** Without it there is no cancel button (an approver decides; withdrawing is not theirs). */
+  readonly onCancel?: () => void;
+  /** Prefix for element ids, so several forms can share a page. */
+  readonly idPrefix?: string;
+  /** The heading, instead of "The assistant needs your answer". */
+  readonly heading?: string;
 }
 
 export class QuestionForm {
@@ -25,17 +30,19 @@ export class QuestionForm {
     private readonly handlers: QuestionHandlers,
   ) {
     container.replaceChildren();
-    this.heading = el("h2", { id: "question-heading", tabindex: "-1" });
+    const prefix = handlers.idPrefix ?? "question";
+    this.heading = el("h2", { id: `${prefix}-heading`, tabindex: "-1" });
     this.heading.textContent =
-      interrupts.length === 1
+      handlers.heading ??
+      (interrupts.length === 1
         ? "The assistant needs your answer"
-        : `The assistant needs ${interrupts.length} answers`;
-    this.form = el("form", { novalidate: "", "aria-describedby": "question-error" });
-    this.error = el("p", { id: "question-error", class: "field-error", role: "alert" });
+        : `The assistant needs ${interrupts.length} answers`);
+    this.form = el("form", { novalidate: "", "aria-describedby": `${prefix}-error` });
+    this.error = el("p", { id: `${prefix}-error`, class: "field-error", role: "alert" });
     this.error.hidden = true;
     const instant = interrupts.length === 1 && isSingleChoice(interrupts[0]);
     this.blocks = interrupts.map((interrupt, index) => {
-      const block = new InterruptBlock(interrupt, index, instant, () => this.submit());
+      const block = new InterruptBlock(interrupt, `${prefix}-q${index}`, instant, () => this.submit());
       this.form.append(block.fieldset);
       return block;
     });
@@ -45,12 +52,15 @@ export class QuestionForm {
       send.textContent = interrupts.length === 1 ? "Send answer" : "Send answers";
       actions.append(send);
     }
-    const cancel = el("button", { type: "button", class: "secondary" });
-    cancel.textContent = interrupts.length === 1 ? "Cancel this question" : "Cancel these questions";
-    cancel.addEventListener("click", () => {
-      if (!this.busy) this.handlers.onCancel();
-    });
-    actions.append(cancel);
+    const onCancel = handlers.onCancel;
+    if (onCancel !== undefined) {
+      const cancel = el("button", { type: "button", class: "secondary" });
+      cancel.textContent = interrupts.length === 1 ? "Cancel this question" : "Cancel these questions";
+      cancel.addEventListener("click", () => {
+        if (!this.busy) onCancel();
+      });
+      actions.append(cancel);
+    }
     this.form.append(this.error, actions);
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -126,11 +136,10 @@ class InterruptBlock {
 
   constructor(
     readonly interrupt: Interrupt,
-    index: number,
+    prefix: string,
     instant: boolean,
     submit: () => void,
   ) {
-    const prefix = `q${index}`;
     this.fieldset = el("fieldset", { class: "interrupt" });
     const legend = el("legend");
     legend.textContent = interrupt.message ?? "The assistant needs your input.";
@@ -225,9 +234,10 @@ class FieldControl {
         this.element = el("div", { class: "field" });
         this.element.append(group, this.error);
       }
-      for (const option of options) {
+      for (const [index, option] of options.entries()) {
         const button = el("button", { type: "button", class: "choice" });
-        button.textContent = display(option);
+        // A titled option (a flight's times and price) reads as its title; the value is sent.
+        button.textContent = field.kind === "choice" ? (field.titles[index] ?? display(option)) : display(option);
         button.dataset["value"] = JSON.stringify(option);
         if (!instant) button.setAttribute("aria-pressed", "false");
         button.addEventListener("click", () => {
@@ -340,6 +350,7 @@ function freeTextField(): Field {
     kind: "text",
     required: false,
     options: [],
+    titles: [],
     schema: { type: "string" },
   };
 }

@@ -15,6 +15,8 @@ export interface Field {
   readonly required: boolean;
   /** For "choice": the allowed values, in schema order. */
   readonly options: readonly Json[];
+  /** For "choice": each option's title (`enumNames`, or `oneOf` entries' `title`), if any. */
+  readonly titles: readonly (string | undefined)[];
   readonly schema: Record<string, unknown>;
 }
 
@@ -40,6 +42,7 @@ export function formModel(schema: unknown): FormModel {
       kind: fieldKind(property),
       required: required.has(name),
       options: choiceOptions(property),
+      titles: choiceTitles(property),
       schema: property,
     };
   });
@@ -64,6 +67,23 @@ function fieldKind(property: Record<string, unknown>): FieldKind {
     default:
       return "json";
   }
+}
+
+/** The titles a schema gives its options: `enumNames` beside `enum`, or `oneOf[].title`. */
+export function choiceTitles(property: Record<string, unknown>): readonly (string | undefined)[] {
+  const options = choiceOptions(property);
+  const names = property["enumNames"];
+  if (Array.isArray(property["enum"]) && Array.isArray(names)) {
+    return options.map((_, i) => (typeof names[i] === "string" ? (names[i] as string) : undefined));
+  }
+  const oneOf = property["oneOf"] ?? property["anyOf"];
+  if (Array.isArray(oneOf)) {
+    return options.map((_, i) => {
+      const title = asObject(oneOf[i])["title"];
+      return typeof title === "string" ? title : undefined;
+    });
+  }
+  return options.map(() => undefined);
 }
 
 function choiceOptions(property: Record<string, unknown>): readonly Json[] {

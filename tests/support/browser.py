@@ -128,7 +128,8 @@ def bookings(server: ServerProcess, thread: str) -> list[dict[str, Any]]:
 
 
 def flight(page: Page, number: str) -> Any:
-    return page.get_by_role("button", name=number, exact=True)
+    """The option button for flight ``number`` (its name may go on: times, price)."""
+    return page.get_by_role("button", name=re.compile(rf"^{re.escape(number)}\b"))
 
 
 def ask(page: Page) -> None:
