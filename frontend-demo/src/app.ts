@@ -516,6 +516,7 @@ export class ChatApp {
     } else if (pending.length === 0) {
       this.question?.destroy();
       this.question = undefined;
+      this.ui.question.hidden = true;
     } else if (this.question === undefined || pendingKey(this.question.interrupts) !== ids) {
       this.question?.destroy();
       this.question = new QuestionForm(this.ui.question, pending, {

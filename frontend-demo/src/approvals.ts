@@ -172,7 +172,11 @@ export class ApprovalsView {
     this.done.set(row.continuationId, outcome.textContent);
     form?.destroy();
     card.querySelector(".question")?.remove();
-    card.append(outcome);
+    // What was decided stays on the card, with the outcome under it.
+    const terms = doc.createElement("p");
+    terms.className = "approval-terms";
+    terms.textContent = row.message;
+    card.append(terms, outcome);
     card.classList.add("decided");
   }
 }

@@ -14,6 +14,8 @@ from litestar.datastructures import CacheControlHeader
 from litestar.plugins import InitPlugin
 from litestar.static_files import create_static_files_router
 
+from pausemesh.demo.people import demo_people
+
 __all__ = ("STATIC_DIR", "DemoSitePlugin", "demo_site_router")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -44,5 +46,5 @@ class DemoSitePlugin(InitPlugin):
         self.path = path
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        app_config.route_handlers.append(demo_site_router(self.path))
+        app_config.route_handlers.extend([demo_people, demo_site_router(self.path)])
         return app_config
