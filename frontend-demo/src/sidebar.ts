@@ -57,7 +57,8 @@ export class Sidebar {
     }
     const current = this.rows.find((r) => r.threadId === this.options.current);
     this.options.onCurrentTitle(current?.title);
-    this.render();
+    // A periodic refresh must not wipe a name being typed; the list updates after it.
+    if (this.editing === undefined) this.render();
   }
 
   private render(): void {
