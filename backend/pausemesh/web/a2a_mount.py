@@ -110,6 +110,11 @@ PUSH_JWKS_EXTENSION = "https://pausemesh.dev/a2a/extensions/push-jwks/v1"
 # What starts an agent's work, per binding (PAUSEMESH_RATE_LIMIT counts these).
 _WORK_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
 _WORK_PATHS = ("/message:send", "/message:stream")
+# Requests whose answer is an SSE stream held open (each takes a stream slot).
+_STREAM_METHODS = frozenset(
+    {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+)
+_STREAM_PATHS = ("/message:stream", ":subscribe")
 
 
 class _ClientMistakesAreWarnings(logging.Filter):
@@ -414,10 +419,18 @@ class A2APlugin(ProtocolMount):
             checked = await plugin.read_json_body(scope, receive, send)
             if checked is None:
                 return
-            with call_span("a2a.call", scope):
-                await app(scope, checked, send)  # type: ignore[arg-type]
+            async with plugin.stream_slot(scope, send) as admitted:
+                if not admitted:
+                    return
+                with call_span("a2a.call", scope):
+                    await app(scope, checked, send)  # type: ignore[arg-type]
 
         return a2a_endpoint
+
+    def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
+        if _is_jsonrpc(scope):
+            return rpc_method in _STREAM_METHODS
+        return scope["path"].rstrip("/").endswith(_STREAM_PATHS)
 
     def starts_work(self, scope: Scope, message: Any) -> bool:
         if _is_jsonrpc(scope):

@@ -5,8 +5,8 @@
   ``tools/call``, A2A ``SendMessage``/``SendStreamingMessage``. 429 ``RATE_LIMITED`` with
   ``Retry-After``. The counters are the store's when it shares them (PostgreSQL), else this
   process's.
-* ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open AG-UI SSE streams per principal in this
-  process; 429 ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
+* ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open SSE streams per principal in this process
+  (AG-UI here; MCP and A2A in ``ProtocolMount.stream_slot``, on the same slots); 429 ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
 * ``PAUSEMESH_SEND_TIMEOUT_SECONDS``: ``SendTimeoutGuard`` drops an SSE reader that accepts no
   write for that long, so a stalled client holds neither memory nor a run.
 * While the process drains (SIGTERM), runs and tails are refused: 503 ``SERVER_SHUTTING_DOWN``.
@@ -28,6 +28,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from pausemesh.bootstrap import Runtime
 from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
 from pausemesh.core.limits import StreamSlot
+from pausemesh.core.telemetry import RATE_LIMITED, count
 
 __all__ = ("Limits", "SendTimeoutGuard", "limit_key")
 
@@ -81,6 +82,7 @@ class Limits:
         retry_after = await limiter.hit(key, rule, time.time())
         if retry_after is not None:
             _log.info("rate limit reached for %s; retry after %ds", key, retry_after)
+            count(RATE_LIMITED, "RATE_LIMITED")
             raise RateLimitedError(retry_after)
 
     def stream(
@@ -99,6 +101,7 @@ class Limits:
         try:
             slot = self._runtime.streams.acquire(key)
         except TooManyStreamsError:
+            count(RATE_LIMITED, "TOO_MANY_STREAMS")
             _log.info("stream cap reached for %s", key)
             raise
         return _held(slot, frames)

@@ -205,12 +205,15 @@ class McpPlugin(ProtocolMount):
             # Tasks (2025-11-25) are answered here: the SDK does not route them.
             body = await read_body(checked, plugin.pausemesh.config.settings.max_payload_bytes)
             exchange = plugin.tasks.claims(scope, body)
-            with call_span("mcp.call", scope):
-                if exchange is not None:
-                    await plugin.tasks.handle(scope, receive, send, exchange)
+            async with plugin.stream_slot(scope, send) as admitted:
+                if not admitted:
                     return
-                checked = replay_body(body, receive)
-                await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
+                with call_span("mcp.call", scope):
+                    if exchange is not None:
+                        await plugin.tasks.handle(scope, receive, send, exchange)
+                        return
+                    checked = replay_body(body, receive)
+                    await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint
 
@@ -258,6 +261,10 @@ class McpPlugin(ProtocolMount):
             return document(request_origin(request.scope))
 
         return [mcp_resource_metadata, server_resource_metadata]
+
+    def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
+        # The standalone GET stream, and a task's result stream (it waits for the answer).
+        return scope.get("method") == "GET" or rpc_method == "tasks/result"
 
     def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
         return "tools/call" in jsonrpc_methods(message)

@@ -10,9 +10,10 @@ runs gets an RFC 9457 problem body (``send_problem``).
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import msgspec
@@ -21,13 +22,13 @@ from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from pausemesh.core.errors import RateLimitedError, UnauthenticatedError
+from pausemesh.core.errors import RateLimitedError, TooManyStreamsError, UnauthenticatedError
 from pausemesh.core.principal_handoff import (
     PRINCIPAL_SCOPE_KEY,
     ROLES_SCOPE_KEY,
     principal_in_scope,
 )
-from pausemesh.core.telemetry import span
+from pausemesh.core.telemetry import RATE_LIMITED, count, span
 from pausemesh.web.auth import resolve_identity
 from pausemesh.web.body_guard import (
     BodyTooLarge,
@@ -38,7 +39,7 @@ from pausemesh.web.body_guard import (
     replay_body,
 )
 from pausemesh.web.browser import browser_refusal
-from pausemesh.web.limits import Limits
+from pausemesh.web.limits import Limits, limit_key
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
@@ -78,6 +79,8 @@ def request_origin(scope: Scope) -> str:
 
 
 # Where ``read_json_body`` leaves the JSON-RPC method it saw, for the call's span.
+_log = logging.getLogger("pausemesh.web")
+
 _RPC_METHOD_KEY = "pausemesh.rpc_method"
 _MAX_METHOD = 64
 
@@ -306,6 +309,33 @@ class ProtocolMount(InitPlugin):
             await self.refuse_rate_limited(scope, send, error.retry_after, message)
             return False
         return True
+
+    def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:  # noqa: ARG002 - for subclasses
+        """Whether this request holds an SSE stream open (it then takes a stream slot)."""
+        return False
+
+    @asynccontextmanager
+    async def stream_slot(self, scope: Scope, send: Send) -> AsyncIterator[bool]:
+        """Hold one of the caller's stream slots while a request that opens an SSE stream is
+        served (``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``, the same count as the AG-UI streams);
+        yields False once it answered 429 ``TOO_MANY_STREAMS`` (nothing handed over)."""
+        method: Any = scope.get(_RPC_METHOD_KEY)
+        if not self.opens_stream(scope, method if isinstance(method, str) else None):
+            yield True
+            return
+        key = limit_key(principal_in_scope(scope), scope)
+        try:
+            slot = self.pausemesh.runtime.streams.acquire(key)
+        except TooManyStreamsError as error:
+            _log.info("stream cap reached for %s", key)
+            count(RATE_LIMITED, "TOO_MANY_STREAMS")
+            await send_encoded(send, problem_for(error))
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            slot.release()
 
     def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - for subclasses
         """Whether this request starts work (a tool call, a message to an agent)."""
