@@ -268,3 +268,33 @@ async def test_roles_from_the_identity_provider_grant_the_permissions_the_config
     assert status["permission"] == ["inspect"]
     assert (nothing["status"], nothing["reason"]) == ("DENIED", "INSPECT_NOT_PERMITTED")
     assert [line["order_id"] for line in case.lines()] == ["A-1"]
+
+
+async def test_the_gateways_http_mount_has_the_body_limit_and_json_checks_of_mcp(
+    case: GatewayCase,
+) -> None:
+    case.pin()
+    with case.http() as server:
+        url = server.url("/mcp")
+        headers = {"accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            huge = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y" * 200_000}}
+            too_large = await http.post(url, json=huge)
+            not_json = await http.post(
+                url, content=b"{not json", headers={"content-type": "application/json"}
+            )
+            not_rpc = await http.post(url, json={"hello": "world"})
+        # Nothing reached the SDK or the upstream, and the gateway still works.
+        ran = await _as_anonymous(url)
+    assert too_large.status_code == 413
+    assert too_large.json()["code"] == "PAYLOAD_TOO_LARGE"
+    assert not_json.status_code == 400
+    assert not_json.json()["error"]["code"] == -32700
+    assert not_rpc.status_code == 400
+    assert not_rpc.json()["error"]["code"] == -32600
+    assert ran["status"] == "RESPONSE_RETAINED"
+    assert len(case.lines()) == 1
+
+
+async def _as_anonymous(url: str) -> dict[str, Any]:
+    return await _with_headers(url, {}, "create_invoice", invoice())

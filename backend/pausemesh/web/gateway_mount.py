@@ -34,8 +34,13 @@ from pausemesh.gateway.lock import GatewayLock
 from pausemesh.gateway.server import GatewayServer
 from pausemesh.mcp.pauses import McpPauses, principal_of, roles_of
 from pausemesh.mcp.state import KeyedRequestStateCodec
-from pausemesh.web.mcp_mount import principal_binding, quietly_build_server, transport_security
-from pausemesh.web.protocol_mount import ProtocolMount, send_problem
+from pausemesh.web.mcp_mount import (
+    McpRules,
+    principal_binding,
+    quietly_build_server,
+    transport_security,
+)
+from pausemesh.web.protocol_mount import send_problem
 
 __all__ = ("APPROVAL_SCHEMA", "GatewayMount", "build_gateway_server", "mcp_approver")
 
@@ -109,7 +114,7 @@ def build_gateway_server(
     )
 
 
-class GatewayMount(ProtocolMount):
+class GatewayMount(McpRules):
     """Adds the gateway at ``path`` to an app that also has a ``PauseMeshPlugin``."""
 
     __slots__ = ("_running", "config", "gateway", "lock", "path", "server", "worker")
@@ -172,7 +177,13 @@ class GatewayMount(ProtocolMount):
                 return
             if not await mount.admit(scope, receive, send):
                 return
-            await mount.server.session_manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+            # The same body limit, JSON-RPC checks, rate limit and stream cap as /mcp.
+            checked = await mount.read_json_body(scope, receive, send)
+            if checked is None:
+                return
+            async with mount.stream_slot(scope, send) as admitted:
+                if admitted:
+                    await mount.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return gateway_endpoint
 

@@ -114,7 +114,43 @@ def transport_security(host: str, extra_origins: tuple[str, ...] = ()) -> Transp
     )
 
 
-class McpPlugin(ProtocolMount):
+class McpRules(ProtocolMount):
+    """What an MCP streamable-HTTP mount refuses before its SDK sees a request: JSON-RPC
+    envelopes, rate limits on ``tools/call`` and stream slots (``/mcp`` and the gateway)."""
+
+    __slots__ = ()
+
+    def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
+        # The standalone GET stream, and a task's result stream (it waits for the answer).
+        return scope.get("method") == "GET" or rpc_method == "tasks/result"
+
+    def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
+        return "tools/call" in jsonrpc_methods(message)
+
+    def envelope_fault(self, scope: Scope, message: Any) -> str | None:  # noqa: ARG002 - one binding here
+        # The SDK answers a body that is JSON but not a JSON-RPC message with its validator's
+        # own text (pydantic's, with the input echoed); this answer says it in plain words.
+        return jsonrpc_envelope_fault(message)
+
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
+        await send_invalid_request(send, 400, detail)
+
+    async def refuse_rate_limited(
+        self,
+        scope: Scope,  # noqa: ARG002 - one binding here
+        send: Send,
+        retry_after: int,
+        message: Any,
+    ) -> None:
+        ids = jsonrpc_ids(message)
+        await send_jsonrpc_rate_limited(send, retry_after, ids[0] if len(ids) == 1 else None)
+
+    async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
+        # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).
+        await send_parse_error(send, 400, detail)
+
+
+class McpPlugin(McpRules):
     """Adds ``/mcp`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
     __slots__ = ("_policy", "_registrars", "_running", "path", "pauses", "server", "tasks")
@@ -261,35 +297,6 @@ class McpPlugin(ProtocolMount):
             return document(request_origin(request.scope))
 
         return [mcp_resource_metadata, server_resource_metadata]
-
-    def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
-        # The standalone GET stream, and a task's result stream (it waits for the answer).
-        return scope.get("method") == "GET" or rpc_method == "tasks/result"
-
-    def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
-        return "tools/call" in jsonrpc_methods(message)
-
-    def envelope_fault(self, scope: Scope, message: Any) -> str | None:  # noqa: ARG002 - one binding here
-        # The SDK answers a body that is JSON but not a JSON-RPC message with its validator's
-        # own text (pydantic's, with the input echoed); this answer says it in plain words.
-        return jsonrpc_envelope_fault(message)
-
-    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
-        await send_invalid_request(send, 400, detail)
-
-    async def refuse_rate_limited(
-        self,
-        scope: Scope,  # noqa: ARG002 - one binding here
-        send: Send,
-        retry_after: int,
-        message: Any,
-    ) -> None:
-        ids = jsonrpc_ids(message)
-        await send_jsonrpc_rate_limited(send, retry_after, ids[0] if len(ids) == 1 else None)
-
-    async def refuse_malformed(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
-        # What the SDK itself answers for a body it cannot parse (streamable HTTP: 400).
-        await send_parse_error(send, 400, detail)
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         pausemesh = self.attach(app_config)
