@@ -23,6 +23,7 @@ from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_
 from pausemesh.cli_inspect import (
     add_inspect_arguments,
     add_stats_arguments,
+    add_store_arguments,
     run_inspect,
     run_stats,
 )
@@ -385,17 +386,7 @@ def _open_browser_plugin(url: str) -> Any:
 
 
 def _add_purge_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-path",
-        help="SQLite file (PAUSEMESH_DATABASE_PATH, default ./data/pausemesh.db)",
-    )
-    parser.add_argument(
-        "--database-url", help="PostgreSQL URL; wins over --database-path (PAUSEMESH_DATABASE_URL)"
-    )
-    parser.add_argument(
-        "--database-schema",
-        help="PostgreSQL schema (PAUSEMESH_DATABASE_SCHEMA, default pausemesh)",
-    )
+    add_store_arguments(parser)
     parser.add_argument(
         "--older-than",
         required=True,
@@ -405,9 +396,6 @@ def _add_purge_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="list what would be erased; change nothing"
-    )
-    parser.add_argument(
-        "--env-file", default=".env", help="dotenv file to read PAUSEMESH_* from (default .env)"
     )
 
 

@@ -22,13 +22,20 @@ import msgspec
 from pausemesh.core.errors import StoreError
 from pausemesh.settings import load_settings
 
-__all__ = ("add_inspect_arguments", "add_stats_arguments", "run_inspect", "run_stats")
+__all__ = (
+    "add_inspect_arguments",
+    "add_stats_arguments",
+    "add_store_arguments",
+    "run_inspect",
+    "run_stats",
+)
 
 _EXIT_NOT_FOUND = 1
 _EXIT_STORE = 2
 
 
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The store flags every offline command takes (``inspect``, ``stats``, ``purge``)."""
     parser.add_argument(
         "--database-path",
         help="SQLite file (PAUSEMESH_DATABASE_PATH, default ./data/pausemesh.db)",
@@ -55,11 +62,11 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
     ):
         sub = kinds.add_parser(kind, help=summary, description=summary)
         sub.add_argument("id", metavar="ID")
-        _add_store_arguments(sub)
+        add_store_arguments(sub)
 
 
 def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_store_arguments(parser)
+    add_store_arguments(parser)
 
 
 class _NotFoundError(Exception):

@@ -16,12 +16,10 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-from pausemesh.stores.postgres.migrate import migrate
 from tests.protocols.test_mcp_lasting_pauses import asked_then_gone, legacy_call_to
 from tests.protocols.test_mcp_router import TOOL, _continuation_in
-from tests.reliability.test_postgres_protocols import Replicas
+from tests.reliability.test_postgres_protocols import Replicas, running_replicas
 from tests.support.mcp_state import continuation_of
-from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.protocol_clients import continuation_status, flight_answer, tool_round
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -29,16 +27,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 @pytest.fixture(name="replicas", scope="module")
 async def replicas_fixture() -> AsyncIterator[Replicas]:
-    await require_postgres()
-    schema = fresh_schema("pm_mcp_lasting")
-    await migrate(DATABASE_URL, schema=schema)
-    replicas = Replicas(schema)
-    try:
-        await asyncio.gather(*(asyncio.to_thread(s.start) for s in replicas.servers))
+    async with running_replicas("pm_mcp_lasting") as replicas:
         yield replicas
-    finally:
-        await asyncio.gather(*(asyncio.to_thread(s.close) for s in replicas.servers))
-        await drop_schema(schema)
 
 
 def answering(flight: str, seen: list[Any]) -> Any:

@@ -15,27 +15,17 @@ from typing import Any
 import httpx
 import pytest
 
-from pausemesh.stores.postgres.migrate import migrate
 from tests.protocols.test_mcp_router import TOOL
-from tests.reliability.test_postgres_protocols import Replicas
+from tests.reliability.test_postgres_protocols import Replicas, running_replicas
 from tests.support.mcp_tasks_client import TasksClient, tasks_client_python
-from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture(name="replicas", scope="module")
 async def replicas_fixture() -> AsyncIterator[Replicas]:
-    await require_postgres()
-    schema = fresh_schema("pm_mcp_tasks")
-    await migrate(DATABASE_URL, schema=schema)
-    replicas = Replicas(schema)
-    try:
-        await asyncio.gather(*(asyncio.to_thread(s.start) for s in replicas.servers))
+    async with running_replicas("pm_mcp_tasks") as replicas:
         yield replicas
-    finally:
-        await asyncio.gather(*(asyncio.to_thread(s.close) for s in replicas.servers))
-        await drop_schema(schema)
 
 
 def clients(replicas: Replicas) -> tuple[TasksClient, TasksClient]:

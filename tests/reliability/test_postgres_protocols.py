@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import httpx
@@ -56,10 +57,11 @@ class Replicas:
         return count
 
 
-@pytest.fixture(name="replicas", scope="module")
-async def replicas_fixture() -> AsyncIterator[Replicas]:
+@asynccontextmanager
+async def running_replicas(prefix: str) -> AsyncIterator[Replicas]:
+    """Two demo replicas on a fresh migrated schema (named ``prefix_…``), gone afterwards."""
     await require_postgres()
-    schema = fresh_schema("pm_protocols")
+    schema = fresh_schema(prefix)
     await migrate(DATABASE_URL, schema=schema)
     replicas = Replicas(schema)
     try:
@@ -68,6 +70,12 @@ async def replicas_fixture() -> AsyncIterator[Replicas]:
     finally:
         await asyncio.gather(*(asyncio.to_thread(s.close) for s in replicas.servers))
         await drop_schema(schema)
+
+
+@pytest.fixture(name="replicas", scope="module")
+async def replicas_fixture() -> AsyncIterator[Replicas]:
+    async with running_replicas("pm_protocols") as replicas:
+        yield replicas
 
 
 async def mcp_round(
