@@ -9,7 +9,7 @@ failure there leaks Python text or ends in a 500. So the mount reads the body it
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 from litestar.types import HTTPRequestEvent, Receive, ReceiveMessage, Scope
@@ -17,9 +17,10 @@ from litestar.types import HTTPRequestEvent, Receive, ReceiveMessage, Scope
 __all__ = (
     "MAX_JSON_DEPTH",
     "BodyTooLarge",
+    "MalformedJsonError",
     "declared_length",
+    "decode_json",
     "has_body",
-    "json_fault",
     "read_body",
     "replay_body",
 )
@@ -97,15 +98,19 @@ def _too_deep(value: object) -> bool:
     return False
 
 
-def json_fault(body: bytes) -> str | None:
-    """Why ``body`` is not acceptable JSON text, in words fit for a client; None if it is."""
+class MalformedJsonError(ValueError):
+    """A body that is not acceptable JSON text; its message is fit for a client."""
+
+
+def decode_json(body: bytes) -> Any:
+    """``body`` decoded, once; ``MalformedJsonError`` when it is not acceptable JSON text."""
     try:
         value = msgspec.json.decode(body)
     except RecursionError:
-        return "The request body is nested too deeply"
+        raise MalformedJsonError("The request body is nested too deeply") from None
     except (msgspec.DecodeError, UnicodeDecodeError):
         # msgspec also refuses NaN/Infinity and escaped lone surrogates here.
-        return "The request body is not valid UTF-8 JSON"
+        raise MalformedJsonError("The request body is not valid UTF-8 JSON") from None
     if _too_deep(value):
-        return "The request body is nested too deeply"
-    return None
+        raise MalformedJsonError("The request body is nested too deeply")
+    return value

@@ -39,10 +39,10 @@ from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.mcp.tasks import McpTasks
-from pausemesh.web.body_guard import read_body, replay_body
 from pausemesh.web.mcp_tasks import McpTaskEndpoint, declare_tasks_capability
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
+    MESSAGE_SCOPE_KEY,
     ProtocolMount,
     call_span,
     jsonrpc_envelope_fault,
@@ -239,8 +239,7 @@ class McpPlugin(McpRules):
             if checked is None:
                 return
             # Tasks (2025-11-25) are answered here: the SDK does not route them.
-            body = await read_body(checked, plugin.pausemesh.config.settings.max_payload_bytes)
-            exchange = plugin.tasks.claims(scope, body)
+            exchange = plugin.tasks.claims(scope, scope.get(MESSAGE_SCOPE_KEY))
             async with plugin.stream_slot(scope, send) as admitted:
                 if not admitted:
                     return
@@ -248,7 +247,6 @@ class McpPlugin(McpRules):
                     if exchange is not None:
                         await plugin.tasks.handle(scope, receive, send, exchange)
                         return
-                    checked = replay_body(body, receive)
                     await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
 
         return mcp_endpoint

@@ -152,16 +152,13 @@ class McpTaskEndpoint:
         self._server = server
         self._continuation_in = continuation_in
 
-    def claims(self, scope: Scope, body: bytes) -> _Exchange | None:
-        """The message if it is ours: a handshake-era task request or an answer to our question."""
+    def claims(self, scope: Scope, message: Any) -> _Exchange | None:
+        """The message if it is ours: a handshake-era task request or an answer to our question
+        (``message``: the body ``read_json_body`` decoded, None without one)."""
         if scope.get("method") != "POST" or not self._tasks.enabled:
             return None
         version = _header(scope, b"mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return None
-        try:
-            message = msgspec.json.decode(body)
-        except msgspec.DecodeError:
             return None
         return _Exchange(message) if _is_ours(message) else None
 

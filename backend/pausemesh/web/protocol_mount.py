@@ -32,9 +32,10 @@ from pausemesh.core.telemetry import RATE_LIMITED, count, span
 from pausemesh.web.auth import resolve_identity
 from pausemesh.web.body_guard import (
     BodyTooLarge,
+    MalformedJsonError,
     declared_length,
+    decode_json,
     has_body,
-    json_fault,
     read_body,
     replay_body,
 )
@@ -47,6 +48,7 @@ RATE_LIMITED_RPC_CODE = -32029
 """The JSON-RPC error code of a rate-limited call (implementation-defined server range)."""
 
 __all__ = (
+    "MESSAGE_SCOPE_KEY",
     "PRINCIPAL_SCOPE_KEY",
     "RATE_LIMITED_RPC_CODE",
     "ProtocolMount",
@@ -81,6 +83,8 @@ def request_origin(scope: Scope) -> str:
 # Where ``read_json_body`` leaves the JSON-RPC method it saw, for the call's span.
 _log = logging.getLogger("pausemesh.web")
 
+MESSAGE_SCOPE_KEY = "pausemesh.json_body"
+"""Where ``read_json_body`` leaves the request's decoded JSON body."""
 _RPC_METHOD_KEY = "pausemesh.rpc_method"
 _MAX_METHOD = 64
 
@@ -271,12 +275,15 @@ class ProtocolMount(InitPlugin):
             detail = "The request body exceeds the configured limit"
             await send_problem(send, 413, "PAYLOAD_TOO_LARGE", detail)
             return None
-        fault = json_fault(body) if body else None
-        if fault is not None:
-            await self.refuse_malformed(scope, send, fault)
-            return None
         if body:
-            message = msgspec.json.decode(body)
+            try:
+                message = decode_json(body)
+            except MalformedJsonError as fault:
+                await self.refuse_malformed(scope, send, str(fault))
+                return None
+            # The decoded message stays with the request: the span reads its method, the MCP
+            # tasks router the message itself (the body is decoded once).
+            scope[MESSAGE_SCOPE_KEY] = message  # type: ignore[literal-required]
             scope[_RPC_METHOD_KEY] = _rpc_method(message)  # type: ignore[literal-required]
             if not await self._admit_message(scope, send, message):
                 return None
