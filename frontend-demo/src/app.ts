@@ -389,6 +389,11 @@ export class ChatApp {
   }
 
   private onTailStatus(status: TailStatus, detail?: string): void {
+    // The browser says it is offline: a stream that opened a moment before keeps that message.
+    if (this.document.defaultView?.navigator.onLine === false) {
+      if (status === "live") this.wasLive = true;
+      return;
+    }
     if (status === "live") {
       if (this.wasLive) {
         this.setStatus("Reconnected. The conversation is up to date.");

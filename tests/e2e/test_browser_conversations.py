@@ -23,6 +23,7 @@ from tests.support.browser import (
     ask,
     bookings,
     browser_context,
+    expect_live,
     flight,
     open_demo,
     thread_of,
@@ -222,6 +223,7 @@ def test_a_manager_approves_a_dear_flight_and_the_travellers_open_tab_shows_the_
         traveller.reload()
         expect(traveller.locator("body")).to_have_attribute("data-ready", "true")
         expect(waiting).to_be_visible()
+        expect_live(traveller)
         server.kill()
         expect(traveller.locator("#connection")).to_have_text("Connection lost. Reconnecting…")
         server.start()

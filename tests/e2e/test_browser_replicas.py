@@ -23,6 +23,7 @@ from tests.support.browser import (
     ask,
     bookings,
     browser_context,
+    expect_live,
     flight,
     open_demo,
     snapshot,
@@ -87,6 +88,7 @@ def test_a_question_asked_on_one_replica_is_answered_on_the_other_and_seen_live(
         expect(asking.locator("#question")).to_be_hidden()
         shots.take(asking, "first-replica-saw-answer-live")
 
+        expect_live(asking)
         first.kill()
         expect(asking.locator("#connection")).to_have_text("Connection lost. Reconnecting…")
         first.start()

@@ -139,6 +139,13 @@ def ask(page: Page) -> None:
     expect(flight(page, "PM202")).to_be_enabled()
 
 
+def expect_live(page: Page) -> None:
+    """Waits until the page's tail is connected, so a cut that follows is a cut of a live tail."""
+    connection = page.locator("#connection")
+    expect(connection).to_have_attribute("data-state", "live")
+    expect(connection).to_have_text(re.compile("Connected|Reconnected"))
+
+
 @contextmanager
 def chromium() -> Iterator[Browser]:
     """Headless Chromium from /usr/bin/chromium (``make browser`` installs it)."""
