@@ -27,7 +27,6 @@ from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.validation import check_id, check_idempotency_key
 from pausemesh.stores.storage import Storage
 from pausemesh.web.context import PauseMeshCaller
-from pausemesh.web.owed import OwedRuns
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import ID_PATTERN, ContinuationBody, ResumeBody, StrictBody, strict_body
 
@@ -38,7 +37,6 @@ MAX_PAGE = 200
 
 Caller = NamedDependency[PauseMeshCaller]
 StorageDep = NamedDependency[Storage]
-Owed = NamedDependency[OwedRuns]
 
 _SCHEMAS = SchemaValidatorCache(256)
 
@@ -147,7 +145,6 @@ class ApprovalController(Controller):
             ),
         ],
         caller: Caller,
-        pausemesh_owed: Owed,
     ) -> ContinuationBody:
         principal = _principal(caller)
         body = strict_body(data, ResumeBody)
@@ -170,5 +167,5 @@ class ApprovalController(Controller):
             roles=caller.roles,
         )
         # The owner's thread continues with it (an exact retry finds nothing left to run).
-        pausemesh_owed.poke(continuation)
+        caller.owed.poke(continuation)
         return ContinuationBody(continuation=continuation)

@@ -17,8 +17,6 @@ from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
 from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_idempotency_key
 from pausemesh.web.context import PauseMeshCaller
-from pausemesh.web.limits import Limits
-from pausemesh.web.owed import OwedRuns
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
 from pausemesh.web.schemas import (
@@ -55,9 +53,8 @@ IdempotencyKey = Annotated[
         description="1-200 printable characters; an exact retry returns the stored outcome",
     ),
 ]
+# One dependency per route: the caller carries the limits and the owed runs (see context.py).
 Caller = NamedDependency[PauseMeshCaller]
-WorkLimits = NamedDependency[Limits]
-Owed = NamedDependency[OwedRuns]
 # Bodies arrive as parsed JSON (``StrictBody``) and are converted strictly by ``strict_body``.
 
 
@@ -109,10 +106,9 @@ class ContinuationController(Controller):
         request: Request[Any, Any, Any],
         data: JSONBody[StrictBody[CreateBody]],
         caller: Caller,
-        pausemesh_limits: WorkLimits,
     ) -> CreatedBody:
         body = strict_body(data, CreateBody)
-        await pausemesh_limits.admit_work(caller.principal, request.scope)
+        await caller.limits.admit_work(caller.principal, request.scope)
         created = await caller.service.create(
             payload=body.payload,
             continuation_id=body.continuation_id,
@@ -170,13 +166,11 @@ class ContinuationController(Controller):
             HeaderParameter(name="pausemesh-token", required=False, include_in_schema=False),
         ],
         caller: Caller,
-        pausemesh_limits: WorkLimits,
-        pausemesh_owed: Owed,
     ) -> ContinuationBody:
         body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
         token = _resume_token(pausemesh_token, authorization, continuation_id)
-        await pausemesh_limits.admit_work(caller.principal, request.scope)
+        await caller.limits.admit_work(caller.principal, request.scope)
         continuation = await caller.service.resume(
             continuation_id=continuation_id,
             resume_token=token,
@@ -187,7 +181,7 @@ class ContinuationController(Controller):
             roles=caller.roles,
         )
         # A pause an AG-UI thread asked, decided here: the thread continues with it.
-        pausemesh_owed.poke(continuation)
+        caller.owed.poke(continuation)
         return ContinuationBody(continuation=continuation)
 
     @post(

@@ -169,18 +169,6 @@ class PauseMeshPlugin(InitPlugin):
                 limits = limits_cache[id(current)] = Limits(current)
             return limits
 
-        async def principal(request: Request[Any, Any, Any]) -> str | None:
-            return await resolve_principal(config.principal_resolver, request)
-
-        async def caller(request: Request[Any, Any, Any]) -> PauseMeshCaller:
-            service = plugin.runtime.service
-            identity = await resolve_identity(config.principal_resolver, request)
-            if identity is None:
-                return PauseMeshCaller(service=service, principal=None, config=config)
-            return PauseMeshCaller(
-                service=service, principal=identity.principal, config=config, roles=identity.roles
-            )
-
         extra: dict[str, Provide] = {}
         if config.agent is not None:
             handlers.append(AguiController)
@@ -193,6 +181,26 @@ class PauseMeshPlugin(InitPlugin):
 
         def pausemesh_owed() -> OwedRuns:
             return owed
+
+        async def principal(request: Request[Any, Any, Any]) -> str | None:
+            return await resolve_principal(config.principal_resolver, request)
+
+        async def caller(request: Request[Any, Any, Any]) -> PauseMeshCaller:
+            service = plugin.runtime.service
+            limits = pausemesh_limits()
+            identity = await resolve_identity(config.principal_resolver, request)
+            if identity is None:
+                return PauseMeshCaller(
+                    service=service, principal=None, config=config, limits=limits, owed=owed
+                )
+            return PauseMeshCaller(
+                service=service,
+                principal=identity.principal,
+                config=config,
+                limits=limits,
+                owed=owed,
+                roles=identity.roles,
+            )
 
         return Router(
             path=self.config.path,
