@@ -9,6 +9,7 @@ the line; ``RedactingFilter`` runs first on every handler ``configure_logging`` 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -50,6 +51,20 @@ class TextFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """``logging.Formatter``'s time, with the date and time of day formatted once per
+        second rather than once per line (a server writes several lines per request)."""
+        msec_format = self.default_msec_format
+        if datefmt is not None or msec_format is None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        cached, stamp = self._second
+        if cached != second:
+            stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (second, stamp)  # one assignment: a concurrent reader sees a pair
+        return msec_format % (stamp, record.msecs)
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)

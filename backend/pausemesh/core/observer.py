@@ -69,13 +69,30 @@ def _secret_key(key: object) -> bool:
     return any(s in name for s in _SECRET_KEYS)
 
 
+def _scrub(text: str) -> str:
+    # Search first: almost no text matches, and ``sub`` with a template calls back into
+    # Python on every call, match or not.
+    if _SECRET_TEXT.search(text) is None:
+        return text
+    return _SECRET_TEXT.sub(r"\1 [REDACTED]", text)
+
+
+# The exact types that never hold text: returned as they are, before any isinstance check.
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _redact(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _scrub(value)
+    if kind in _PLAIN:
+        return value
     if isinstance(value, dict):
         return {k: "[REDACTED]" if _secret_key(k) else _redact(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact(v) for v in value]
     if isinstance(value, str):
-        return _SECRET_TEXT.sub(r"\1 [REDACTED]", value)
+        return _scrub(value)
     return value
 
 
@@ -92,7 +109,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
-            record.msg = _SECRET_TEXT.sub(r"\1 [REDACTED]", record.msg)
+            record.msg = _scrub(record.msg)
         if record.args:
             record.args = (
                 tuple(_redact(a) for a in record.args)
