@@ -107,3 +107,9 @@ def configure_logging(level: str, fmt: LogFormat = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Neither format shows where a call was made, nor its thread: skip collecting them for
+    # every record, as the logging HOWTO's "Optimization" section says (a server writes
+    # several lines per request). The pid stays: worker lines are tagged with it.
+    logging._srcfile = None  # noqa: SLF001 - the documented switch for the caller lookup
+    logging.logThreads = False
+    logging.logMultiprocessing = False

@@ -69,10 +69,13 @@ def _secret_key(key: object) -> bool:
     return any(s in name for s in _SECRET_KEYS)
 
 
+_search = _SECRET_TEXT.search
+
+
 def _scrub(text: str) -> str:
     # Search first: almost no text matches, and ``sub`` with a template calls back into
     # Python on every call, match or not.
-    if _SECRET_TEXT.search(text) is None:
+    if _search(text) is None:
         return text
     return _SECRET_TEXT.sub(r"\1 [REDACTED]", text)
 
@@ -83,17 +86,31 @@ _PLAIN = frozenset({int, float, bool, type(None)})
 
 def _redact(value: Any) -> Any:
     kind = type(value)
-    if kind is str:
-        return _scrub(value)
     if kind in _PLAIN:
         return value
+    if kind is dict:
+        return _redact_fields(value)
+    if isinstance(value, str):
+        return _scrub(value)
     if isinstance(value, dict):
         return {k: "[REDACTED]" if _secret_key(k) else _redact(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact(v) for v in value]
-    if isinstance(value, str):
-        return _scrub(value)
     return value
+
+
+def _redact_fields(fields: dict[Any, Any]) -> dict[Any, Any]:
+    """``_redact`` of a dict, with its flat scalar values handled in line (the usual record)."""
+    out: dict[Any, Any] = {}
+    for key, value in fields.items():
+        kind = type(value)
+        if _secret_key(key):
+            out[key] = "[REDACTED]"
+        elif kind in _PLAIN or (kind is str and _search(value) is None):
+            out[key] = value
+        else:
+            out[key] = _redact(value)
+    return out
 
 
 class RedactingFilter(logging.Filter):
