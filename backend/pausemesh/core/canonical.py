@@ -129,9 +129,51 @@ def canonical_json(value: JSONValue) -> str:
     return "".join(out)
 
 
+class _NotPlain(Exception):  # noqa: N818 - a signal inside this module, never raised out
+    """``_check_plain`` met something only ``_encode`` may judge."""
+
+
+def _check_plain(value: Any, depth: int) -> None:
+    """Raise ``_NotPlain`` unless ``value`` is JSON made of the exact built-in types, finite
+    numbers, string keys and text without lone surrogates, nested at most ``_MAX_DEPTH``.
+
+    The check of ``_encode`` without building the text (no sorting, no escaping), for the
+    callers that only validate; anything else goes to ``_encode``, which names the problem.
+    """
+    kind = type(value)
+    if kind is str:
+        if not value.isascii() and _LONE_SURROGATE.search(value) is not None:
+            raise _NotPlain
+    elif kind is dict:
+        if depth >= _MAX_DEPTH:
+            raise _NotPlain
+        for key, item in value.items():
+            if type(key) is not str or (
+                not key.isascii() and _LONE_SURROGATE.search(key) is not None
+            ):
+                raise _NotPlain
+            _check_plain(item, depth + 1)
+    elif kind is list or kind is tuple:
+        if depth >= _MAX_DEPTH:
+            raise _NotPlain
+        for item in value:
+            _check_plain(item, depth + 1)
+    elif kind is float:
+        if not math.isfinite(value):
+            raise _NotPlain
+    elif not (kind is int or kind is bool or value is None):
+        raise _NotPlain  # a subclass or another type: ``_encode`` decides
+
+
 def check_json_value(value: object) -> None:
-    """Raise ``InvalidInputError(INVALID_PAYLOAD)`` unless ``value`` is a JSON value."""
-    canonical_json(value)
+    """Raise ``InvalidInputError(INVALID_PAYLOAD)`` unless ``value`` is a JSON value.
+
+    The same verdict and error as ``canonical_json``, without building the text.
+    """
+    try:
+        _check_plain(value, 0)
+    except (_NotPlain, RecursionError):
+        canonical_json(value)  # raises the error ``canonical_json`` names (or accepts it)
 
 
 def sha256_hex(text: str | bytes) -> str:

@@ -452,7 +452,7 @@ class ContinuationService:
     ) -> Continuation:
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
-        wanted = check_payload(payload)
+        check_payload(payload)
         for _ in range(_MAX_ATTEMPTS):
             events, state = await self._load(
                 continuation_id, principal, approver_roles=roles if as_approver else None
@@ -481,7 +481,7 @@ class ContinuationService:
                 except VersionConflictError:
                     continue
             if state.status != "pending":
-                return self._settled_resume(state, idempotency_key, wanted)
+                return self._settled_resume(state, idempotency_key, payload)
             event = ContinuationResumed(
                 schema_version=CONTINUATION_SCHEMA_VERSION,
                 continuation_id=continuation_id,
@@ -505,11 +505,12 @@ class ContinuationService:
         raise StoreError(msg, code="STORE_CONTENTION")
 
     @staticmethod
-    def _settled_resume(state: Continuation, idempotency_key: str, wanted: str) -> Continuation:
+    def _settled_resume(state: Continuation, idempotency_key: str, payload: Any) -> Continuation:
         if state.status == "resumed":
             if state.idempotency_key != idempotency_key:
                 raise TokenAlreadyUsedError(state.continuation_id)
-            if canonical_json(state.resume_payload) != wanted:
+            # Canonical text only here: a first resume never needs it (checked above).
+            if canonical_json(state.resume_payload) != canonical_json(payload):
                 raise IdempotencyConflictError(state.continuation_id)
             return state
         if state.status == "cancelled":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pausemesh.core.canonical import canonical_json
+from pausemesh.core.canonical import check_json_value
 from pausemesh.core.errors import InvalidInputError, ProtocolAdapterError
 
 __all__ = (
@@ -65,10 +65,10 @@ def check_idempotency_key(value: object) -> str:
     return value
 
 
-def check_payload(value: object, field: str = "payload") -> str:
-    """Refuse non-JSON values; return the canonical text (callers often need it next)."""
+def check_payload(value: object, field: str = "payload") -> None:
+    """Refuse non-JSON values (``INVALID_PAYLOAD`` naming ``field``)."""
     try:
-        return canonical_json(value)
+        check_json_value(value)
     except InvalidInputError as error:
         msg = f"{field} is not a JSON value: {error.message}"
         raise InvalidInputError(msg, code="INVALID_PAYLOAD", field=field) from None
