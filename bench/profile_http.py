@@ -17,7 +17,7 @@ to it.
 
 Usage: .venv/bin/python bench/profile_http.py [--lifecycles 3000] [--top 25]
        .venv/bin/python bench/profile_http.py --in-process [--lifecycles 3000] [--rounds 5]
-       [--profile]
+       [--profile] [--setting access_log=false ...]
 """
 
 from __future__ import annotations
@@ -84,6 +84,13 @@ def main() -> None:
     parser.add_argument("--in-process", action="store_true", help="drive the ASGI app directly")
     parser.add_argument("--rounds", type=int, default=5, help="--in-process: measured rounds")
     parser.add_argument("--profile", action="store_true", help="--in-process: under cProfile")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="--in-process: a setting of the app (e.g. access_log=false), repeatable",
+    )
     args = parser.parse_args()
     if args.in_process:
         in_process(args)
@@ -295,6 +302,7 @@ def in_process(args: argparse.Namespace) -> None:
                 "database_path": str(Path(tmp) / "profile.db"),
                 "log_level": args.log_level,
                 "instance_name": "profile:0",
+                **dict(setting.split("=", 1) for setting in args.setting),
             },
         )
         _configure_logging(settings)
@@ -314,6 +322,7 @@ def in_process(args: argparse.Namespace) -> None:
     print(
         f"bench/profile_http.py --in-process: {args.rounds} rounds of {args.lifecycles}"
         f" lifecycles, {args.concurrency} in flight, log level {args.log_level}"
+        f"{''.join(', ' + setting for setting in args.setting)}"
         f"{', under cProfile (inflated)' if profiler else ''}"
     )
     print("  CPU per lifecycle (ms) by round: " + " ".join(f"{p:.3f}" for p in per))
