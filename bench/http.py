@@ -11,6 +11,12 @@ and its worker processes), read from ``/proc/<pid>/stat`` over the measured wind
 run: a lifecycle is two commits, so "raw commits ÷ 2" is what SQLite alone could sustain.
 Figures, never assertions.
 
+``--reference PATH`` (a checkout or git directory of ``aantenore/pausemesh``, the TypeScript
+reference: ``git clone https://github.com/aantenore/pausemesh``) measures that server first, in
+the same run with the same client, on its own SQLite file (WAL, ``synchronous`` FULL), and
+prints the ratio ours/reference for each ``--workers`` setting. ``bench/reference.py`` builds
+it in a cache directory (with Node 24 from npm when the ``node`` on PATH is older).
+
 ``--jwt`` adds, in the same run, a second server with JWT bearer identity on
 (``PAUSEMESH_AUTH_JWKS_URL``: an RS256 key in a local JWKS file; every request carries one
 access token, verified on each request) and prints its lifecycles/s against auth off. The two
@@ -21,7 +27,7 @@ are measured in alternating rounds (``--rounds``), so background load falls on b
 and one with both off, and the ratio on/off is printed (same run, same machine load).
 
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
-       [--workers 1,2]
+       [--workers 1,2] [--reference PATH [--cache-dir DIR]]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
 """
@@ -47,6 +53,13 @@ import time  # noqa: E402
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
 from bench.core import raw_commit_rate  # noqa: E402
+from bench.reference import (  # noqa: E402
+    ReferenceServer,
+    build_reference,
+    cache_dir,
+    node_24,
+    node_version,
+)
 from tests.support.identity import SigningKey, jwt_env, write_jwks  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
@@ -210,18 +223,15 @@ def observability(args: argparse.Namespace) -> None:
     print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
 
 
-def measure(args: argparse.Namespace, tmp: str, workers: int) -> list[tuple[str, str]]:
-    database = Path(tmp) / f"bench-{workers}.db"
-    server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
-    server_args += ["--workers", str(workers)]
-    with ServerProcess(server_args, ready_path="/readyz") as server:
+def measure(args: argparse.Namespace, server: ServerProcess, label: str) -> list[tuple[str, str]]:
+    with server:
         uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
         count, latencies, wall, cpu, client_cpu = uvloop.run(
             drive(server.base_url, args.seconds, args.concurrency, server.pid)
         )
     rate = count / wall
     return [
-        ("workers", f"{workers}"),
+        ("server", label),
         ("lifecycles (create+resume)", f"{count}"),
         ("lifecycles/s", f"{rate:,.0f}"),
         ("lifecycle p50 (ms)", f"{1000 * statistics.median(latencies):.2f}"),
@@ -231,6 +241,13 @@ def measure(args: argparse.Namespace, tmp: str, workers: int) -> list[tuple[str,
         ("client CPU (% of one core)", f"{100 * client_cpu / wall:.0f}"),
         ("_rate", f"{rate}"),
     ]
+
+
+def ours(args: argparse.Namespace, tmp: str, workers: int) -> ServerProcess:
+    database = Path(tmp) / f"bench-{workers}.db"
+    server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
+    server_args += ["--workers", str(workers)]
+    return ServerProcess(server_args, ready_path="/readyz")
 
 
 def main() -> None:
@@ -250,6 +267,15 @@ def main() -> None:
         "--observability", action="store_true", help="tracing and metrics on vs off, same run"
     )
     parser.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="a checkout or git directory of aantenore/pausemesh: measure it in the same run",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help="--reference: where Node 24 and its build go"
+    )
+    parser.add_argument(
         "--rounds", type=int, default=2, help="--jwt/--observability: alternating rounds each"
     )
     args = parser.parse_args()
@@ -260,10 +286,21 @@ def main() -> None:
         observability(args)
         return
     counts = [int(n) for n in args.workers.split(",")]
+    reference = None
+    if args.reference is not None:
+        cache = args.cache_dir or cache_dir()
+        node = node_24(cache)
+        build, commit = build_reference(args.reference.resolve(), cache, node)
+        reference = (build, node, commit)
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         raw = raw_commit_rate(Path(tmp) / "raw.db", args.seconds / 2)
-        results = [measure(args, tmp, n) for n in counts]
+        results = []
+        if reference is not None:
+            build, node, _ = reference
+            server = ReferenceServer(build, node, Path(tmp) / "reference.db", args.log_level)
+            results.append(measure(args, server, "reference"))
+        results += [measure(args, ours(args, tmp, n), f"serve -w {n}") for n in counts]
 
     names = [name for name, _ in results[0] if not name.startswith("_")]
     width = max(len(name) for name in [*names, "ratio to raw commits / 2"])
@@ -272,13 +309,23 @@ def main() -> None:
     print(f"  {args.concurrency} lifecycles in flight, SQLite WAL synchronous=FULL,")
     print(f"  server log level {args.log_level}; {os.cpu_count()} cores,")
     print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
+    if reference is not None:
+        print(
+            f"  reference: aantenore/pausemesh {reference[2][:12]} on Node"
+            f" {node_version(reference[1])}, one process (SQLite WAL, synchronous FULL, one"
+            " commit per request)"
+        )
     print(
         f"  raw one-row SQLite commits/s (same disk, same run): {raw:,.0f} (÷ 2 = {raw / 2:,.0f})"
     )
     for i, name in enumerate(names):
-        print(f"  {name:<{width}}  " + "".join(f"{r[i][1]:>12}" for r in results))
-    ratios = "".join(f"{float(dict(r)['_rate']) / (raw / 2):>12.2f}" for r in results)
+        print(f"  {name:<{width}}  " + "".join(f"{r[i][1]:>13}" for r in results))
+    rates = [float(dict(r)["_rate"]) for r in results]
+    ratios = "".join(f"{rate / (raw / 2):>13.2f}" for rate in rates)
     print(f"  {'ratio to raw commits / 2':<{width}}  {ratios}")
+    if reference is not None:
+        ratios = "".join(f"{rate / rates[0]:>13.2f}" for rate in rates)
+        print(f"  {'ratio ours / reference':<{width}}  {ratios}")
 
 
 async def check_costs(jwks_uri: str, key: SigningKey, count: int = 300) -> tuple[float, float]:
