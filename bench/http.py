@@ -27,7 +27,7 @@ are measured in alternating rounds (``--rounds``), so background load falls on b
 and one with both off, and the ratio on/off is printed (same run, same machine load).
 
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
-       [--workers 1,2] [--reference PATH [--cache-dir DIR]]
+       [--workers 1,2] [--rounds 1] [--reference PATH [--cache-dir DIR]]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
 """
@@ -223,28 +223,47 @@ def observability(args: argparse.Namespace) -> None:
     print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
 
 
-def measure(args: argparse.Namespace, server: ServerProcess, label: str) -> list[tuple[str, str]]:
+class Totals:
+    """One setting's figures summed over its rounds."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.count = 0
+        self.latencies: list[float] = []
+        self.wall = self.cpu = self.client_cpu = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.wall
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("server", self.label),
+            ("lifecycles (create+resume)", f"{self.count}"),
+            ("lifecycles/s", f"{self.rate:,.0f}"),
+            ("lifecycle p50 (ms)", f"{1000 * statistics.median(self.latencies):.2f}"),
+            ("lifecycle p99 (ms)", f"{1000 * percentile(self.latencies, 0.99):.2f}"),
+            ("server CPU (% of one core)", f"{100 * self.cpu / self.wall:.0f}"),
+            ("server CPU per lifecycle (ms)", f"{1000 * self.cpu / self.count:.2f}"),
+            ("client CPU (% of one core)", f"{100 * self.client_cpu / self.wall:.0f}"),
+        ]
+
+
+def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> None:
     with server:
         uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
         count, latencies, wall, cpu, client_cpu = uvloop.run(
             drive(server.base_url, args.seconds, args.concurrency, server.pid)
         )
-    rate = count / wall
-    return [
-        ("server", label),
-        ("lifecycles (create+resume)", f"{count}"),
-        ("lifecycles/s", f"{rate:,.0f}"),
-        ("lifecycle p50 (ms)", f"{1000 * statistics.median(latencies):.2f}"),
-        ("lifecycle p99 (ms)", f"{1000 * percentile(latencies, 0.99):.2f}"),
-        ("server CPU (% of one core)", f"{100 * cpu / wall:.0f}"),
-        ("server CPU per lifecycle (ms)", f"{1000 * cpu / count:.2f}"),
-        ("client CPU (% of one core)", f"{100 * client_cpu / wall:.0f}"),
-        ("_rate", f"{rate}"),
-    ]
+    totals.count += count
+    totals.latencies += latencies
+    totals.wall += wall
+    totals.cpu += cpu
+    totals.client_cpu += client_cpu
 
 
-def ours(args: argparse.Namespace, tmp: str, workers: int) -> ServerProcess:
-    database = Path(tmp) / f"bench-{workers}.db"
+def ours(args: argparse.Namespace, tmp: str, workers: int, round_no: int) -> ServerProcess:
+    database = Path(tmp) / f"bench-{workers}-{round_no}.db"
     server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
     server_args += ["--workers", str(workers)]
     return ServerProcess(server_args, ready_path="/readyz")
@@ -276,15 +295,25 @@ def main() -> None:
         "--cache-dir", type=Path, default=None, help="--reference: where Node 24 and its build go"
     )
     parser.add_argument(
-        "--rounds", type=int, default=2, help="--jwt/--observability: alternating rounds each"
+        "--rounds",
+        type=int,
+        default=None,
+        help="alternating rounds of every setting (default 1; 2 with --jwt/--observability)",
     )
     args = parser.parse_args()
+    rounds = args.rounds or 1
+    args.rounds = args.rounds or 2  # --jwt and --observability alternate two rounds by default
     if args.jwt:
         compare_jwt(args)
         return
     if args.observability:
         observability(args)
         return
+    compare(args, rounds)
+
+
+def compare(args: argparse.Namespace, rounds: int) -> None:
+    """Every --workers setting (and the reference, if named) in alternating rounds."""
     counts = [int(n) for n in args.workers.split(",")]
     reference = None
     if args.reference is not None:
@@ -293,19 +322,31 @@ def main() -> None:
         build, commit = build_reference(args.reference.resolve(), cache, node)
         reference = (build, node, commit)
 
+    # Each round measures every setting in turn (and raw commits once), so background load
+    # falls on all of them alike; the figures are summed over the rounds.
+    results = [Totals(f"serve -w {n}") for n in counts]
+    if reference is not None:
+        results.insert(0, Totals("reference"))
+    raws: list[float] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        raw = raw_commit_rate(Path(tmp) / "raw.db", args.seconds / 2)
-        results = []
-        if reference is not None:
-            build, node, _ = reference
-            server = ReferenceServer(build, node, Path(tmp) / "reference.db", args.log_level)
-            results.append(measure(args, server, "reference"))
-        results += [measure(args, ours(args, tmp, n), f"serve -w {n}") for n in counts]
+        for round_no in range(1, rounds + 1):
+            raws.append(raw_commit_rate(Path(tmp) / f"raw-{round_no}.db", args.seconds / 2))
+            servers: list[ServerProcess] = [ours(args, tmp, n, round_no) for n in counts]
+            if reference is not None:
+                build, node, _ = reference
+                database = Path(tmp) / f"reference-{round_no}.db"
+                servers.insert(0, ReferenceServer(build, node, database, args.log_level))
+            for server, totals in zip(servers, results, strict=True):
+                measure(args, server, totals)
+    raw = statistics.fmean(raws)
 
-    names = [name for name, _ in results[0] if not name.startswith("_")]
+    names = [name for name, _ in results[0].rows()]
     width = max(len(name) for name in [*names, "ratio to raw commits / 2"])
     load = os.getloadavg()
-    print(f"bench/http.py: pausemesh serve over HTTP, {args.seconds:.0f}s measured per setting,")
+    print(
+        f"bench/http.py: pausemesh serve over HTTP, {rounds} round(s) of {args.seconds:.0f}s"
+        " per setting,"
+    )
     print(f"  {args.concurrency} lifecycles in flight, SQLite WAL synchronous=FULL,")
     print(f"  server log level {args.log_level}; {os.cpu_count()} cores,")
     print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
@@ -317,10 +358,11 @@ def main() -> None:
         )
     print(
         f"  raw one-row SQLite commits/s (same disk, same run): {raw:,.0f} (÷ 2 = {raw / 2:,.0f})"
+        + (f", per round {', '.join(f'{r:,.0f}' for r in raws)}" if rounds > 1 else "")
     )
     for i, name in enumerate(names):
-        print(f"  {name:<{width}}  " + "".join(f"{r[i][1]:>13}" for r in results))
-    rates = [float(dict(r)["_rate"]) for r in results]
+        print(f"  {name:<{width}}  " + "".join(f"{r.rows()[i][1]:>13}" for r in results))
+    rates = [r.rate for r in results]
     ratios = "".join(f"{rate / (raw / 2):>13.2f}" for rate in rates)
     print(f"  {'ratio to raw commits / 2':<{width}}  {ratios}")
     if reference is not None:
