@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.protocols.test_mcp_router import TOOL, bookings
 from tests.support.mcp_tasks_client import TasksClient, tasks_client_python
@@ -243,16 +246,107 @@ async def test_bad_task_requests_get_invalid_params(
     assert message in error["message"]
 
 
-async def test_a_task_call_to_an_unknown_tool_is_a_failed_task_carrying_the_tools_error(
-    server: ServerProcess,
+@pytest.mark.parametrize("tool", ["nope", "connect_airline_account"])
+async def test_a_task_call_to_a_tool_without_task_support_is_method_not_found(
+    server: ServerProcess, tool: str
 ) -> None:
-    response = await _rpc(server, "tools/call", {"name": "nope", "arguments": {}, "task": {}})
-    task = response.json()["result"]["task"]
-    result = await _rpc(server, "tasks/result", {"taskId": task["taskId"]})
+    response = await _rpc(server, "tools/call", {"name": tool, "arguments": {}, "task": {}})
 
-    assert task["status"] == "failed"
-    assert result.json()["result"]["isError"] is True
-    assert "nope" in result.json()["result"]["content"][0]["text"]
+    assert response.status_code == 200
+    error = response.json()["error"]
+    assert error["code"] == -32601
+    assert error["message"] == "This tool does not support task-augmented invocation"
+
+
+async def test_tools_list_advertises_task_support_only_on_the_tool_that_asks_a_question(
+    client: TasksClient,
+) -> None:
+    listed = await client.step("tools")
+
+    execution = {tool["name"]: tool.get("execution") for tool in listed["tools"]}
+    assert execution[TOOL] == {"taskSupport": "optional"}
+    assert execution["connect_airline_account"] is None
+
+
+# -- status notifications to the owner's connected sessions ----------------------------------
+
+
+async def test_a_session_that_created_a_task_is_told_when_another_session_answers_it(
+    client: TasksClient, data_dir: Path
+) -> None:
+    watcher = await client.watch(tool=TOOL, arguments={"destination": "Tromso"}, declare=True)
+    try:
+        task_id = watcher.ready["task"]["taskId"]
+        done = await client.step("result", taskId=task_id, answer=accept("PM202"))
+        notices = await watcher.notifications()
+    finally:
+        watcher.kill()
+
+    assert done["result"]["structuredContent"]["booked"] is True
+    [notice] = notices
+    assert notice["params"]["taskId"] == task_id
+    assert notice["params"]["status"] == "completed"
+    assert notice["params"]["createdAt"] == watcher.ready["task"]["createdAt"]
+    assert booked(data_dir, task_id) == 1
+
+
+async def test_a_task_session_without_the_declared_capability_is_told_too(
+    client: TasksClient,
+) -> None:
+    watcher = await client.watch(tool=TOOL, arguments={"destination": "Alta"})
+    try:
+        task_id = watcher.ready["task"]["taskId"]
+        cancelled = await client.step("cancel", taskId=task_id)
+        notices = await watcher.notifications()
+    finally:
+        watcher.kill()
+
+    assert cancelled["task"]["status"] == "cancelled"
+    assert [(n["params"]["taskId"], n["params"]["status"]) for n in notices] == [
+        (task_id, "cancelled")
+    ]
+
+
+async def test_a_rest_cancel_of_the_pause_finishes_the_task_and_tells_the_session(
+    client: TasksClient, server: ServerProcess, data_dir: Path
+) -> None:
+    watcher = await client.watch(tool=TOOL, arguments={"destination": "Bodo"}, declare=True)
+    try:
+        task_id = watcher.ready["task"]["taskId"]
+        async with httpx.AsyncClient(headers={"x-principal": "alice"}, timeout=30) as http:
+            response = await http.post(
+                server.url(f"/v1/continuations/{task_id}/cancel"), json={"reason": "changed plans"}
+            )
+        notices = await watcher.notifications()
+    finally:
+        watcher.kill()
+    result = await client.step("result", taskId=task_id)
+
+    assert response.status_code == 200
+    [notice] = notices
+    # Cancelled outside MCP: the tool is told (the demo reports it) and the task completes.
+    assert notice["params"]["status"] == "completed"
+    assert result["result"]["structuredContent"] == {"booked": False, "action": "cancel"}
+    assert booked(data_dir, task_id) == 0
+
+
+async def test_only_the_owners_task_sessions_are_told(client: TasksClient) -> None:
+    bob = await client.watch(principal="bob", declare=True)
+    plain = await client.watch(principal="alice")  # neither declared nor used tasks
+    alice = await client.watch(tool=TOOL, arguments={"destination": "Narvik"}, declare=True)
+    try:
+        task_id = alice.ready["task"]["taskId"]
+        await client.step("result", taskId=task_id, answer=accept("PM101"))
+        told = await alice.notifications()
+        bobs = await bob.notifications(stop=True)
+        plains = await plain.notifications(stop=True)
+    finally:
+        for watcher in (alice, bob, plain):
+            watcher.kill()
+
+    assert [n["params"]["status"] for n in told] == ["completed"]
+    assert bobs == []
+    assert plains == []
 
 
 async def test_a_task_request_without_an_id_is_an_invalid_request(server: ServerProcess) -> None:
@@ -291,3 +385,64 @@ async def test_a_refused_answer_is_asked_again_on_the_stream_and_the_next_one_bo
     assert done["asked"][0] == done["asked"][1]
     assert done["result"]["structuredContent"]["flight"] == "PM303"
     assert booked(data_dir, task_id) == 1
+
+
+# -- 2026-07-28: the tasks extension is not served (mcp 2.3.0 ships none) ---------------------
+
+_TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+async def _modern_rpc(server: ServerProcess, method: str, params: dict[str, Any]) -> httpx.Response:
+    """A 2026-07-28 request from a client that declares the tasks extension and forms."""
+    capabilities = {"extensions": {_TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    headers = {
+        "x-principal": "alice",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+    }
+    if "name" in params:
+        headers["mcp-name"] = params["name"]
+    body = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {**params, "_meta": meta}}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        return await http.post(server.url("/mcp"), json=body)
+
+
+async def test_a_2026_client_is_not_offered_tasks_and_its_task_requests_are_method_not_found(
+    server: ServerProcess,
+) -> None:
+    http = httpx2.AsyncClient(headers={"x-principal": "alice"}, timeout=30)
+    transport = streamable_http_client(server.url("/mcp"), http_client=http)
+    try:
+        async with Client(transport, mode="2026-07-28") as modern:  # type: ignore[arg-type]
+            extensions = modern.server_capabilities.extensions or {}
+            tools = (await modern.session.list_tools()).tools
+    finally:
+        await http.aclose()
+    got = await _modern_rpc(server, "tasks/get", {"taskId": "anything"})
+    listed = await _modern_rpc(server, "tasks/list", {})
+
+    assert _TASKS_EXTENSION not in extensions
+    assert all(tool.execution is None for tool in tools)
+    for response in (got, listed):
+        assert response.status_code < 500
+        assert response.json()["error"]["code"] == -32601
+
+
+async def test_a_2026_task_augmented_call_runs_as_a_plain_call(server: ServerProcess) -> None:
+    called = await _modern_rpc(
+        server,
+        "tools/call",
+        {"name": TOOL, "arguments": {"destination": "Lulea"}, "task": {"ttl": 60000}},
+    )
+
+    result = called.json()["result"]
+    assert called.status_code == 200
+    # The task field is ignored (the spec's rule for a receiver that does not serve tasks).
+    assert result["resultType"] == "input_required"
+    assert "task" not in result
+    assert result["requestState"]

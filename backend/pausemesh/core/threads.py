@@ -30,6 +30,7 @@ from pausemesh.core.errors import StoreError
 
 __all__ = (
     "DEFAULT_LEASE_SECONDS",
+    "MCP_TASK_FEED_PREFIX",
     "MCP_TASK_PREFIX",
     "PROTOCOL_THREAD_PREFIXES",
     "CohortReceipt",
@@ -50,10 +51,16 @@ __all__ = (
 )
 
 MCP_TASK_PREFIX = "mcp-task:"
-PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = ("a2a-task:", "mcp-pause:", MCP_TASK_PREFIX)
-"""Thread ids with these prefixes hold another protocol's records (A2A tasks and the open MCP
-pause of a tool call and MCP tasks live in the thread store); AG-UI clients may not name them, so a chat run
-can never overwrite one."""
+MCP_TASK_FEED_PREFIX = "mcp-task-feed:"
+PROTOCOL_THREAD_PREFIXES: tuple[str, ...] = (
+    "a2a-task:",
+    "mcp-pause:",
+    MCP_TASK_PREFIX,
+    MCP_TASK_FEED_PREFIX,
+)
+"""Thread ids with these prefixes hold another protocol's records (A2A tasks, the open MCP
+pause of a tool call, MCP tasks and their owners' status feeds live in the thread store);
+AG-UI clients may not name them, so a chat run can never overwrite one."""
 
 DEFAULT_LEASE_SECONDS = 5
 """How long a run's lease lasts without renewal. The process holding it renews it every third of

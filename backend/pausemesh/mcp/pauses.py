@@ -36,6 +36,7 @@ from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.form_pauses import FormPauses
 from pausemesh.mcp.pause_slots import PauseSlots
 from pausemesh.mcp.sdk_bridge import McpAnswer, PauseBridge, Question, principal_of, roles_of
+from pausemesh.mcp.tasks import TaskSupport
 from pausemesh.mcp.url_authorization import UrlAuthorizations
 
 __all__ = ("McpAnswer", "McpPauses", "principal_of", "roles_of")
@@ -54,6 +55,19 @@ class McpPauses:
         bridge = PauseBridge(service)
         self._forms = FormPauses(bridge, PauseSlots(service, threads))
         self._urls = UrlAuthorizations(bridge, policy)
+        self._task_support: dict[str, TaskSupport] = {}
+
+    def allow_tasks(self, tool: str, support: TaskSupport = "optional") -> None:
+        """Let 2025-11-25 clients call ``tool`` as an MCP task: ``tools/list`` shows it with
+        ``execution.taskSupport`` = ``support`` (``"required"``: only as a task). A tool
+        not named here is ``forbidden`` (the spec's default): a task call of it is ``-32601``.
+        Only for tools whose pauses are questions (``ask``): a task carries a form question.
+        """
+        self._task_support[tool] = support
+
+    def task_support(self, tool: object) -> TaskSupport | None:
+        """``tool``'s ``execution.taskSupport`` (None: forbidden)."""
+        return self._task_support.get(tool) if isinstance(tool, str) else None
 
     async def ask(
         self,

@@ -25,6 +25,7 @@ records and the rules.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,11 +54,16 @@ __all__ = (
     "TaskEntry",
     "TaskFinisher",
     "TaskStatus",
+    "TaskSupport",
     "TaskView",
     "task_not_found",
 )
 
+_log = logging.getLogger("pausemesh.mcp")
+
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TaskSupport = Literal["optional", "required"]
+"""A tool's ``execution.taskSupport`` when it may run as a task (absent means ``forbidden``)."""
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 CANCELLED_BY_TASK: Final = "mcp:task_cancelled"
 RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
@@ -168,9 +174,13 @@ class McpTasks:
         self,
         service: Callable[[], ContinuationService],
         threads: Callable[[], ThreadStore | None],
+        on_outcome: Callable[[str, str | None], Awaitable[None]] | None = None,
     ) -> None:
+        """``on_outcome(task_id, owner)``: told once a task's outcome is recorded (the status
+        feed, ``mcp.task_feed``); a failure there never fails the request."""
         self._service = service
         self._threads = threads
+        self._on_outcome = on_outcome
 
     @property
     def enabled(self) -> bool:
@@ -290,8 +300,17 @@ class McpTasks:
                     break
                 record = fresh
                 continue
+            await self._told(saved)
             return saved, finished
         return record, finished
+
+    async def _told(self, record: ThreadRecord) -> None:
+        if self._on_outcome is None:
+            return
+        try:
+            await self._on_outcome(record.thread_id.removeprefix(MCP_TASK_PREFIX), record.owner)
+        except Exception:  # noqa: BLE001 - a status hint is best effort; tasks/get still reads it
+            _log.warning("MCP task status hint failed", exc_info=True)
 
     async def cancel(self, task_id: object, principal: str | None) -> TaskView:
         """Cancel the task's pause; a terminal task is the spec's invalid-params refusal."""

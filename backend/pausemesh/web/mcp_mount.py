@@ -30,6 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import Tool, ToolExecution
 
 from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.hosts import is_loopback_host
@@ -38,7 +39,8 @@ from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
-from pausemesh.mcp.tasks import McpTasks
+from pausemesh.mcp.task_feed import TaskFeed, TaskStatusObserver
+from pausemesh.mcp.tasks import McpTasks, TaskSupport
 from pausemesh.web.mcp_tasks import McpTaskEndpoint, declare_tasks_capability
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
@@ -114,6 +116,33 @@ def transport_security(host: str, extra_origins: tuple[str, ...] = ()) -> Transp
     )
 
 
+class TaskAwareServer(MCPServer[Any]):
+    """``MCPServer`` whose ``tools/list`` shows each tool's ``execution.taskSupport``.
+
+    The SDK's tool registration has no field for it (``mcp_types.Tool`` has), so the public
+    ``list_tools`` is extended; ``support`` is ``McpPauses.task_support``. The 2026-07-28 wire
+    model of a tool has no ``execution`` (tasks left the core spec), so only handshake-era
+    clients see it.
+    """
+
+    def __init__(
+        self, *args: Any, support: Callable[[object], TaskSupport | None], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._task_support = support
+
+    async def list_tools(self) -> list[Tool]:
+        tools = await super().list_tools()
+        listed: list[Tool] = []
+        for tool in tools:
+            support = self._task_support(tool.name)
+            if support is not None:
+                execution = ToolExecution(task_support=support)
+                tool = tool.model_copy(update={"execution": execution})  # noqa: PLW2901 - the listed copy
+            listed.append(tool)
+        return listed
+
+
 class McpRules(ProtocolMount):
     """What an MCP streamable-HTTP mount refuses before its SDK sees a request: JSON-RPC
     envelopes, rate limits on ``tools/call`` and stream slots (``/mcp`` and the gateway)."""
@@ -153,7 +182,16 @@ class McpRules(ProtocolMount):
 class McpPlugin(McpRules):
     """Adds ``/mcp`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
-    __slots__ = ("_policy", "_registrars", "_running", "path", "pauses", "server", "tasks")
+    __slots__ = (
+        "_policy",
+        "_registrars",
+        "_running",
+        "feed",
+        "path",
+        "pauses",
+        "server",
+        "tasks",
+    )
 
     def __init__(
         self,
@@ -168,9 +206,15 @@ class McpPlugin(McpRules):
         self._policy = policy
         self._registrars = tools
         self._running = False
+        self.pauses = McpPauses(
+            lambda: self.pausemesh.runtime.service,
+            self._projection_policy,
+            lambda: self.pausemesh.runtime.storage.threads,
+        )
         self.server = quietly_build_server(
-            lambda: MCPServer(
+            lambda: TaskAwareServer(
                 _SERVER_NAME,
+                support=self.pauses.task_support,
                 instructions="Tools that may pause to ask the user; every pause is durable.",
                 request_state_security=RequestStateSecurity(
                     codec=KeyedRequestStateCodec(self._issuer),
@@ -180,19 +224,21 @@ class McpPlugin(McpRules):
                 ),
             )
         )
-        self.pauses = McpPauses(
-            lambda: self.pausemesh.runtime.service,
-            self._projection_policy,
-            lambda: self.pausemesh.runtime.storage.threads,
-        )
         declare_tasks_capability(self.server)
+        self.feed = TaskFeed(
+            lambda: self.pausemesh.runtime.storage.threads,
+            lambda: self.pausemesh.runtime.service.clock,
+        )
         self.tasks = McpTaskEndpoint(
             McpTasks(
                 lambda: self.pausemesh.runtime.service,
                 lambda: self.pausemesh.runtime.storage.threads,
+                self.feed.publish,
             ),
             lambda: self.server,
             KeyedRequestStateCodec(self._issuer).continuation_in,
+            feed=self.feed,
+            support=self.pauses.task_support,
         )
 
     def _projection_policy(self) -> McpProjectionPolicy | None:
@@ -218,12 +264,22 @@ class McpPlugin(McpRules):
                 self.pausemesh.config.settings.allowed_origins,
             ),
         )
-        async with self.server.session_manager.run():
-            self._running = True
-            try:
-                yield
-            finally:
-                self._running = False
+        service = self.pausemesh.runtime.service
+        observer = service.observer
+        if self.pausemesh.runtime.storage.threads is not None:
+            # Every transition of a task's pause (REST resume, expiry, ...) hints its owner.
+            service.observer = TaskStatusObserver(observer, self.feed)
+        try:
+            async with self.server.session_manager.run():
+                self._running = True
+                try:
+                    yield
+                finally:
+                    self._running = False
+                    await self.tasks.sessions.close()
+        finally:
+            service.observer = observer
+            await self.feed.close()
 
     def route_handler(self) -> ASGIRouteHandler:
         plugin = self
@@ -247,7 +303,12 @@ class McpPlugin(McpRules):
                     if exchange is not None:
                         await plugin.tasks.handle(scope, receive, send, exchange)
                         return
-                    await plugin.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
+                    await plugin.tasks.sessions.handle(
+                        scope,
+                        checked,
+                        send,
+                        plugin.server.session_manager.handle_request,  # type: ignore[arg-type]
+                    )
 
         return mcp_endpoint
 

@@ -36,6 +36,7 @@ from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     PROTOCOL_VERSION_META_KEY,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -48,7 +49,16 @@ from pausemesh.mcp.elicitation import (
     McpRelatedTask,
     issue_mcp_elicitation,
 )
-from pausemesh.mcp.tasks import RELATED_TASK, McpTasks, TaskEntry, TaskFinisher, TaskView
+from pausemesh.mcp.task_feed import TaskFeed
+from pausemesh.mcp.tasks import (
+    RELATED_TASK,
+    McpTasks,
+    TaskEntry,
+    TaskFinisher,
+    TaskSupport,
+    TaskView,
+)
+from pausemesh.web.mcp_sessions import McpSessions, status_notice
 from pausemesh.web.protocol_mount import send_json
 
 __all__ = ("McpTaskEndpoint", "declare_tasks_capability")
@@ -99,7 +109,7 @@ def declare_tasks_capability(server: MCPServer) -> None:
     setattr(lowlevel, "get_capabilities", with_tasks)  # noqa: B010 - instance override, see above
 
 
-def _is_ours(message: object) -> bool:
+def _is_ours(message: object, support: Callable[[object], TaskSupport | None]) -> bool:
     if not isinstance(message, dict):
         return False
     method = message.get("method")
@@ -107,7 +117,10 @@ def _is_ours(message: object) -> bool:
     if method in _TASK_METHODS:
         return True
     if method == "tools/call":
-        return isinstance(params, dict) and "task" in params
+        # A task call, or a plain call of a tool that must run as a task (refused here).
+        return isinstance(params, dict) and (
+            "task" in params or support(params.get("name")) == "required"
+        )
     answered = message.get("id")
     return method is None and isinstance(answered, str) and answered.startswith(_ASK_PREFIX)
 
@@ -146,11 +159,17 @@ class McpTaskEndpoint:
         tasks: McpTasks,
         server: Callable[[], MCPServer],
         continuation_in: Callable[[str], str | None],
+        *,
+        feed: TaskFeed,
+        support: Callable[[object], TaskSupport | None],
     ) -> None:
-        """``continuation_in``: the pause a sealed ``requestState`` names (``mcp.state``)."""
+        """``continuation_in``: the pause a sealed ``requestState`` names (``mcp.state``);
+        ``support``: a tool's ``execution.taskSupport`` (None: forbidden)."""
         self._tasks = tasks
         self._server = server
         self._continuation_in = continuation_in
+        self._support = support
+        self.sessions = McpSessions(tasks, feed, self._finisher)
 
     def claims(self, scope: Scope, message: Any) -> _Exchange | None:
         """The message if it is ours: a handshake-era task request or an answer to our question
@@ -160,7 +179,7 @@ class McpTaskEndpoint:
         version = _header(scope, b"mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
-        return _Exchange(message) if _is_ours(message) else None
+        return _Exchange(message) if _is_ours(message, self._support) else None
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
         principal = principal_in_scope(scope)
@@ -170,12 +189,15 @@ class McpTaskEndpoint:
             await self._answered(scope, exchange, principal)
             await send_json(send, 202, b"", "application/json")
             return
+        session_id = self.sessions.used_tasks(scope)
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             error = MCPError(code=INVALID_REQUEST, message="A task request needs an id")
             await send_json(send, 400, msgspec.json.encode(_error(None, error)), "application/json")
             return
         if method == "tasks/result":
-            await self._result(scope, receive, send, request_id=request_id, exchange=exchange)
+            await self._result(
+                scope, receive, send, request_id=request_id, exchange=exchange, session=session_id
+            )
             return
         try:
             result = await self._dispatch(scope, exchange, principal)
@@ -213,9 +235,18 @@ class McpTaskEndpoint:
             arguments = {}
         if not isinstance(arguments, dict):
             raise MCPError(code=INVALID_PARAMS, message="params.arguments must be an object")
+        if task is None and "task" not in params:
+            raise MCPError(  # the spec's answer for a required tool called without a task
+                code=METHOD_NOT_FOUND, message="This tool requires task-augmented invocation"
+            )
         ttl = task.get("ttl") if isinstance(task, dict) else None
         if not isinstance(task, dict) or not (ttl is None or type(ttl) is int):
             raise MCPError(code=INVALID_PARAMS, message="params.task must be {ttl?: integer}")
+        if self._support(name) is None:
+            raise MCPError(  # execution.taskSupport absent, i.e. forbidden (spec: -32601)
+                code=METHOD_NOT_FOUND,
+                message="This tool does not support task-augmented invocation",
+            )
         outcome = await self._run_tool(scope, {"name": name, "arguments": arguments})
         result = outcome.get("result")
         if result is None:
@@ -237,6 +268,7 @@ class McpTaskEndpoint:
         *,
         request_id: str | int,
         exchange: _Exchange,
+        session: str | None,
     ) -> None:
         principal = principal_in_scope(scope)
         task_id = exchange.params.get("taskId")
@@ -268,6 +300,7 @@ class McpTaskEndpoint:
                 finish=finish,
                 gone=gone,
                 principal=principal,
+                session=session,
             )
         finally:
             gone.cancel()
@@ -283,6 +316,7 @@ class McpTaskEndpoint:
         finish: TaskFinisher,
         gone: asyncio.Future[None],
         principal: str | None,
+        session: str | None,
     ) -> None:
         asked = -1  # the refusal count the question was last asked at
         polls = 0
@@ -302,12 +336,9 @@ class McpTaskEndpoint:
             view = await self._tasks.view(view.task_id, principal, finish)
             if view.status != last:
                 last = view.status
-                notice = {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/tasks/status",
-                    "params": view.to_wire(),
-                }
-                await _chunk(send, _sse(notice))
+                # Unless the session's GET stream was told already (McpSessions).
+                if self.sessions.claim(session, view.task_id, view.status):
+                    await _chunk(send, _sse(status_notice(view)))
         await _chunk(send, _sse(self._final(request_id, view)), more=False)
 
     def _final(self, request_id: str | int, view: TaskView) -> dict[str, Any]:
