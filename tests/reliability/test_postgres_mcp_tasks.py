@@ -109,3 +109,43 @@ async def test_twenty_concurrent_answers_over_both_replicas_book_once(
     assert contents[0]["booked"] is True
     assert contents[1] == contents[0]
     assert await replicas.bookings(task_id) == 1
+
+
+async def test_a_session_on_one_replica_is_told_when_the_other_replica_answers_its_task(
+    replicas: Replicas,
+) -> None:
+    one, two = clients(replicas)
+    watcher = await one.watch(tool=TOOL, arguments={"destination": "Visby"}, declare=True)
+    try:
+        task_id = watcher.ready["task"]["taskId"]
+        done = await two.step("result", taskId=task_id, answer=accept("PM202"))
+        notices = await watcher.notifications()
+    finally:
+        watcher.kill()
+
+    assert done["result"]["structuredContent"]["booked"] is True
+    assert [(n["params"]["taskId"], n["params"]["status"]) for n in notices] == [
+        (task_id, "completed")
+    ]
+    assert await replicas.bookings(task_id) == 1
+
+
+async def test_a_rest_cancel_on_the_other_replica_reaches_the_session_and_books_nothing(
+    replicas: Replicas,
+) -> None:
+    one, _ = clients(replicas)
+    watcher = await one.watch(tool=TOOL, arguments={"destination": "Kalmar"}, declare=True)
+    try:
+        task_id = watcher.ready["task"]["taskId"]
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(
+                replicas.servers[1].url(f"/v1/continuations/{task_id}/cancel"),
+                json={"reason": "changed plans"},
+            )
+        notices = await watcher.notifications()
+    finally:
+        watcher.kill()
+
+    assert response.status_code == 200
+    assert [n["params"]["status"] for n in notices] == ["completed"]
+    assert await replicas.bookings(task_id) == 0
