@@ -41,7 +41,7 @@ from pausemesh.mcp.task_feed import TaskFeed
 from pausemesh.mcp.tasks import McpTasks, TaskFinisher, TaskView
 from pausemesh.web.protocol_mount import MESSAGE_SCOPE_KEY
 
-__all__ = ("McpSessions", "status_notice")
+__all__ = ("McpSessions", "SessionStream", "status_notice")
 
 _log = logging.getLogger("pausemesh.mcp")
 
@@ -69,7 +69,7 @@ def session_id_of(scope: Scope) -> str | None:
     return None
 
 
-class _Stream:
+class SessionStream:
     """A session's GET stream: the SDK's writes pass through; ours go in between events."""
 
     def __init__(self, send: Send, scope: Scope) -> None:
@@ -120,7 +120,7 @@ class _Stream:
 class _Session:
     principal: str | None
     tasks: bool
-    stream: _Stream | None = None
+    stream: SessionStream | None = None
     sent: dict[str, str] = field(default_factory=dict)  # task id -> last status told
 
 
@@ -216,7 +216,7 @@ class McpSessions:
             await sdk(scope, receive, send)
             return
         session_id, session = found
-        stream = _Stream(send, scope)
+        stream = SessionStream(send, scope)
         session.stream = stream
         self._follow_if_needed(session.principal)
         try:
