@@ -394,7 +394,10 @@ _TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 async def _modern_rpc(server: ServerProcess, method: str, params: dict[str, Any]) -> httpx.Response:
     """A 2026-07-28 request from a client that declares the tasks extension and forms."""
-    capabilities = {"extensions": {_TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
+    capabilities: dict[str, Any] = {
+        "extensions": {_TASKS_EXTENSION: {}},
+        "elicitation": {"form": {}},
+    }
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
@@ -418,7 +421,7 @@ async def test_a_2026_client_is_not_offered_tasks_and_its_task_requests_are_meth
     http = httpx2.AsyncClient(headers={"x-principal": "alice"}, timeout=30)
     transport = streamable_http_client(server.url("/mcp"), http_client=http)
     try:
-        async with Client(transport, mode="2026-07-28") as modern:  # type: ignore[arg-type]
+        async with Client(transport, mode="2026-07-28") as modern:
             extensions = modern.server_capabilities.extensions or {}
             tools = (await modern.session.list_tools()).tools
     finally:
