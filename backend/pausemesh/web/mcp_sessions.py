@@ -216,6 +216,11 @@ class McpSessions:
             await sdk(scope, receive, send)
             return
         session_id, session = found
+        if session.stream is not None and session.stream.live:
+            # The SDK allows one GET stream per session and refuses this one (409): the
+            # registered stream stays the one that is told.
+            await sdk(scope, receive, send)
+            return
         stream = SessionStream(send, scope)
         session.stream = stream
         self._follow_if_needed(session.principal)
@@ -245,7 +250,8 @@ class McpSessions:
         ]
 
     def _follow_if_needed(self, principal: str | None) -> None:
-        if principal in self._followers or not self._listening(principal):
+        running = self._followers.get(principal)
+        if (running is not None and not running.done()) or not self._listening(principal):
             return
         self._followers[principal] = asyncio.get_running_loop().create_task(
             self._follow(principal), name="pausemesh-mcp-task-follower"
