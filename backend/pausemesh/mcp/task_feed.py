@@ -117,14 +117,32 @@ class TaskFeed:
         except Exception:  # noqa: BLE001 - a hint is best effort; clients still poll tasks/get
             _log.warning("MCP task status hint failed", exc_info=True)
 
+    async def head(self, owner: str | None) -> int:
+        """The position of ``owner``'s feed now (what ``wait`` waits past)."""
+        threads = self._threads()
+        if threads is None:
+            return 0
+        thread_id = feed_thread_id(owner)
+        record = await threads.create_or_load(thread_id, owner=owner, now=self._clock().now())
+        return record.last_sequence
+
+    async def wait(self, owner: str | None, after: int, seconds: float) -> bool:
+        """True once ``owner``'s feed moved past ``after``; False after ``seconds`` without."""
+        threads = self._threads()
+        if threads is None:
+            await asyncio.sleep(seconds)
+            return False
+        return await threads.wait_for_events(
+            feed_thread_id(owner), after_sequence=after, wait_seconds=seconds
+        )
+
     async def follow(self, owner: str | None) -> AsyncIterator[list[str]]:
         """The task ids hinted on ``owner``'s feed from now on, a batch per wake-up."""
         threads = self._threads()
         if threads is None:
             return
         thread_id = feed_thread_id(owner)
-        record = await threads.create_or_load(thread_id, owner=owner, now=self._clock().now())
-        after = record.last_sequence
+        after = await self.head(owner)
         while True:
             try:
                 moved = await threads.wait_for_events(

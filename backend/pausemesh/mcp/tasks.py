@@ -174,13 +174,14 @@ class McpTasks:
         self,
         service: Callable[[], ContinuationService],
         threads: Callable[[], ThreadStore | None],
-        on_outcome: Callable[[str, str | None], Awaitable[None]] | None = None,
+        on_change: Callable[[str, str | None], Awaitable[None]] | None = None,
     ) -> None:
-        """``on_outcome(task_id, owner)``: told once a task's outcome is recorded (the status
-        feed, ``mcp.task_feed``); a failure there never fails the request."""
+        """``on_change(task_id, owner)``: told once a task's record changed (its outcome
+        recorded, an answer refused; the status feed, ``mcp.task_feed``); a failure there
+        never fails the request."""
         self._service = service
         self._threads = threads
-        self._on_outcome = on_outcome
+        self._on_change = on_change
 
     @property
     def enabled(self) -> bool:
@@ -244,13 +245,14 @@ class McpTasks:
         for _ in range(_ATTEMPTS):
             bumped = msgspec.structs.replace(entry, refusals=entry.refusals + 1)
             try:
-                await threads.save(
+                saved = await threads.save(
                     msgspec.structs.replace(record, state=msgspec.to_builtins(bumped)),
                     now=self._service().clock.now(),
                 )
             except VersionConflictError:
                 record, entry = await self._load(task_id, principal)
                 continue
+            await self._told(saved)  # the open tasks/result stream asks again
             return
 
     async def view(
@@ -305,10 +307,10 @@ class McpTasks:
         return record, finished
 
     async def _told(self, record: ThreadRecord) -> None:
-        if self._on_outcome is None:
+        if self._on_change is None:
             return
         try:
-            await self._on_outcome(record.thread_id.removeprefix(MCP_TASK_PREFIX), record.owner)
+            await self._on_change(record.thread_id.removeprefix(MCP_TASK_PREFIX), record.owner)
         except Exception:  # noqa: BLE001 - a status hint is best effort; tasks/get still reads it
             _log.warning("MCP task status hint failed", exc_info=True)
 

@@ -294,9 +294,11 @@ class McpSessions:
             stream = session.stream
             if stream is None or not stream.live:
                 continue
-            if session.sent.get(task_id) == view.status:
-                continue
+            told = session.sent.get(task_id)
             session.sent[task_id] = view.status
+            # Changes only: a task still asking (a refused answer hints too) is no news.
+            if told == view.status or (told is None and view.status == "input_required"):
+                continue
             await stream.write(data)
 
     async def close(self) -> None:

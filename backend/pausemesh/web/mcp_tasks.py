@@ -69,8 +69,9 @@ _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/result", "tasks/list", "ta
 # settled by whichever replica receives it.
 _ASK_PREFIX: Final = "pausemesh-task:"
 _FORM_CLIENT: Final[dict[str, Any]] = {"elicitation": {"form": {}}}
-_WAIT_POLL_SECONDS = 0.25
-_PING_EVERY_POLLS = 60
+# A waiting tasks/result stream re-reads its task when the owner's feed moves, and at least
+# this often (a keep-alive comment goes out each time nothing moved).
+_SAFETY_READ_SECONDS = 15.0
 
 
 class _Exchange(msgspec.Struct, frozen=True):
@@ -169,6 +170,7 @@ class McpTaskEndpoint:
         self._server = server
         self._continuation_in = continuation_in
         self._support = support
+        self._feed = feed
         self.sessions = McpSessions(tasks, feed, self._finisher)
 
     def claims(self, scope: Scope, message: Any) -> _Exchange | None:
@@ -319,20 +321,32 @@ class McpTaskEndpoint:
         session: str | None,
     ) -> None:
         asked = -1  # the refusal count the question was last asked at
-        polls = 0
         last = view.status
+        # Every change of the task hints its owner's feed (mcp.task_feed): wait on that, not
+        # on a timer. The position is taken before the re-read, so no change falls between.
+        after = await self._feed.head(principal)
+        view = await self._tasks.view(view.task_id, principal, finish)
         while view.status not in ("completed", "failed", "cancelled"):
             if view.status == "input_required" and asked < view.entry.refusals:
                 question = await self._question(view, principal)
                 if question is not None:
                     await _chunk(send, _sse(question))
                 asked = view.entry.refusals
-            await asyncio.wait({gone}, timeout=_WAIT_POLL_SECONDS)
+            moved = asyncio.ensure_future(self._feed.wait(principal, after, _SAFETY_READ_SECONDS))
+            waiting: set[asyncio.Future[Any]] = {gone, moved}
+            try:
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not moved.done():
+                    moved.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await moved
             if gone.done():
                 return
-            polls += 1
-            if polls % _PING_EVERY_POLLS == 0:
+            if moved.cancelled() or moved.exception() is not None or not moved.result():
+                # Nothing moved (or the store could not say): keep the stream alive, re-read.
                 await _chunk(send, b": ping\n\n")
+            after = await self._feed.head(principal)
             view = await self._tasks.view(view.task_id, principal, finish)
             if view.status != last:
                 last = view.status
