@@ -129,3 +129,41 @@ async def test_a_notice_goes_into_the_stream_only_between_two_events() -> None:
 
     bodies = [m.get("body") for m in sent if m["type"] == "http.response.body"]
     assert bodies == [b"data: one", b"\n\n", b"data: notice\n\n", b"data: again\n\n", b""]
+
+
+class _CountingThreads(InMemoryThreadStore):
+    """The in-memory thread store, counting the records it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+
+    async def get(self, thread_id: str) -> Any:
+        self.gets += 1
+        return await super().get(thread_id)
+
+
+async def test_a_pause_that_is_not_mcps_costs_the_feed_no_read_when_it_changes(
+    clock: ManualClock,
+) -> None:
+    threads = _CountingThreads()
+    feed = TaskFeed(lambda: threads, lambda: clock)
+    service = ContinuationService(
+        store=InMemoryEventStore(),
+        clock=clock,
+        keyed_issuer=KeyedTokenIssuer({"k1": b"k" * 32}, active_key_id="k1"),
+    )
+    service.observer = TaskStatusObserver(CollectingObserver(), feed)
+    rest = await service.create(payload=QUESTION, correlation_id="order:1", owner="alice")
+    mcp = await service.create(payload=QUESTION, correlation_id="mcp:1", owner="alice")
+
+    await service.cancel(continuation_id=rest.continuation.continuation_id, principal="alice")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert threads.gets == 0
+
+    await service.cancel(continuation_id=mcp.continuation.continuation_id, principal="alice")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert threads.gets == 1  # the MCP pause is looked up: it may be a task's
+    await feed.close()

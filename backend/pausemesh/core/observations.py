@@ -30,6 +30,8 @@ class ContinuationTransitionedObservation(
 ):
     version: int
     status: str
+    # Lets an observer pick its own protocol's pauses (``mcp:…``) without a store read.
+    correlation_id: str = ""
 
 
 class ContinuationRejectedObservation(_Observation, frozen=True, tag="continuation.rejected"):

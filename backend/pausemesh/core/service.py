@@ -276,6 +276,7 @@ class ContinuationService:
                 observed_at=event.occurred_at,
                 version=new_state.version,
                 status=new_state.status,
+                correlation_id=state.correlation_id,
             ),
         )
         return new_state

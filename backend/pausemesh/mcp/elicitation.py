@@ -19,7 +19,7 @@ Every failure is a ``ProtocolAdapterError`` with one of the ``INVALID_PROTOCOL_*
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -52,6 +52,7 @@ from pausemesh.mcp.elicitation_result import (
 from pausemesh.mcp.url_policy import McpProjectionPolicy, check_authorization_url
 
 __all__ = (
+    "MCP_CORRELATION_PREFIX",
     "PAUSEMESH_META_KEY",
     "RELATED_TASK_META_KEY",
     "McpElicitationReceipt",
@@ -69,6 +70,9 @@ __all__ = (
     "to_mcp_elicit_request",
     "to_mcp_elicitation_complete_notification",
 )
+
+# Every pause an MCP tool opens carries a correlation id with this prefix.
+MCP_CORRELATION_PREFIX: Final = "mcp:"
 
 
 # -- context (from the REST body or a trusted host) ---------------------------------------

@@ -43,6 +43,7 @@ from pausemesh.core.model import Continuation
 from pausemesh.core.principal_handoff import principal_in_scope, roles_in_scope
 from pausemesh.core.service import ContinuationService
 from pausemesh.mcp.elicitation import (
+    MCP_CORRELATION_PREFIX,
     McpElicitationReceipt,
     McpFormResponse,
     McpProjectionContext,
@@ -195,7 +196,7 @@ class PauseBridge:
         expires_at = service.clock.now() + expires_in if expires_in is not None else None
         created = await service.create(
             payload=self.payload_of(question),
-            correlation_id=f"mcp:{uuid7()}",
+            correlation_id=f"{MCP_CORRELATION_PREFIX}{uuid7()}",
             expires_at=expires_at,
             metadata={"mcp": {"tool": question.tool, "arguments": question.arguments}},
             owner=principal,

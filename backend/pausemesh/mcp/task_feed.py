@@ -33,6 +33,7 @@ from pausemesh.core.ids import uuid7
 from pausemesh.core.observations import ContinuationTransitionedObservation, Observation
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.threads import MCP_TASK_FEED_PREFIX, MCP_TASK_PREFIX, ThreadStore
+from pausemesh.mcp.elicitation import MCP_CORRELATION_PREFIX
 
 __all__ = ("TaskFeed", "TaskStatusObserver", "feed_thread_id")
 
@@ -185,6 +186,9 @@ class TaskStatusObserver:
 
     def observe(self, observation: Observation) -> None:
         self.inner.observe(observation)
-        if isinstance(observation, ContinuationTransitionedObservation):
+        # Only MCP pauses can be tasks: a REST or AG-UI transition costs no read and no task.
+        if isinstance(
+            observation, ContinuationTransitionedObservation
+        ) and observation.correlation_id.startswith(MCP_CORRELATION_PREFIX):
             with contextlib.suppress(RuntimeError):  # no running loop: nobody to tell
                 self._feed.publish_soon(observation.continuation_id)
