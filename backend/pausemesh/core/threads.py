@@ -310,6 +310,12 @@ class ThreadStore(Protocol):
         False after ``wait_seconds`` without one (live tail)."""
         ...
 
+    def stop_waiting(self) -> None:
+        """The process drains: end every ``wait_for_events`` of this store now, and make
+        later ones return at once (each still answers whether the log moved on). Lets the
+        tails end promptly without a task per wait to watch the drain."""
+        ...
+
     async def list_threads(
         self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
     ) -> list[ThreadSummary]:

@@ -48,6 +48,8 @@ class ThreadNotifier:
         self._wakes: dict[str, Wake] = {}
         self._wheel: dict[int, set[asyncio.Future[bool]]] = {}
         self._ticker: asyncio.Task[None] | None = None
+        self.stopped = False
+        """Set by ``stop`` (the process drains): every wait returns at once."""
 
     @property
     def watching(self) -> bool:
@@ -71,10 +73,15 @@ class ThreadNotifier:
         for wake in wakes.values():
             wake.fire()
 
+    def stop(self) -> None:
+        """End every wait now and let later ones return at once (the process drains)."""
+        self.stopped = True
+        self.notify_all()
+
     async def wait(self, wake: Wake, wait_seconds: float) -> bool:
         """True once ``wake`` fires, False when ``wait_seconds`` (rounded up to the wheel's
-        granularity) passed first."""
-        if wake.fired:
+        granularity) passed first. True at once after ``stop``."""
+        if wake.fired or self.stopped:
             return True
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()

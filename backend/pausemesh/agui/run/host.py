@@ -9,7 +9,6 @@ the finish with its pauses (``run/finish.py``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -27,6 +26,7 @@ from pausemesh.agui.run.expiry import close_lapsed, has_lapsed
 from pausemesh.agui.run.keeper import LeaseKeeper
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
+from pausemesh.agui.run.tail_reads import SharedReads
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
@@ -95,6 +95,9 @@ class RunHost:
         self.run_timeout_seconds = run_timeout_seconds
         # The process's shutdown: tails end at once, runs get its grace (None: never drains).
         self.drain = drain
+        if drain is not None:
+            drain.watch(threads.stop_waiting)
+        self._reads = SharedReads(threads, page=_TAIL_PAGE)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -143,23 +146,24 @@ class RunHost:
     async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
         """The thread log after ``after_sequence``, then live events as they are appended.
 
+        The tails of one thread in this process share each read of its log (``tail_reads``).
         When the process drains, the tail ends after its last whole frame: the client
         reconnects (to another replica) with ``Last-Event-ID`` and misses nothing.
         """
         after = after_sequence
         woke_at: float | None = None
+        fresh_after = self._reads.started
         while self.drain is None or not self.drain.draining:
-            entries = await self.threads.read_events(
-                thread_id, after_sequence=after, limit=_TAIL_PAGE
-            )
-            if entries:
-                yield b"".join(encode_frame(e.event_json, e.sequence) for e in entries)
+            batch = await self._reads.after(thread_id, after, fresh_after=fresh_after)
+            if batch is not None:
+                yield batch.frames
                 if woke_at is not None:
                     # The generator resumes once the response has sent the frames.
                     observe(TAIL_DELIVERY_LAG_SECONDS, time.monotonic() - woke_at)
                     woke_at = None
-                after = entries[-1].sequence
-                if len(entries) == _TAIL_PAGE:
+                after = batch.last
+                if batch.full:
+                    fresh_after = self._reads.started
                     continue  # more pages of a replay
             # Caught up (the wait reads the head before it waits, so nothing slips by).
             # Idle: a keep-alive each interval; the log is read again only once woken.
@@ -168,24 +172,22 @@ class RunHost:
                     return  # the process drains: end after the last whole frame
                 yield KEEPALIVE_FRAME
             woke_at = time.monotonic()
+            fresh_after = self._reads.started
 
     async def _wait_for_events(self, thread_id: str, after: int) -> bool | None:
-        """Whether events came within a keep-alive period; None when the drain began first."""
-        waiting = self.threads.wait_for_events(
+        """Whether events came within a keep-alive period; None once the drain began.
+
+        Awaited in the tail's own task (no task per wait: an idle tail's keep-alive is the
+        hot path); the drain ends the wait through ``ThreadStore.stop_waiting``.
+        """
+        if self.drain is not None and self.drain.draining:
+            return None
+        woke = await self.threads.wait_for_events(
             thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
         )
-        if self.drain is None:
-            return await waiting
-        events = asyncio.ensure_future(waiting)
-        drained = asyncio.ensure_future(self.drain.wait())
-        try:
-            await asyncio.wait((events, drained), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            events.cancel()
-            drained.cancel()
-        if drained.done() and not drained.cancelled():
+        if self.drain is not None and self.drain.draining:
             return None
-        return events.result()
+        return woke
 
     # -- runs -----------------------------------------------------------------------------
 

@@ -201,6 +201,9 @@ class InMemoryThreadStore:
 
         return await self._notifier.wait_past(thread_id, after_sequence, wait_seconds, head)
 
+    def stop_waiting(self) -> None:
+        self._notifier.stop()
+
     async def list_threads(
         self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
     ) -> list[ThreadSummary]:

@@ -373,8 +373,12 @@ class PostgresThreadStore(SharedDatabaseStore):
                 return False
             # Woken by a notification or a reconnect: re-check. Timed out: the tail sends a
             # keep-alive, and its next wait reads the head first (one read per keep-alive).
-            if not await self.listener.notifier.wait(wake, remaining):
+            notifier = self.listener.notifier
+            if not await notifier.wait(wake, remaining) or notifier.stopped:
                 return False
+
+    def stop_waiting(self) -> None:
+        self.listener.notifier.stop()
 
     async def list_threads(
         self, owner: str | None, *, limit: int, after: ThreadCursor | None = None

@@ -303,6 +303,9 @@ class SqliteThreadStore:
             thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id)
         )
 
+    def stop_waiting(self) -> None:
+        self._notifier.stop()
+
     async def list_threads(
         self, owner: str | None, *, limit: int, after: ThreadCursor | None = None
     ) -> list[ThreadSummary]:
