@@ -83,6 +83,7 @@ class Tail:
     opened: asyncio.Event = field(default_factory=asyncio.Event)
     arrivals: dict[str, float] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    keepalives: int = 0
 
 
 async def tail(session: aiohttp.ClientSession, url: str, run_id: str | None, state: Tail) -> None:
@@ -92,6 +93,9 @@ async def tail(session: aiohttp.ClientSession, url: str, run_id: str | None, sta
             raise RuntimeError(msg)
         state.opened.set()
         async for raw in response.content:
+            if raw.startswith(b":"):
+                state.keepalives += 1
+                continue
             line = raw.decode()
             if not line.startswith("data:"):
                 continue
@@ -181,13 +185,15 @@ async def idle_part(server: ServerProcess, count: int, wave: int, seconds: float
         rss_before = rss_kib(server.pid)
         url = f"{base}/agui/threads/{thread_id}/events?after={after}"
         started = time.perf_counter()
-        _, tasks = await open_tails(session, url, count, wave, None)
+        states, tasks = await open_tails(session, url, count, wave, None)
         opened_in = time.perf_counter() - started
         await asyncio.sleep(2.0)  # let the server settle after the last wave
         rss_after = rss_kib(server.pid)
         cpu_before = cpu_seconds(server.pid)
+        frames_before = sum(s.keepalives for s in states)
         await asyncio.sleep(seconds)
         idle_cpu = cpu_seconds(server.pid) - cpu_before
+        frames = sum(s.keepalives for s in states) - frames_before
         still = sum(not t.done() for t in tasks)
         for task in tasks:
             task.cancel()
@@ -204,6 +210,17 @@ async def idle_part(server: ServerProcess, count: int, wave: int, seconds: float
         (
             f"  server CPU while idle (% of a core, goal < 2)  {100 * idle_cpu / seconds:>10.2f}"
             f"   (over {seconds:.0f}s)"
+        ),
+        # The tails open within seconds of each other, so their keep-alives bunch: a window
+        # shorter than the interval can hold more (or fewer) than its share. Per frame is the
+        # steadier figure; it includes the fixed costs (measure those with a long interval).
+        (
+            f"  keep-alives sent in that window               {frames:>10,}"
+            f"   ({frames / seconds:,.0f}/s)"
+        ),
+        (
+            f"  server CPU per keep-alive, fixed costs in (us) "
+            f"{1e6 * idle_cpu / max(frames, 1):>10.1f}"
         ),
     ]
 

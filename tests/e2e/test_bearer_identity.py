@@ -7,6 +7,7 @@ principal and ``ctx.roles`` it ran for into the thread's state.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -138,6 +139,37 @@ def test_bob_cannot_read_answer_or_cancel_alices_thread_or_question(server: Serv
         finished = post_run(client, answer)
     assert finished.last["type"] == "RUN_FINISHED"
     assert state_of(server, thread_id, alice)["answered"] == 1
+
+
+def test_bob_cannot_tail_a_thread_whose_reads_alices_open_tail_shares(
+    server: ServerProcess,
+) -> None:
+    alice, bob = as_user("alice"), as_user("bob")
+    thread_id, interrupt_id = ask(server, alice)
+    answer = run_body(
+        thread_id,
+        "run-shared",
+        resume=[{"interruptId": interrupt_id, "status": "resolved", "payload": {"flight": "X"}}],
+    )
+    events = f"/agui/threads/{thread_id}/events"
+    with (
+        httpx.Client(base_url=server.base_url, headers=alice, timeout=30) as client,
+        client.stream("GET", events) as tail,
+    ):
+        assert tail.status_code == 200
+        with httpx.Client(base_url=server.base_url, headers=bob, timeout=10) as other:
+            assert_problem(other.get(events), 404, "THREAD_NOT_FOUND")
+        assert post_run(client, answer).last["type"] == "RUN_FINISHED"
+        seen = []
+        for line in tail.iter_lines():
+            if line.startswith("data:"):
+                event = json.loads(line[5:])
+                seen.append(event)
+                if event["type"] == "RUN_FINISHED" and event["runId"] == "run-shared":
+                    break
+        with httpx.Client(base_url=server.base_url, headers=bob, timeout=10) as other:
+            assert_problem(other.get(events), 404, "THREAD_NOT_FOUND")
+    assert seen[-1]["runId"] == "run-shared"
 
 
 def test_a_resume_token_travels_in_pausemesh_token_beside_the_bearer_identity(

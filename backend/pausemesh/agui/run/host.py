@@ -152,9 +152,8 @@ class RunHost:
         """
         after = after_sequence
         woke_at: float | None = None
-        fresh_after = self._reads.started
         while self.drain is None or not self.drain.draining:
-            batch = await self._reads.after(thread_id, after, fresh_after=fresh_after)
+            batch = await self._reads.after(thread_id, after)
             if batch is not None:
                 yield batch.frames
                 if woke_at is not None:
@@ -163,7 +162,6 @@ class RunHost:
                     woke_at = None
                 after = batch.last
                 if batch.full:
-                    fresh_after = self._reads.started
                     continue  # more pages of a replay
             # Caught up (the wait reads the head before it waits, so nothing slips by).
             # Idle: a keep-alive each interval; the log is read again only once woken.
@@ -172,7 +170,6 @@ class RunHost:
                     return  # the process drains: end after the last whole frame
                 yield KEEPALIVE_FRAME
             woke_at = time.monotonic()
-            fresh_after = self._reads.started
 
     async def _wait_for_events(self, thread_id: str, after: int) -> bool | None:
         """Whether events came within a keep-alive period; None once the drain began.

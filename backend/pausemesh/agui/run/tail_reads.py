@@ -39,11 +39,10 @@ class Batch:
 class _Read:
     """One read in flight: the entries after ``after``, encoded once."""
 
-    __slots__ = ("after", "number", "task")
+    __slots__ = ("after", "task")
 
-    def __init__(self, after: int, number: int, task: asyncio.Task[_Page]) -> None:
+    def __init__(self, after: int, task: asyncio.Task[_Page]) -> None:
         self.after = after
-        self.number = number
         self.task = task
 
 
@@ -74,25 +73,24 @@ class SharedReads:
         self.threads = threads
         self.page = page
         self._reads: dict[str, _Read] = {}
-        self.started = 0
-        """How many reads were started so far: a tail notes it when it wakes and takes only a
-        read started after that (an older one may have missed what woke it)."""
 
-    async def after(self, thread_id: str, mark: int, *, fresh_after: int) -> Batch | None:
-        """The thread's next entries past ``mark`` as frames (None when there are none): a
-        read of this thread already in flight if it is newer than ``fresh_after`` and starts
-        at or before ``mark``, else a new one."""
+    async def after(self, thread_id: str, mark: int) -> Batch | None:
+        """The thread's next entries past ``mark`` as frames (None when there are none): from
+        the read of this thread in flight if it starts at or before ``mark``, else a new one.
+
+        A read that began before the event that woke this tail may miss it: the tail then
+        finds the head past its mark when it waits, and reads again at once (never a loss).
+        """
         read = self._reads.get(thread_id)
-        if read is None or read.number <= fresh_after or read.after > mark:
+        if read is None or read.after > mark:
             read = self._start(thread_id, mark)
         # shield: a tail that goes away (its task cancelled) leaves the read to the others.
         page = await asyncio.shield(read.task)
         return page.after(mark)
 
     def _start(self, thread_id: str, mark: int) -> _Read:
-        self.started += 1
         task = asyncio.get_running_loop().create_task(self._read(thread_id, mark))
-        read = self._reads[thread_id] = _Read(mark, self.started, task)
+        read = self._reads[thread_id] = _Read(mark, task)
         task.add_done_callback(lambda done: self._finished(thread_id, read, done))
         return read
 
