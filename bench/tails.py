@@ -220,7 +220,7 @@ async def idle_part(server: ServerProcess, count: int, wave: int, seconds: float
         ),
         (
             f"  server CPU per keep-alive, fixed costs in (us) "
-            f"{1e6 * idle_cpu / max(frames, 1):>10.1f}"
+            + (f"{1e6 * idle_cpu / frames:>10.1f}" if frames else "       n/a")
         ),
     ]
 

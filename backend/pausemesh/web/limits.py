@@ -120,13 +120,66 @@ class SendTimeoutGuard:
     The stalled write is abandoned and the response is told its client disconnected, so the
     stream's generator is closed (its run ends, its lease and stream slot are freed) while
     the client still holds the socket. Other responses pass through untouched.
+
+    A write to a reader that keeps up returns without waiting (uvicorn waits only while the
+    socket's buffer is full), so no timer is armed per write: a write in progress is noted
+    with its deadline, and one watchdog task (running only while a write waits) cancels the
+    writes past theirs, like ``asyncio.timeout`` would. An idle tail's keep-alive is the hot
+    path this keeps cheap.
     """
 
-    __slots__ = ("app", "timeout")
+    __slots__ = ("_expired", "_watchdog", "_writing", "app", "timeout")
 
     def __init__(self, app: ASGIApp, timeout: float) -> None:
         self.app = app
         self.timeout = timeout
+        self._writing: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+
+    async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        # A write that lasts past one tick is waiting on its reader; the tick bounds how late
+        # past ``timeout`` a stalled one is dropped.
+        tick = min(self.timeout / 4, 1.0)
+        while True:
+            # Sleep first: the write that armed the watchdog has usually finished by now, and
+            # the task ends (the next write arms it again: at most one task per tick).
+            await asyncio.sleep(tick)
+            if not self._writing:
+                return
+            now = loop.time()
+            for task, deadline in list(self._writing.items()):
+                if deadline <= now:
+                    del self._writing[task]
+                    self._expired.add(task)
+                    task.cancel()
+
+    async def _send_within(self, send: Send, message: Message) -> bool:
+        """Send ``message``; False when the reader accepted nothing for ``timeout``."""
+        task = asyncio.current_task()
+        assert task is not None  # noqa: S101 - ASGI runs in a task
+        cancelling = task.cancelling()
+        self._writing[task] = asyncio.get_running_loop().time() + self.timeout
+        try:
+            await send(message)
+        except asyncio.CancelledError:
+            # Ours (the watchdog's) unless the task was also cancelled from elsewhere.
+            if task in self._expired and task.uncancel() <= cancelling:
+                return False
+            raise
+        else:
+            return True
+        finally:
+            self._writing.pop(task, None)
+            self._expired.discard(task)
+
+    def _arm(self) -> None:
+        """Make sure the watchdog runs for at least one tick after this write starts."""
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.get_running_loop().create_task(
+                self._watch(), name="pausemesh-send-timeout"
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP:
@@ -144,10 +197,8 @@ class SendTimeoutGuard:
             if not streaming or message["type"] != "http.response.body":
                 await send(message)
                 return
-            try:
-                async with asyncio.timeout(self.timeout):
-                    await send(message)
-            except TimeoutError:
+            self._arm()
+            if not await self._send_within(send, message):
                 stalled.set()
                 _log.warning(
                     "dropped an SSE reader that accepted nothing for %.1fs (%s)",
