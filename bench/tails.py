@@ -219,7 +219,7 @@ async def idle_part(server: ServerProcess, count: int, wave: int, seconds: float
             f"   ({frames / seconds:,.0f}/s)"
         ),
         (
-            f"  server CPU per keep-alive, fixed costs in (us) "
+            "  server CPU per keep-alive, fixed costs in (us) "
             + (f"{1e6 * idle_cpu / frames:>10.1f}" if frames else "       n/a")
         ),
     ]
