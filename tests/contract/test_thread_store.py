@@ -299,6 +299,20 @@ async def test_wait_for_events_times_out_without_new_events(threads: ThreadStore
     assert await threads.wait_for_events("t1", after_sequence=0, wait_seconds=0.05) is False
 
 
+async def test_stop_waiting_ends_every_wait_now_and_every_later_one_at_once(
+    threads: ThreadStore,
+) -> None:
+    await _leased(threads)
+    waiting = asyncio.create_task(threads.wait_for_events("t1", after_sequence=0, wait_seconds=30))
+    await asyncio.sleep(0.05)  # let it wait
+    threads.stop_waiting()
+    async with asyncio.timeout(20):  # liveness only: without the stop each wait takes 30 s
+        assert await waiting is False
+        assert await threads.wait_for_events("t1", after_sequence=0, wait_seconds=30) is False
+        await threads.append_events("t1", lease_id="L1", run_id="r1", events=['{"a":1}'])
+        assert await threads.wait_for_events("t1", after_sequence=0, wait_seconds=30) is True
+
+
 async def test_wait_for_events_wakes_on_an_append(threads: ThreadStore) -> None:
     await _leased(threads)
     waiters = [

@@ -1,12 +1,12 @@
 """Cross-process wake-ups for the SQLite live tail: one change watcher per process.
 
 Several processes (``pausemesh serve --workers N``) append to one SQLite file. A process wakes
-its own tails when it commits; appends committed by the others are found by one task per
+its own tails when it commits; appends committed by the others are found by one watcher per
 process: every ``TICK_SECONDS`` it asks ``PRAGMA data_version`` (answered from the connection's
 memory, no I/O) whether any other connection committed, and only then reads which threads moved
 past the last change it saw (the change clock of migration ``thread_changes``, an index range
-scan). Only the tails of those threads are woken; an idle tail costs nothing here. The task runs
-only while some tail waits.
+scan). Only the tails of those threads are woken; an idle tail costs nothing here. The check is
+a timer callback of the loop (no task), and it runs only while some tail waits.
 """
 
 from __future__ import annotations
@@ -34,30 +34,34 @@ class ChangeWatcher:
         self.tick = tick
         self._seen = 0
         self._data_version = -1
-        self._task: asyncio.Task[None] | None = None
+        # A timer callback, not a task: a check is one read that never waits, and an idle
+        # tail's process pays only this (no future, no task step per tick).
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle = 0
 
     async def start(self) -> None:
         """Make sure the watcher runs; call it before a waiter reads the thread's head, so a
         commit after that read is past the watcher's mark."""
-        if self._task is not None and not self._task.done():
+        self._idle = 0
+        if self._timer is not None:
             return
-        self._data_version = await self._version()
-        rows = await self.database.read("SELECT value FROM agui_change_clock")
+        self._data_version = self._version()
+        rows = self.database.read_now("SELECT value FROM agui_change_clock")
         self._seen = rows[0][0] if rows else 0
-        self._task = asyncio.create_task(self._run(), name="pausemesh-sqlite-changes")
+        self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
 
-    async def _version(self) -> int:
-        rows = await self.database.read("PRAGMA data_version")
+    def _version(self) -> int:
+        rows = self.database.read_now("PRAGMA data_version")
         version: int = rows[0][0]
         return version
 
-    async def poll(self) -> int:
+    def poll(self) -> int:
         """One check; wakes the threads changed since the last; how many changed."""
-        version = await self._version()
+        version = self._version()
         if version == self._data_version:
             return 0
         self._data_version = version
-        rows = await self.database.read(
+        rows = self.database.read_now(
             "SELECT thread_id, change_seq FROM agui_threads WHERE change_seq > ?", (self._seen,)
         )
         for thread_id, change in rows:
@@ -65,16 +69,16 @@ class ChangeWatcher:
             self._seen = max(self._seen, change)
         return len(rows)
 
-    async def _run(self) -> None:
-        idle = 0
-        while idle < _IDLE_TICKS:
-            await asyncio.sleep(self.tick)
-            idle = 0 if self.notifier.watching else idle + 1
-            with contextlib.suppress(Exception):  # a failed check is retried next tick
-                await self.poll()
+    def _check(self) -> None:
+        self._idle = 0 if self.notifier.watching else self._idle + 1
+        if self._idle >= _IDLE_TICKS:
+            self._timer = None  # ends; the next waiter starts it again
+            return
+        with contextlib.suppress(Exception):  # a failed check is retried next tick
+            self.poll()
+        self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

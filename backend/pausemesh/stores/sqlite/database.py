@@ -288,6 +288,10 @@ class SqliteDatabase:
 
     async def read(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Run a short indexed read (see ``open``: it does not leave the loop thread)."""
+        return self.read_now(sql, params)
+
+    def read_now(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """``read`` from a plain callback of the loop (no coroutine needed: it never waits)."""
         self._require_open()
         assert self._reader is not None  # noqa: S101 - guarded by _require_open
         try:
