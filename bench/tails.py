@@ -245,15 +245,18 @@ async def fan_out_part(server: ServerProcess, count: int, wave: int) -> list[str
         states, tasks = await open_tails(session, url, count, wave, run_id)
         await asyncio.sleep(1.0)
         answer = {"interruptId": interrupt, "status": "resolved", "payload": {"flight": "PM202"}}
+        cpu_before = cpu_seconds(server.pid)
         sent = time.perf_counter()
         result = await post_run(session, base, run_body(thread_id, run_id, resume=[answer]))
         await asyncio.wait_for(asyncio.gather(*(s.done.wait() for s in states)), timeout=120)
+        run_cpu = cpu_seconds(server.pid) - cpu_before
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     # RUN_STARTED goes out on the run's own response right after its commit: the nearest
     # observable stand-in for the commit. RUN_FINISHED reaches the run's own response only
     # after the run's final save, so it is timed from the POST (an upper bound).
+    delivered = len(result["events"])
     committed = result["arrivals"][RUN_STARTED]
     started = [s.arrivals[RUN_STARTED] - committed for s in states]
     finished = [s.arrivals[RUN_FINISHED] - sent for s in states]
@@ -261,6 +264,13 @@ async def fan_out_part(server: ServerProcess, count: int, wave: int) -> list[str
         f"  tails on one thread                            {count:>8,}",
         f"  RUN_STARTED, commit -> every tail        {_spread(started)}",
         f"  RUN_FINISHED, POST sent -> every tail    {_spread(finished)}",
+        # Steadier than the delays on a loaded machine: the server CPU for the run and its
+        # delivery, per event delivered to one tail (the run's own work spread over them).
+        (
+            f"  server CPU, run + delivery (ms)                {1000 * run_cpu:>8.1f}"
+            f"   ({1e6 * run_cpu / (count * delivered):.1f} us per event per tail,"
+            f" {delivered} events)"
+        ),
     ]
 
 
