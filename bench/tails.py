@@ -60,6 +60,13 @@ def raise_fd_limit() -> int:
     return hard
 
 
+def kernel_seconds(pid: int) -> float:
+    """stime of the server process alone (the socket writes; on loopback the kernel also
+    delivers to the client in the writer's time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     """VmRSS of the server process and its children (the workers), in KiB."""
     total = 0
@@ -190,9 +197,11 @@ async def idle_part(server: ServerProcess, count: int, wave: int, seconds: float
         await asyncio.sleep(2.0)  # let the server settle after the last wave
         rss_after = rss_kib(server.pid)
         cpu_before = cpu_seconds(server.pid)
+        kernel_before = kernel_seconds(server.pid)
         frames_before = sum(s.keepalives for s in states)
         await asyncio.sleep(seconds)
         idle_cpu = cpu_seconds(server.pid) - cpu_before
+        kernel = kernel_seconds(server.pid) - kernel_before
         frames = sum(s.keepalives for s in states) - frames_before
         still = sum(not t.done() for t in tasks)
         for task in tasks:
@@ -209,7 +218,7 @@ async def idle_part(server: ServerProcess, count: int, wave: int, seconds: float
         f"  server RSS per tail (KiB, goal <= 50)          {per_tail:>10.1f}",
         (
             f"  server CPU while idle (% of a core, goal < 2)  {100 * idle_cpu / seconds:>10.2f}"
-            f"   (over {seconds:.0f}s)"
+            f"   (over {seconds:.0f}s, {100 * kernel / max(idle_cpu, 1e-9):.0f} % of it in the kernel)"
         ),
         # The tails open within seconds of each other, so their keep-alives bunch: a window
         # shorter than the interval can hold more (or fewer) than its share. Per frame is the
