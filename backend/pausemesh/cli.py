@@ -7,7 +7,6 @@ parser function plus a runner (``migrate`` and the real ``demo`` join this way).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import math
@@ -107,26 +106,6 @@ def _configure_logging(settings: Settings) -> None:
             handler.addFilter(_WorkerTag())
 
 
-def _draining_server(uvicorn: Any, config: Any, app: Any) -> Any:
-    """A uvicorn server that, when told to stop, starts PauseMesh's drain at once (runs get
-    their grace, tails end) instead of waiting for every open stream to end by itself."""
-    from pausemesh.web.plugin import PauseMeshPlugin  # noqa: PLC0415 - only the server needs it
-
-    plugin = app.plugins.get(PauseMeshPlugin)
-
-    class DrainingServer(uvicorn.Server):  # type: ignore[misc]
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return  # not serving yet: nothing to drain
-            # A signal handler runs between two bytecodes: hand the work to the loop.
-            loop.call_soon_threadsafe(plugin.begin_shutdown)
-
-    return DrainingServer(config)
-
-
 class _WorkerTag(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.name = f"{record.name}[{record.process}]"
@@ -217,7 +196,8 @@ def serve_app(
     requests finish). ``pausemesh serve --workers N`` goes through ``_serve_workers``."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
-    from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
+    from pausemesh.cli_drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
+    from pausemesh.web.app import create_app  # noqa: PLC0415
 
     resolver = _check_start(settings, loopback_resolver)
     if settings.instance_name is None:
@@ -225,9 +205,14 @@ def serve_app(
         # run leases at once (pausemesh.core.instance).
         name = f"{socket.gethostname()}:{settings.port}"
         settings = with_overrides(settings, instance_name=name)
-    app = create_app(settings, agent=agent, principal_resolver=resolver, plugins=plugins)
+    app = create_app(
+        settings,
+        agent=agent,
+        principal_resolver=resolver,
+        plugins=[*plugins, DrainOnStopSignals()],
+    )
     _announce(settings)
-    server = _draining_server(uvicorn, _uvicorn_config(app, settings), app)
+    server = uvicorn.Server(_uvicorn_config(app, settings))
     # uvicorn raises the signal again once it has stopped; this handler takes it, so a
     # graceful stop exits 0 instead of dying of the re-raised SIGTERM.
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -266,13 +251,16 @@ class PreparedCommand:
     loopback_resolver: Any | None = None
 
     def build_app(self, settings: Settings, *, first_worker: bool) -> Any:
-        from pausemesh.web.app import create_app  # noqa: PLC0415 - keeps --version light
+        from pausemesh.cli_drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
+        from pausemesh.web.app import create_app  # noqa: PLC0415
 
         _configure_logging(settings)
         plugins = list(self.plugins)
         if self.open_url is not None and first_worker:
             plugins.append(_open_browser_plugin(self.open_url))
         resolver = _check_start(settings, self.loopback_resolver)
+        # Each worker drains on the SIGTERM its supervisor forwards, as one process does.
+        plugins.append(DrainOnStopSignals())
         return create_app(settings, agent=self.agent, principal_resolver=resolver, plugins=plugins)
 
 

@@ -126,7 +126,9 @@ class PauseMeshPlugin(InitPlugin):
         """Start draining (SIGTERM): no new runs or tails, tails end now, in-flight runs get
         ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS``. Call it on the app's event loop; ``pausemesh
         serve`` does on SIGTERM, a host that runs the app its own way calls it itself."""
-        if self._runtime is not None:
+        # A second signal (Ctrl-C reaches every worker, then their supervisor's SIGTERM) is
+        # neither logged again nor moves the deadline.
+        if self._runtime is not None and not self._runtime.drain.draining:
             _log.info("shutting down: no new runs; in-flight runs may finish")
             self._runtime.drain.begin(self.config.settings.shutdown_grace_seconds)
 
