@@ -27,6 +27,7 @@ from pausemesh.core.model import (
     ContinuationResumed,
     CreatedContinuation,
     PublicEvent,
+    ResumeOutcome,
 )
 from pausemesh.core.observer import CollectingObserver, LoggingObserver, NoopObserver
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
@@ -62,6 +63,7 @@ __all__ = (
     "ProtocolAdapterError",
     "PublicEvent",
     "RandomTokenIssuer",
+    "ResumeOutcome",
     "StoreError",
     "SystemClock",
     "TokenAlreadyUsedError",

@@ -114,6 +114,18 @@ class CreatedContinuation(msgspec.Struct, frozen=True, kw_only=True):
     resume_token: str
 
 
+class ResumeOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """A resume as its host sees it: the continuation, and the thread the decision continues.
+
+    ``continues_thread`` is the AG-UI thread owed a run with this decision (recorded with the
+    decision, in the same write: ``ContinuationResumed.continues_thread``); None when nobody
+    is owed one (a plain continuation, or a resume from inside the conversation).
+    """
+
+    continuation: Continuation
+    continues_thread: str | None = None
+
+
 class PublicEvent(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
     """An event as shown to API callers: the token hash and derivation data removed."""
 

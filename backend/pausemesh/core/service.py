@@ -38,6 +38,7 @@ from pausemesh.core.model import (
     ContinuationResumed,
     CreatedContinuation,
     PublicEvent,
+    ResumeOutcome,
     public_event,
 )
 from pausemesh.core.observations import (
@@ -322,7 +323,32 @@ class ContinuationService:
         A resume with a token comes from outside the in-process host (a REST caller, an
         e-mail link): when the continuation was issued by one (keyed token), the decision
         records the thread it continues (``continues_thread``), which is then owed a run.
+        ``resume_outcome`` also says which thread that is.
         """
+        outcome = await self.resume_outcome(
+            continuation_id=continuation_id,
+            resume_token=resume_token,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            principal=principal,
+            resolved_by=resolved_by,
+            roles=roles,
+        )
+        return outcome.continuation
+
+    async def resume_outcome(
+        self,
+        *,
+        continuation_id: str,
+        resume_token: str,
+        idempotency_key: str,
+        payload: Any,
+        principal: str | None = None,
+        resolved_by: str | None = None,
+        roles: frozenset[str] = frozenset(),
+    ) -> ResumeOutcome:
+        """``resume``, and the thread its decision continues (None: no run is owed), so a host
+        continues that thread at once and only then (an exact retry reports it again)."""
         return await self._resume(
             continuation_id=continuation_id,
             resume_token=resume_token,
@@ -348,8 +374,28 @@ class ContinuationService:
 
         Anyone else, the owner included unless listed, gets ``ContinuationNotFoundError``.
         The token is re-derived server-side (keyed continuations only), and the decision
-        records the thread it continues, which is then owed a run.
+        records the thread it continues, which is then owed a run (``decide_outcome`` says
+        which).
         """
+        outcome = await self.decide_outcome(
+            continuation_id=continuation_id,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            principal=principal,
+            roles=roles,
+        )
+        return outcome.continuation
+
+    async def decide_outcome(
+        self,
+        *,
+        continuation_id: str,
+        idempotency_key: str,
+        payload: Any,
+        principal: str,
+        roles: frozenset[str] = frozenset(),
+    ) -> ResumeOutcome:
+        """``decide``, and the thread its decision continues (None: no run is owed)."""
         return await self._resume(
             continuation_id=continuation_id,
             resume_token=None,
@@ -413,14 +459,14 @@ class ContinuationService:
         roles: frozenset[str] = frozenset(),
         out_of_band: bool = False,
         as_approver: bool = False,
-    ) -> Continuation:
+    ) -> ResumeOutcome:
         """``resume_token=None``: re-derive the keyed token from the ``created`` event loaded
         here (one load, not one to find the token and one to resume)."""
         with span(
             "continuation.resume", continuation_id=continuation_id, trusted=resume_token is None
         ) as current:
             try:
-                state = await self._resume_checked(
+                outcome = await self._resume_checked(
                     continuation_id=continuation_id,
                     resume_token=resume_token,
                     idempotency_key=idempotency_key,
@@ -435,8 +481,8 @@ class ContinuationService:
                 count(RESUMES, error.code)
                 raise
             count(RESUMES, "OK")
-            current.set_attribute("pausemesh.version", state.version)
-            return state
+            current.set_attribute("pausemesh.version", outcome.continuation.version)
+            return outcome
 
     async def _resume_checked(
         self,
@@ -450,7 +496,7 @@ class ContinuationService:
         roles: frozenset[str],
         out_of_band: bool,
         as_approver: bool,
-    ) -> Continuation:
+    ) -> ResumeOutcome:
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
         check_payload(payload)
@@ -482,7 +528,9 @@ class ContinuationService:
                 except VersionConflictError:
                     continue
             if state.status != "pending":
-                return self._settled_resume(state, idempotency_key, payload)
+                settled = self._settled_resume(state, idempotency_key, payload)
+                # An exact retry: the thread the stored decision continues, as the first time.
+                return ResumeOutcome(continuation=settled, continues_thread=_continues(events))
             event = ContinuationResumed(
                 schema_version=CONTINUATION_SCHEMA_VERSION,
                 continuation_id=continuation_id,
@@ -498,10 +546,11 @@ class ContinuationService:
                 ),
             )
             try:
-                return await self._append(state, event)
+                resumed = await self._append(state, event)
             except VersionConflictError:
                 # Lost a race: reload and report what won (replay, used, cancelled, expired).
                 continue
+            return ResumeOutcome(continuation=resumed, continues_thread=event.continues_thread)
         msg = "resume did not settle; the store keeps changing under it"
         raise StoreError(msg, code="STORE_CONTENTION")
 
@@ -533,7 +582,7 @@ class ContinuationService:
         Only for in-process hosts that already authorized the caller (AG-UI run host,
         MCP and A2A routers); the token still goes through the normal comparison.
         """
-        return await self._resume(
+        outcome = await self._resume(
             continuation_id=continuation_id,
             resume_token=None,
             idempotency_key=idempotency_key,
@@ -542,6 +591,7 @@ class ContinuationService:
             resolved_by=resolved_by,
             roles=roles,
         )
+        return outcome.continuation
 
     def _derived_token(self, created: ContinuationCreated) -> str:
         """The keyed token of ``created``; "" (which never matches) for a random-token one."""
@@ -625,3 +675,11 @@ class ContinuationService:
             except VersionConflictError:
                 continue  # someone else settled it first; that is fine
         return expired
+
+
+def _continues(events: Sequence[ContinuationEvent]) -> str | None:
+    """The thread the stored decision among ``events`` continues (None: none, or no decision)."""
+    for event in events:
+        if isinstance(event, ContinuationResumed):
+            return event.continues_thread
+    return None

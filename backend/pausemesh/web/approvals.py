@@ -159,7 +159,7 @@ class ApprovalController(Controller):
         ):
             msg = "payload does not match the pause's responseSchema"
             raise InvalidInputError(msg, code="INVALID_PAYLOAD", field="payload")
-        continuation = await caller.service.decide(
+        outcome = await caller.service.decide_outcome(
             continuation_id=continuation_id,
             idempotency_key=key,
             payload=body.payload,
@@ -167,5 +167,5 @@ class ApprovalController(Controller):
             roles=caller.roles,
         )
         # The owner's thread continues with it (an exact retry finds nothing left to run).
-        caller.owed.poke(continuation)
-        return ContinuationBody(continuation=continuation)
+        caller.owed.poke(outcome)
+        return ContinuationBody(continuation=outcome.continuation)

@@ -171,7 +171,7 @@ class ContinuationController(Controller):
         key = check_idempotency_key((idempotency_key or "").strip())
         token = _resume_token(pausemesh_token, authorization, continuation_id)
         await caller.limits.admit_work(caller.principal, request.scope)
-        continuation = await caller.service.resume(
+        outcome = await caller.service.resume_outcome(
             continuation_id=continuation_id,
             resume_token=token,
             idempotency_key=key,
@@ -181,8 +181,8 @@ class ContinuationController(Controller):
             roles=caller.roles,
         )
         # A pause an AG-UI thread asked, decided here: the thread continues with it.
-        caller.owed.poke(continuation)
-        return ContinuationBody(continuation=continuation)
+        caller.owed.poke(outcome)
+        return ContinuationBody(continuation=outcome.continuation)
 
     @post(
         "/{continuation_id:str}/cancel",

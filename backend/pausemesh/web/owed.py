@@ -1,7 +1,8 @@
 """Runs the server owes threads whose questions were decided elsewhere (``agui/run/owed.py``).
 
 ``OwedRuns.poke`` continues a thread right after a decision made through REST or the
-approvals inbox (in the background: the decision's response does not wait for the agent);
+approvals inbox that owes it a run (in the background: the decision's response does not wait
+for the agent); a decision that owes no thread a run (a plain continuation's) costs nothing;
 ``run_owed_sweeper`` picks up whatever a poke did not finish (a crash, a busy thread, another
 replica's decision) every sweep interval, on every replica.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable
 
 from pausemesh.agui.run import RunHost
 from pausemesh.agui.run.owed import Owed, continue_owed_runs, continue_thread
-from pausemesh.core.model import Continuation
+from pausemesh.core.model import ResumeOutcome
 
 __all__ = ("OwedRuns", "run_owed_sweeper")
 
@@ -33,12 +34,15 @@ class OwedRuns:
     def enabled(self) -> bool:
         return self._host is not None
 
-    def poke(self, decided: Continuation) -> None:
-        """Continue ``decided``'s thread now, if it is owed a run (in the background)."""
-        if self._host is None:
+    def poke(self, decided: ResumeOutcome) -> None:
+        """Continue the thread ``decided`` owes a run, now (in the background); nothing when it
+        owes none. The decision recorded the owed run in its own write: if this process
+        stops before the run, any replica's sweeper makes it."""
+        thread_id = decided.continues_thread
+        if self._host is None or thread_id is None:
             return
         task = asyncio.create_task(
-            self._continue(decided.correlation_id, decided.continuation_id),
+            self._continue(thread_id, decided.continuation.continuation_id),
             name="pausemesh-owed-run",
         )
         self._tasks.add(task)
