@@ -26,9 +26,16 @@ are measured in alternating rounds (``--rounds``), so background load falls on b
 (the OpenTelemetry SDK records every span and exports it to nothing, ``PAUSEMESH_METRICS=1``)
 and one with both off, and the ratio on/off is printed (same run, same machine load).
 
+``--agent``: rounds alternate between a server with an agent (``--agent``, so ``/agui`` and the
+owed-run machinery are on) and one without, and the ratio agent/plain is printed: what serving
+an agent costs a plain continuation's create+resume (same run, same machine load). Both
+servers export metrics (``PAUSEMESH_METRICS=1``): the store writes and commits per lifecycle
+are read from ``/metrics`` (the SQLite group-commit histogram), a count the load cannot blur.
+
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
        [--workers 1,2] [--rounds 1] [--reference PATH [--cache-dir DIR]]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
+       .venv/bin/python bench/http.py --agent [--rounds 3]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
 """
 
@@ -223,6 +230,82 @@ def observability(args: argparse.Namespace) -> None:
     print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
 
 
+# Any agent will do: a plain continuation's lifecycle never runs it.
+_AGENT = "tests.support.limits_agent:agent"
+_GROUP = "pausemesh_store_commit_group_size"
+
+
+def store_writes(base: str) -> tuple[float, float]:
+    """(writes, commits) the server's SQLite store made so far, from its ``/metrics``."""
+    import httpx  # noqa: PLC0415 - only --agent reads metrics
+
+    text = httpx.get(f"{base}/metrics", timeout=30).text
+    found = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in found:
+            if line.startswith(f'{_GROUP}_{part}{{store="sqlite"}}'):
+                found[part] = float(line.rsplit(" ", 1)[1])
+    return found["sum"], found["count"]
+
+
+def compare_agent(args: argparse.Namespace) -> None:
+    """A server without an agent against one with: two servers, alternating rounds."""
+    # lifecycles, wall s, server CPU s, store writes, commits
+    totals = {"plain": [0, 0.0, 0.0, 0.0, 0.0], "agent": [0, 0.0, 0.0, 0.0, 0.0]}
+    metrics = {"PAUSEMESH_METRICS": "1"}
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        common = ["serve", "--log-level", args.log_level]
+        servers = {
+            "plain": ServerProcess(
+                [*common, "--database-path", str(Path(tmp) / "plain.db")], env=metrics
+            ),
+            "agent": ServerProcess(
+                [*common, "--agent", _AGENT, "--database-path", str(Path(tmp) / "agent.db")],
+                env=metrics,
+            ),
+        }
+        with servers["plain"], servers["agent"]:
+            for server in servers.values():
+                uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
+            for round_no in range(1, args.rounds + 1):
+                for name, server in servers.items():
+                    writes, commits = store_writes(server.base_url)
+                    count, _, wall, cpu, _ = uvloop.run(
+                        drive(server.base_url, args.seconds, args.concurrency, server.pid)
+                    )
+                    # The last owed-run pokes of the round finish before the scrape.
+                    time.sleep(0.5)
+                    writes_after, commits_after = store_writes(server.base_url)
+                    row = totals[name]
+                    row[0] += count
+                    row[1] += wall
+                    row[2] += cpu
+                    row[3] += writes_after - writes
+                    row[4] += commits_after - commits
+                    print(
+                        f"  round {round_no} {name:>5}: {count / wall:8,.0f} lifecycles/s"
+                        f"  server CPU/lifecycle {1000 * cpu / count:5.2f} ms"
+                        f"  store writes/lifecycle {(writes_after - writes) / count:4.2f}"
+                        f"  (load average {os.getloadavg()[0]:.1f})"
+                    )
+    print(
+        f"bench/http.py --agent: create+resume of plain continuations over HTTP, {args.rounds}"
+        f" alternating rounds of {args.seconds:.0f}s each"
+    )
+    print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
+    rate, cost = {}, {}
+    for name, (count, wall, cpu, writes, commits) in totals.items():
+        rate[name], cost[name] = count / wall, cpu / count
+        print(
+            f"  {name:>5}: {rate[name]:8,.0f} lifecycles/s,"
+            f" server CPU per lifecycle {1000 * cost[name]:.3f} ms,"
+            f" store writes per lifecycle {writes / count:.2f}"
+            f" (commits {commits / count:.2f})"
+        )
+    print(f"  agent/plain lifecycles/s: {rate['agent'] / rate['plain']:.2f}")
+    print(f"  agent/plain server CPU per lifecycle: {cost['agent'] / cost['plain']:.2f}")
+
+
 class Totals:
     """One setting's figures summed over its rounds."""
 
@@ -286,6 +369,9 @@ def main() -> None:
         "--observability", action="store_true", help="tracing and metrics on vs off, same run"
     )
     parser.add_argument(
+        "--agent", action="store_true", help="a server with an agent vs one without, same run"
+    )
+    parser.add_argument(
         "--reference",
         type=Path,
         default=None,
@@ -302,7 +388,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     rounds = args.rounds or 1
-    args.rounds = args.rounds or 2  # --jwt and --observability alternate two rounds by default
+    args.rounds = args.rounds or 2  # --jwt, --observability, --agent: two rounds by default
+    if args.agent:
+        compare_agent(args)
+        return
     if args.jwt:
         compare_jwt(args)
         return
