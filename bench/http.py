@@ -86,22 +86,28 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # The server of the "on" rounds: the SDK records every span (a batch processor, as in
 # production) and its exporter drops them, so the cost measured is PauseMesh's, not a network's.
-_TRACED = """
-import sys
+# The tracer provider is the one ``pausemesh.otel.configure_tracing`` builds.
+_SETUP = """
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from pausemesh.otel import tracer_provider
 
 class Discard(SpanExporter):
     def export(self, spans):
         return SpanExportResult.SUCCESS
 
-provider = TracerProvider()
+provider = tracer_provider()
 provider.add_span_processor(BatchSpanProcessor(Discard()))
 trace.set_tracer_provider(provider)
+"""
+
+
+_MAIN = """
+import sys
 from pausemesh.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+_TRACED = _SETUP + _MAIN
 
 
 class TracedServer(ServerProcess):

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ("configure_tracing", "tracing_requested")
+__all__ = ("configure_tracing", "tracer_provider", "tracing_requested")
 
 _log = logging.getLogger("pausemesh.otel")
 
@@ -60,6 +60,23 @@ def _exporter(name: str) -> Any:
     raise ValueError(msg)
 
 
+def tracer_provider(environ: Mapping[str, str] | None = None) -> Any:
+    """The SDK's tracer provider as PauseMesh configures it (exporters are added by the caller).
+
+    With no ``OTEL_TRACES_SAMPLER`` (or its default, ``parentbased_always_on``) the sampler is
+    ``FollowParent``: the SDK default's decisions, at about half its cost per span. Any other
+    sampler named there is the SDK's own. Imports the SDK: call it only when tracing is wanted.
+    """
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+
+    from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415 - imports the SDK
+
+    env = os.environ if environ is None else environ
+    named = env.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    default = named in {"", "parentbased_always_on"}
+    return TracerProvider(sampler=FollowParent() if default else None)
+
+
 def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:
     """Install the SDK's tracer provider with the requested exporters; False when none is.
 
@@ -71,12 +88,11 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:
         return False
     try:
         from opentelemetry import trace  # noqa: PLC0415
-        from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
         from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
     except ImportError as error:
         msg = f"OTEL_* asks for traces but the SDK is missing: pip install 'pausemesh[otel]' ({error})"
         raise RuntimeError(msg) from None
-    provider = TracerProvider()
+    provider = tracer_provider(environ)
     for name in names:
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
     trace.set_tracer_provider(provider)

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pausemesh.otel import configure_tracing, tracing_requested
+from pausemesh.otel import configure_tracing, tracer_provider, tracing_requested
 
 
 @pytest.mark.parametrize(
@@ -78,4 +78,66 @@ def test_otel_traces_exporter_installs_the_sdk_provider() -> None:
             assert current.is_recording()
         """,
         env={"PATH": "/usr/bin:/bin", "OTEL_TRACES_EXPORTER": "console"},
+    )
+
+
+def _sampler(environ: dict[str, str]) -> str:
+    return str(tracer_provider(environ).sampler.get_description())
+
+
+def test_the_default_sampler_is_follow_parent_and_a_named_one_is_the_sdks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415
+
+    assert isinstance(tracer_provider({}).sampler, FollowParent)
+    assert _sampler({"OTEL_TRACES_SAMPLER": "parentbased_always_on"}).startswith("ParentBased")
+    # Any other sampler is the SDK's, which reads it from the process environment.
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    assert _sampler({"OTEL_TRACES_SAMPLER": "always_off"}) == "AlwaysOffSampler"
+
+
+@pytest.mark.parametrize(
+    ("parent_flags", "remote"),
+    [(None, False), (0x01, True), (0x00, True), (0x01, False), (0x00, False)],
+)
+def test_follow_parent_decides_like_the_sdk_default_sampler(
+    parent_flags: int | None, remote: bool
+) -> None:
+    from opentelemetry import trace  # noqa: PLC0415
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON  # noqa: PLC0415
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags  # noqa: PLC0415
+    from opentelemetry.trace.span import TraceState  # noqa: PLC0415
+
+    from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415
+
+    context = None
+    if parent_flags is not None:
+        parent = SpanContext(
+            trace_id=0x1234,
+            span_id=0x5678,
+            is_remote=remote,
+            trace_flags=TraceFlags(parent_flags),
+            trace_state=TraceState([("vendor", "value")]),
+        )
+        context = trace.set_span_in_context(NonRecordingSpan(parent))
+    attributes = {"pausemesh.continuation_id": "c-1"}
+    ours = FollowParent().should_sample(context, 0x1234, "step", attributes=attributes)
+    sdk = DEFAULT_ON.should_sample(context, 0x1234, "step", attributes=attributes)
+    assert ours.decision == sdk.decision
+    assert dict(ours.attributes) == dict(sdk.attributes)
+    assert ours.trace_state == sdk.trace_state
+
+
+def test_a_serving_process_freezes_what_it_loaded_and_collects_young_objects_less_often() -> None:
+    _run(
+        """
+        import gc
+        from pausemesh.gc_tuning import YOUNG_THRESHOLD, tune_for_serving
+        before = gc.get_threshold()
+        tune_for_serving()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
+        """,
+        env={"PATH": "/usr/bin:/bin"},
     )
