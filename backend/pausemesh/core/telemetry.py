@@ -51,6 +51,7 @@ __all__ = (
     "current_metrics",
     "current_request",
     "gauge_add",
+    "leaf_span",
     "observe",
     "set_metrics",
     "set_request",
@@ -273,6 +274,17 @@ def tracer() -> trace.Tracer:
     return _tracer
 
 
+# ``key`` -> ``pausemesh.key``, made once per attribute name (spans run on every request).
+_ATTRIBUTE_NAMES: dict[str, str] = {}
+
+
+def _attribute_name(key: str) -> str:
+    name = _ATTRIBUTE_NAMES.get(key)
+    if name is None:
+        name = _ATTRIBUTE_NAMES[key] = f"pausemesh.{key}"
+    return name
+
+
 class span:  # noqa: N801 - used like a function: ``with span("name", key=value):``
     """A span around a step, current while it runs. ``None`` attributes are left out; an
     error's ``code`` is recorded, its text never is.
@@ -284,15 +296,24 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
 
     __slots__ = ("_attributes", "_name", "_span", "_token")
 
+    # Whether the span is made current while it runs (so spans started inside are its
+    # children, and log lines carry its id). ``leaf_span`` turns it off.
+    _current = True
+
     def __init__(self, name: str, **attributes: AttributeValue | None) -> None:
         self._name = name
-        self._attributes = {f"pausemesh.{k}": v for k, v in attributes.items() if v is not None}
+        self._attributes = {
+            _ATTRIBUTE_NAMES.get(k) or _attribute_name(k): v
+            for k, v in attributes.items()
+            if v is not None
+        }
         self._token: object | None = None
 
     def __enter__(self) -> Span:
         self._span = current = _tracer.start_span(self._name, attributes=self._attributes)
-        # Without an SDK the span is the invalid no-op one: nothing to make current.
-        if current.get_span_context().is_valid:
+        # Without an SDK the span is the invalid no-op one: nothing to make current. A span
+        # the sampler dropped is valid and made current, so its children are dropped too.
+        if self._current and current.get_span_context().is_valid:
             self._token = otel_context.attach(trace.set_span_in_context(current))
         return current
 
@@ -303,7 +324,7 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
         _traceback: TracebackType | None,
     ) -> None:
         current = self._span
-        if isinstance(error, Exception) and current.is_recording():
+        if error is not None and isinstance(error, Exception) and current.is_recording():
             code = getattr(error, "code", None)
             if isinstance(code, str):
                 current.set_attribute("pausemesh.code", code)
@@ -312,3 +333,13 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
         if self._token is not None:
             otel_context.detach(self._token)  # type: ignore[arg-type]
         current.end()
+
+
+class leaf_span(span):  # noqa: N801 - used like a function, as ``span``
+    """A span that starts no other span (a store commit): it is not made current, which
+    saves a context switch in and out per span. Its parent is the current span as usual; a
+    log line written inside it carries the parent's span id."""
+
+    __slots__ = ()
+
+    _current = False

@@ -10,6 +10,7 @@ private network the probes use.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from litestar import Response, get
@@ -32,15 +33,20 @@ _FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 Collector = Counter | Gauge | Histogram
 
 
+def _ignore(_value: float) -> None:
+    """What a metric of the wrong kind does with a value (a counter is not observed)."""
+
+
 class PrometheusMetrics:
     """A ``MetricsSink`` over one ``CollectorRegistry`` holding every ``METRICS`` entry."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._collectors: dict[str, Collector] = {}
-        # prometheus_client's labels() validates and locks on every call; a child, once made,
-        # is kept here (label values are bounded, so this stays small).
-        self._children: dict[tuple[str, tuple[str, ...]], Collector] = {}
+        # prometheus_client's labels() validates and locks on every call; a child's bound
+        # inc/observe, once looked up, is kept here (label values are bounded: this stays small).
+        self._adders: dict[tuple[str, tuple[str, ...]], Callable[[float], None]] = {}
+        self._observers: dict[tuple[str, tuple[str, ...]], Callable[[float], None]] = {}
         for spec in METRICS:
             collector = self._make(spec)
             self._collectors[spec.name] = collector
@@ -56,26 +62,32 @@ class PrometheusMetrics:
         return Histogram(spec.name, spec.help, buckets=spec.buckets, **common)  # type: ignore[arg-type]
 
     def _child(self, spec: MetricSpec, labels: tuple[str, ...]) -> Collector:
-        key = (spec.name, labels)
-        child = self._children.get(key)
-        if child is None:
-            collector = self._collectors[spec.name]
-            child = collector.labels(*labels) if labels else collector
-            self._children[key] = child
-        return child
+        collector = self._collectors[spec.name]
+        return collector.labels(*labels) if labels else collector
+
+    def _adder(self, spec: MetricSpec, labels: tuple[str, ...]) -> Callable[[float], None]:
+        child = self._child(spec, labels)
+        return _ignore if isinstance(child, Histogram) else child.inc
+
+    def _observer(self, spec: MetricSpec, labels: tuple[str, ...]) -> Callable[[float], None]:
+        child = self._child(spec, labels)
+        if isinstance(child, Histogram):
+            return child.observe
+        return child.set if isinstance(child, Gauge) else _ignore
 
     def inc(self, spec: MetricSpec, labels: tuple[str, ...], amount: float) -> None:
-        child = self._child(spec, labels)
-        if isinstance(child, Histogram):
-            return
-        child.inc(amount)
+        key = (spec.name, labels)
+        add = self._adders.get(key)
+        if add is None:
+            add = self._adders[key] = self._adder(spec, labels)
+        add(amount)
 
     def observe(self, spec: MetricSpec, labels: tuple[str, ...], value: float) -> None:
-        child = self._child(spec, labels)
-        if isinstance(child, Histogram):
-            child.observe(value)
-        elif isinstance(child, Gauge):
-            child.set(value)
+        key = (spec.name, labels)
+        record = self._observers.get(key)
+        if record is None:
+            record = self._observers[key] = self._observer(spec, labels)
+        record(value)
 
     async def refresh(self, storage: Storage) -> None:
         """Read what the store knows (not this process): the questions waiting."""

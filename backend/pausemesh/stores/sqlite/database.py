@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from pausemesh.core.errors import PauseMeshError, StoreError
-from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, observe, span
+from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, leaf_span, observe
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 
@@ -276,7 +276,7 @@ class SqliteDatabase:
             # groups grow and go to the writer thread, so the loop keeps serving meanwhile.
             pending = self._queue[0]
             started = time.perf_counter()
-            with span("store.commit", store="sqlite", group_size=1, inline=True):
+            with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
                 results = self._run_group([pending.op], inline=True)
             if results is not None:
                 _commit_observed(started, 1)
@@ -308,7 +308,7 @@ class SqliteDatabase:
                 group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
                 started = time.perf_counter()
                 try:
-                    with span("store.commit", store="sqlite", group_size=len(group)):
+                    with leaf_span("store.commit", store="sqlite", group_size=len(group)):
                         results = await self._run_in_writer(self._run_group, [p.op for p in group])
                     _commit_observed(started, len(group))
                 except BaseException as error:
