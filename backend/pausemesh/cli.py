@@ -197,6 +197,7 @@ def serve_app(
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
     from pausemesh.cli_drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
+    from pausemesh.gc_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 
     resolver = _check_start(settings, loopback_resolver)
@@ -211,6 +212,7 @@ def serve_app(
         principal_resolver=resolver,
         plugins=[*plugins, DrainOnStopSignals()],
     )
+    tune_for_serving()
     _announce(settings)
     server = uvicorn.Server(_uvicorn_config(app, settings))
     # uvicorn raises the signal again once it has stopped; this handler takes it, so a

@@ -65,6 +65,7 @@ def worker_app() -> Any:
     """uvicorn's app factory in each worker process: the parent's command, built here."""
     global _slot  # noqa: PLW0603 - one slot per process, claimed once at start
     from pausemesh.cli import build_parser, prepare_command  # noqa: PLC0415 - import cycle
+    from pausemesh.gc_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.settings import with_overrides  # noqa: PLC0415
 
     argv = json.loads(os.environ[WORKER_ARGV_ENV])
@@ -74,4 +75,6 @@ def worker_app() -> Any:
     base = settings.instance_name or f"{socket.gethostname()}:{settings.port}"
     _slot = claim_slot(settings.resolved_data_dir, base, settings.workers)
     settings = with_overrides(settings, instance_name=f"{base}.w{_slot.index}")
-    return prepared.build_app(settings, first_worker=_slot.index == 0)
+    app = prepared.build_app(settings, first_worker=_slot.index == 0)
+    tune_for_serving()
+    return app
