@@ -7,14 +7,18 @@ set once per process): ``create_app`` on a SQLite file, served through ``httpx.A
 format, the access line on) written to ``/dev/null``, and ``--lifecycles`` create+resume
 lifecycles, ``--concurrency`` in flight. "on" is the server of ``bench/http.py --observability``:
 the SDK's ``TracerProvider`` with a ``BatchSpanProcessor`` whose exporter drops every span, and
-``PAUSEMESH_METRICS=1``; "off" has neither. Rounds alternate off/on; the figure is process CPU
-time per lifecycle (client included: it is the same in both, so on minus off is tracing's and the
-metrics' cost).
+``PAUSEMESH_METRICS=1``; "off" has neither (``--modes`` also takes ``tracing`` and ``metrics``,
+each alone). The collector is tuned as ``pausemesh serve`` tunes it once the app is built
+(``pausemesh.gc_tuning``) unless ``--default-gc``. Rounds alternate the modes; the figures are
+process CPU time per lifecycle (client included: it is the same in both, so on minus off is
+tracing's and the metrics' cost) and the part of it spent in the garbage collector (timed
+through ``gc.callbacks``).
 
 ``--profile on`` (or ``off``) instead runs one child under cProfile and prints the functions with
-the most own time and the telemetry code's cumulative share.
+the most own time and the telemetry code's own-time share by package.
 
 Usage: .venv/bin/python bench/profile_observability.py [--rounds 3] [--lifecycles 2000]
+       [--default-gc] [--modes off,on]
        .venv/bin/python bench/profile_observability.py --profile on [--top 30]
 """
 
