@@ -62,9 +62,21 @@ def cors_config(settings: Settings) -> CORSConfig | None:
     )
 
 
+# The only headers the guard reads. ASGI servers send names lower-cased already; the guard
+# still lower-cases them (a hand-built scope may not), and only these are kept.
+_WANTED: Final = frozenset({b"origin", b"host", b"content-length", b"content-type"})
+_CHUNKED: Final = b"transfer-encoding"
+
+
 def _headers(scope: Mapping[str, Any]) -> dict[bytes, bytes]:
+    """The guard's headers in one pass; of a repeated name the last is kept, as before."""
     raw: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())
-    return {name.lower(): value for name, value in raw}
+    found: dict[bytes, bytes] = {}
+    for name, value in raw:
+        key = name if name.islower() else name.lower()
+        if key in _WANTED or key == _CHUNKED:
+            found[key] = value
+    return found
 
 
 def _own_origin(origin: str, host: bytes | None) -> bool:

@@ -173,7 +173,19 @@ class PauseMeshPlugin(InitPlugin):
 
         extra: dict[str, Provide] = {}
         if config.agent is not None:
-            handlers.append(AguiController)
+            # The only streaming routes here: the SSE send timeout wraps them alone, so a
+            # plain JSON request does not pay for a send and receive watcher it never needs.
+            handlers.append(
+                Router(
+                    path="/",
+                    route_handlers=[AguiController],
+                    middleware=[
+                        DefineMiddleware(
+                            SendTimeoutGuard, timeout=config.settings.send_timeout_seconds
+                        )
+                    ],
+                )
+            )
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
             agent = served_agent(config.agent, config.settings)
             hosts = host_factory(runtime, agent)
@@ -233,9 +245,6 @@ class PauseMeshPlugin(InitPlugin):
             middleware=[
                 DefineMiddleware(
                     BrowserGuard, allowed_origins=self.config.settings.allowed_origins
-                ),
-                DefineMiddleware(
-                    SendTimeoutGuard, timeout=self.config.settings.send_timeout_seconds
                 ),
             ],
         )
