@@ -11,6 +11,7 @@ Threads belong to the principal that created them: another principal gets 404.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, patch, post
@@ -33,14 +34,33 @@ from pausemesh.web.limits import Limits
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
-__all__ = ("AguiController", "agui_dependencies", "host_factory")
+__all__ = ("AguiCaller", "AguiController", "agui_dependencies", "host_factory")
 
-# Dependencies provided by the plugin (``agui_dependencies`` and its ``principal``).
-Host = NamedDependency[RunHost]
-Principal = NamedDependency[str | None]
-Caller = NamedDependency[PauseMeshCaller]
-Threads = NamedDependency[Conversations]
-StreamLimits = NamedDependency[Limits]
+
+@dataclass(frozen=True, slots=True)
+class AguiCaller:
+    """What an AG-UI route needs, in one dependency (see ``context.py``: Litestar resolves
+    sibling dependencies in an anyio task group, one task each, on every request)."""
+
+    host: RunHost
+    caller: PauseMeshCaller
+
+    @property
+    def principal(self) -> str | None:
+        return self.caller.principal
+
+    @property
+    def limits(self) -> Limits:
+        return self.caller.limits
+
+    @property
+    def conversations(self) -> Conversations:
+        host = self.host
+        return Conversations(threads=host.threads, service=host.service, clock=host.clock)
+
+
+# The one dependency the plugin provides (``agui_dependencies``), over its ``caller``.
+Agui = NamedDependency[AguiCaller]
 
 
 def _sse(frames: Any) -> Stream:
@@ -65,18 +85,18 @@ class AguiController(Controller):
     async def run(
         self,
         request: Request[Any, Any, Any],
-        agui_host: Host,
-        caller: Caller,
-        pausemesh_limits: StreamLimits,
+        agui: Agui,
     ) -> Stream:
         run_input = await _run_input(request)
-        principal = caller.principal
-        pausemesh_limits.refuse_if_draining()
-        await pausemesh_limits.admit_work(principal, request.scope)
-        await agui_host.check_access(run_input.thread_id, principal)
+        principal = agui.principal
+        limits = agui.limits
+        limits.refuse_if_draining()
+        await limits.admit_work(principal, request.scope)
+        await agui.host.check_access(run_input.thread_id, principal)
         # The roles travel to the agent (``ctx.roles``) beside the principal.
-        frames = counted_stream(agui_host.run(run_input, principal, roles=caller.roles), "run")
-        return _sse(pausemesh_limits.stream(principal, request.scope, frames))
+        roles = agui.caller.roles
+        frames = counted_stream(agui.host.run(run_input, principal, roles=roles), "run")
+        return _sse(limits.stream(principal, request.scope, frames))
 
     @post(
         "/connect",
@@ -88,13 +108,11 @@ class AguiController(Controller):
     async def connect(
         self,
         request: Request[Any, Any, Any],
-        agui_host: Host,
-        principal: Principal,
-        pausemesh_limits: StreamLimits,
+        agui: Agui,
     ) -> Stream:
         run_input = await _run_input(request)
-        frames = counted_stream(agui_host.connect(run_input, principal), "connect")
-        return _sse(pausemesh_limits.stream(principal, request.scope, frames))
+        frames = counted_stream(agui.host.connect(run_input, agui.principal), "connect")
+        return _sse(agui.limits.stream(agui.principal, request.scope, frames))
 
     @get(
         "/threads",
@@ -103,14 +121,13 @@ class AguiController(Controller):
     )
     async def threads(
         self,
-        agui_conversations: Threads,
-        principal: Principal,
+        agui: Agui,
         limit: Annotated[
             int, QueryParameter(name="limit", ge=1, le=MAX_PAGE_SIZE)
         ] = DEFAULT_PAGE_SIZE,
         cursor: Annotated[str | None, QueryParameter(name="cursor", max_length=1024)] = None,
     ) -> ThreadList:
-        return await agui_conversations.page(principal, limit=limit, cursor=cursor)
+        return await agui.conversations.page(agui.principal, limit=limit, cursor=cursor)
 
     @patch(
         "/threads/{thread_id:str}",
@@ -121,12 +138,11 @@ class AguiController(Controller):
         self,
         thread_id: FromPath[str],
         data: JSONBody[StrictBody[ThreadTitleBody]],
-        agui_conversations: Threads,
-        principal: Principal,
+        agui: Agui,
     ) -> dict[str, str]:
         check_thread_id(thread_id)
         body = strict_body(data, ThreadTitleBody)
-        title = await agui_conversations.rename(thread_id, principal, body.title)
+        title = await agui.conversations.rename(thread_id, agui.principal, body.title)
         return {"threadId": thread_id, "title": title}
 
     @delete(
@@ -135,22 +151,18 @@ class AguiController(Controller):
         status_code=204,
         responses=problem_responses(400, 401, 404),
     )
-    async def erase(
-        self, thread_id: FromPath[str], agui_conversations: Threads, principal: Principal
-    ) -> None:
+    async def erase(self, thread_id: FromPath[str], agui: Agui) -> None:
         check_thread_id(thread_id)
-        await agui_conversations.delete(thread_id, principal)
+        await agui.conversations.delete(thread_id, agui.principal)
 
     @get(
         "/threads/{thread_id:str}",
         summary="Thread snapshot: messages, state, open interrupts",
         responses=problem_responses(400, 401, 404),
     )
-    async def thread(
-        self, thread_id: FromPath[str], agui_host: Host, principal: Principal
-    ) -> dict[str, Any]:
+    async def thread(self, thread_id: FromPath[str], agui: Agui) -> dict[str, Any]:
         check_thread_id(thread_id)
-        return thread_snapshot(await agui_host.load(thread_id, principal))
+        return thread_snapshot(await agui.host.load(thread_id, agui.principal))
 
     @get(
         "/threads/{thread_id:str}/events",
@@ -163,17 +175,15 @@ class AguiController(Controller):
         *,
         request: Request[Any, Any, Any],
         thread_id: FromPath[str],
-        agui_host: Host,
-        principal: Principal,
-        pausemesh_limits: StreamLimits,
+        agui: Agui,
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
         after: Annotated[str | None, QueryParameter(name="after")] = None,
     ) -> Stream:
         check_thread_id(thread_id)
         cursor = replay_cursor(last_event_id, after)
-        await agui_host.load(thread_id, principal)
-        frames = counted_stream(agui_host.tail(thread_id, after_sequence=cursor), "tail")
-        return _sse(pausemesh_limits.stream(principal, request.scope, frames))
+        await agui.host.load(thread_id, agui.principal)
+        frames = counted_stream(agui.host.tail(thread_id, after_sequence=cursor), "tail")
+        return _sse(agui.limits.stream(agui.principal, request.scope, frames))
 
 
 def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHost]:
@@ -210,13 +220,18 @@ def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHo
 
 
 def agui_dependencies(agui_host: Callable[[], RunHost]) -> dict[str, Provide]:
-    """The ``agui_host`` and ``agui_conversations`` dependencies over ``host_factory``'s."""
+    """The ``agui`` dependency (over the plugin's ``caller``), and ``agui_host`` and
+    ``agui_conversations`` for a host's own routes, over ``host_factory``'s host."""
+
+    def agui(caller: NamedDependency[PauseMeshCaller]) -> AguiCaller:
+        return AguiCaller(host=agui_host(), caller=caller)
 
     def agui_conversations() -> Conversations:
         host = agui_host()
         return Conversations(threads=host.threads, service=host.service, clock=host.clock)
 
     return {
+        "agui": Provide(agui, sync_to_thread=False),
         "agui_host": Provide(agui_host, sync_to_thread=False),
         "agui_conversations": Provide(agui_conversations, sync_to_thread=False),
     }
