@@ -46,6 +46,8 @@ class LoggingObserver:
         self._logger = logger or _log
 
     def observe(self, observation: Observation) -> None:
+        if not self._logger.isEnabledFor(logging.INFO):
+            return  # below the level: skip building the fields too
         fields = msgspec.to_builtins(observation)
         self._logger.info(fields["name"], extra={"pausemesh": fields})
 
@@ -113,6 +115,9 @@ def _redact_fields(fields: dict[Any, Any]) -> dict[Any, Any]:
     return out
 
 
+_ABSENT = object()
+
+
 class RedactingFilter(logging.Filter):
     """Scrubs secret-looking keys and authorization values from log records.
 
@@ -122,7 +127,7 @@ class RedactingFilter(logging.Filter):
 
     def __init__(self, extra_keys: Iterable[str] = ()) -> None:
         super().__init__()
-        self._extra = tuple(extra_keys)
+        self._names = ("pausemesh", *extra_keys)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
@@ -133,7 +138,8 @@ class RedactingFilter(logging.Filter):
                 if isinstance(record.args, tuple)
                 else _redact(record.args)
             )
-        for name in ("pausemesh", *self._extra):
-            if hasattr(record, name):
-                setattr(record, name, _redact(getattr(record, name)))
+        for name in self._names:
+            value = getattr(record, name, _ABSENT)
+            if value is not _ABSENT:
+                setattr(record, name, _redact(value))
         return True
