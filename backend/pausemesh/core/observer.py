@@ -101,6 +101,13 @@ def _redact(value: Any) -> Any:
     return value
 
 
+def _clean(value: Any) -> bool:
+    """True when ``_redact`` would return ``value`` itself (a number, or text with nothing to
+    scrub): the usual argument, kept without building a new tuple."""
+    kind = type(value)
+    return kind in _PLAIN or (kind is str and _search(value) is None)
+
+
 def _redact_fields(fields: dict[Any, Any]) -> dict[Any, Any]:
     """``_redact`` of a dict, with its flat scalar values handled in line (the usual record)."""
     out: dict[Any, Any] = {}
@@ -132,12 +139,12 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
             record.msg = _scrub(record.msg)
-        if record.args:
-            record.args = (
-                tuple(_redact(a) for a in record.args)
-                if isinstance(record.args, tuple)
-                else _redact(record.args)
-            )
+        args = record.args
+        if args:
+            if not isinstance(args, tuple):
+                record.args = _redact(args)
+            elif not all(_clean(a) for a in args):
+                record.args = tuple(_redact(a) for a in args)
         for name in self._names:
             value = getattr(record, name, _ABSENT)
             if value is not _ABSENT:
