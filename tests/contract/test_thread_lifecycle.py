@@ -187,6 +187,52 @@ async def test_a_title_set_by_the_owner_survives_later_saves(threads: ThreadStor
     assert saved.version == 2  # a rename is outside the CAS
 
 
+async def test_an_agent_title_replaces_the_derived_one_and_an_earlier_agent_title(
+    threads: ThreadStore,
+) -> None:
+    record = await threads.create_or_load("t1", owner="alice", now=NOW)
+    messages = [{"id": "m1", "role": "user", "content": "hello there"}]
+    derived = await threads.save(msgspec.structs.replace(record, messages=messages), now=_at(1))
+    assert (derived.title, derived.title_source) == ("hello there", "derived")
+
+    named = await threads.save(derived, now=_at(2), agent_title="Trip to Lisbon")
+    assert (named.title, named.title_source) == ("Trip to Lisbon", "agent")
+
+    # A later save without one keeps it (the derived title never comes back)...
+    kept = await threads.save(named, now=_at(3))
+    assert (kept.title, kept.title_source) == ("Trip to Lisbon", "agent")
+    # ...and the agent may name the thread again.
+    renamed = await threads.save(kept, now=_at(4), agent_title="Trip to Porto")
+    assert (renamed.title, renamed.title_source) == ("Trip to Porto", "agent")
+    assert (await threads.list_threads("alice", limit=1))[0].title == "Trip to Porto"
+
+
+async def test_an_agent_title_on_a_thread_without_messages_is_taken(
+    threads: ThreadStore,
+) -> None:
+    record = await threads.create_or_load("t1", owner="alice", now=NOW)
+
+    saved = await threads.save(record, now=_at(1), agent_title="Untitled plans")
+
+    assert (saved.title, saved.title_source) == ("Untitled plans", "agent")
+
+
+async def test_an_agent_title_never_replaces_the_owners(threads: ThreadStore) -> None:
+    record = await threads.create_or_load("t1", owner="alice", now=NOW)
+    messages = [{"id": "m1", "role": "user", "content": "hello"}]
+    named = await threads.save(
+        msgspec.structs.replace(record, messages=messages), now=_at(1), agent_title="By agent"
+    )
+    # The owner renames while a run that loaded the record before is still going.
+    await threads.set_title("t1", "Mine")
+
+    saved = await threads.save(named, now=_at(2), agent_title="Agent again")
+
+    assert (saved.title, saved.title_source) == ("Mine", "owner")
+    assert (await threads.get("t1")) == saved
+    assert (await threads.list_threads("alice", limit=1))[0].title == "Mine"
+
+
 async def test_set_title_on_an_unknown_thread_is_not_found(threads: ThreadStore) -> None:
     with pytest.raises(ThreadNotFoundError):
         await threads.set_title("nope", "x")

@@ -59,6 +59,7 @@ EXPORTED = (
     "TextMessageEndEvent",
     "TextMessageStartEvent",
     "TextPart",
+    "ThreadTitle",
     "Tool",
     "ToolCall",
     "ToolCallArgsEvent",

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
+from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext, ThreadTitle
 from pausemesh.agui.events import (
     RunStartedEvent,
     StateDeltaEvent,
@@ -418,3 +418,59 @@ async def test_replaying_an_earlier_answer_after_the_agent_asked_again_is_idempo
     assert record is not None
     assert record.open_receipt is not None
     assert [i["id"] for i in record.open_receipt.interrupts] == [second["id"]]
+
+
+async def names_then_asks(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    if ctx.decisions:
+        yield ThreadTitle("Booked: PM202")
+        return
+    yield ThreadTitle("First name")
+    yield ThreadTitle("  Lisbon\n trip ")  # the last one a run yields wins, whitespace collapsed
+    yield PauseRequest(message="Which flight?")
+
+
+async def test_the_agents_title_is_saved_with_the_run_and_a_later_run_may_rename() -> None:
+    host = _host(names_then_asks)
+    [interrupt] = (await _run(host, _body(messages=USER), "alice")).interrupts
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert (record.title, record.title_source) == ("Lisbon trip", "agent")
+
+    resumed = await _run(
+        host,
+        _body("r2", resume=[{"interruptId": interrupt["id"], "status": "cancelled"}]),
+        "alice",
+    )
+
+    assert resumed.last["type"] == "RUN_FINISHED"
+    [listed] = await host.threads.list_threads("alice", limit=10)
+    assert listed.title == "Booked: PM202"
+
+
+async def test_the_agent_cannot_rename_a_thread_the_owner_named() -> None:
+    host = _host(names_then_asks)
+    [interrupt] = (await _run(host, _body(messages=USER), "alice")).interrupts
+    await host.threads.set_title("t1", "Mine")
+
+    await _run(
+        host,
+        _body("r2", resume=[{"interruptId": interrupt["id"], "status": "cancelled"}]),
+        "alice",
+    )
+
+    [listed] = await host.threads.list_threads("alice", limit=10)
+    assert listed.title == "Mine"
+
+
+@pytest.mark.parametrize("title", ["", "   ", "x" * 201])
+async def test_an_invalid_agent_title_is_an_agent_protocol_error(title: str) -> None:
+    async def agent(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield ThreadTitle(title)
+
+    host = _host(agent)
+    result = await _run(host, _body(messages=USER))
+
+    assert result.error_code == "AGENT_PROTOCOL_ERROR"
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.title is None  # a failed run saves nothing

@@ -1,7 +1,7 @@
 """What a host's agent needs, in one import: ``from pausemesh.agui import RunContext, ...``.
 
 An agent is an async generator taking a ``RunContext`` and yielding AG-UI events and
-``PauseRequest``s (see ``agent.py``); its answers come back as ``Decision``s in
+``PauseRequest``s (and a ``ThreadTitle`` to name the thread; see ``agent.py``); its answers come back as ``Decision``s in
 ``ctx.decisions``. The run host, the resume validation and the SSE framing live in the
 modules beside this one; the web bindings are in ``pausemesh.web``. Importing this package
 imports no web framework.
@@ -16,6 +16,7 @@ from pausemesh.agui.agent import (
     Operations,
     PauseRequest,
     RunContext,
+    ThreadTitle,
 )
 from pausemesh.agui.events import (
     ActivityDeltaEvent,
@@ -127,6 +128,7 @@ __all__ = (
     "TextMessageEndEvent",
     "TextMessageStartEvent",
     "TextPart",
+    "ThreadTitle",
     "Tool",
     "ToolCall",
     "ToolCallArgsEvent",

@@ -7,8 +7,8 @@ An agent is an async generator function taking a ``RunContext``::
         ...
         yield PauseRequest(message="Which flight should I book?", response_schema={...})
 
-It yields AG-UI events (forwarded to the client and logged on the thread) and
-``PauseRequest``s. The run host owns the run's frame: it sends ``RUN_STARTED`` and
+It yields AG-UI events (forwarded to the client and logged on the thread),
+``PauseRequest``s and, to name the conversation, a ``ThreadTitle``. The run host owns the run's frame: it sends ``RUN_STARTED`` and
 ``RUN_FINISHED`` itself (an agent must not yield them), closes whatever the agent left open,
 and turns the pause requests of one run into one interrupt cohort. On the next run the agent
 finds the person's answers in ``ctx.decisions``, keyed by interrupt id.
@@ -42,6 +42,7 @@ __all__ = (
     "Operations",
     "PauseRequest",
     "RunContext",
+    "ThreadTitle",
 )
 
 
@@ -64,6 +65,18 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     # Empty: the thread's owner. Otherwise only they (the owner too only if listed), from the
     # approvals inbox (``/v1/approvals``); their decision continues the owner's thread.
     approvers: tuple[str, ...] = ()
+
+
+class ThreadTitle(msgspec.Struct, frozen=True):
+    """Name the thread (shown in the thread list): ``yield ThreadTitle("Trip to Lisbon")``.
+
+    Saved with the run's transcript (a run that fails saves nothing). It replaces the title
+    taken from the first user message and any earlier agent title, never one the owner set
+    with ``PATCH /agui/threads/{id}``. The last one a run yields wins; a blank one, or one
+    longer than the PATCH limit, ends the run with ``AGENT_PROTOCOL_ERROR``.
+    """
+
+    title: str
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,5 +155,5 @@ class RunContext:
     forwarded_props: Any = None
 
 
-AgentOutput = Event | PauseRequest
+AgentOutput = Event | PauseRequest | ThreadTitle
 Agent = Callable[[RunContext], AsyncIterator[AgentOutput]]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -42,6 +42,7 @@ __all__ = (
     "ThreadRecord",
     "ThreadStore",
     "ThreadSummary",
+    "TitleSource",
     "cohort_deadline",
     "decode_cohort",
     "derive_title",
@@ -144,6 +145,9 @@ def decode_cohort(data: bytes | str | None) -> IssuedCohort | None:
         raise StoreError(msg, code="CORRUPT_STREAM") from None
 
 
+TitleSource = Literal["owner", "agent", "derived"]
+
+
 class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: str
     # The principal that created the thread; others are told it does not exist. None = no auth.
@@ -160,9 +164,13 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     # an identical one is idempotent, a different answer is refused.
     closed_receipt: IssuedCohort | None = None
     lease: RunLease | None = None
-    # Shown in thread lists: set by the owner (``set_title``) or, on the first ``save`` that
-    # carries a user message, taken from it (``derive_title``). ``save`` never replaces one.
+    # Shown in thread lists: set by the owner (``set_title``), by the agent (``save`` with an
+    # ``agent_title``) or, on the first ``save`` that carries a user message, taken from it
+    # (``derive_title``). Precedence: owner > agent > derived (see ``save``).
     title: str | None = None
+    # Who set ``title``: None for no title, or for one stored before this was recorded (kept
+    # like an owner's: it may be one).
+    title_source: TitleSource | None = None
 
 
 TITLE_MAX_CHARS = 60
@@ -258,11 +266,17 @@ class ThreadStore(Protocol):
         descending; ``before`` (an ``updated_at`` and id) continues after that record."""
         ...
 
-    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+    async def save(
+        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+    ) -> ThreadRecord:
         """CAS: store ``messages``, ``state``, ``open_receipt`` and ``closed_receipt`` if the stored
         version still equals ``record.version``; return the record with version + 1.
 
-        Lease and ``last_sequence`` are not written by ``save``.
+        Lease and ``last_sequence`` are not written by ``save``; nor is ``record.title``. The
+        title, decided in the same statement from the stored one: ``agent_title`` (the run's
+        agent named the thread) replaces a derived or earlier agent title, never the owner's
+        (``set_title``) nor a title of unknown source; without one, a thread that has no title
+        takes ``derive_title(record.messages)``.
         """
         ...
 
@@ -325,8 +339,8 @@ class ThreadStore(Protocol):
         ...
 
     async def set_title(self, thread_id: str, title: str) -> None:
-        """Set the title (outside the CAS: a rename never fails a running save);
-        ``ThreadNotFoundError`` for an unknown thread."""
+        """Set the owner's title (outside the CAS: a rename never fails a running save), which
+        no later ``save`` replaces; ``ThreadNotFoundError`` for an unknown thread."""
         ...
 
     async def erase(self, thread_id: str, *, now: datetime) -> bool:

@@ -1,4 +1,5 @@
-"""The finish of a run: save the transcript and, if the agent paused, issue the cohort.
+"""The finish of a run: save the transcript (and the agent's title) and, if the agent paused,
+issue the cohort.
 
 Every pause is checked before any continuation exists (all of the cohort or none), and the
 cohort is durable in the thread record before the client hears of it.
@@ -78,7 +79,7 @@ async def _save_end(
         closed_receipt=closed_cohort,
     )
     try:
-        run.record = await run.host.threads.save(record, now=now)
+        run.record = await run.host.threads.save(record, now=now, agent_title=run.agent_title)
     except VersionConflictError:
         raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run") from None
 

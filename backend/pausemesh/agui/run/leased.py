@@ -97,6 +97,8 @@ class LeasedRun:
         # (and for a run whose client went away before the end).
         self.outcome: str | None = None
         self.error_code: str | None = None
+        # The last ``ThreadTitle`` the agent yielded (checked), saved with the transcript.
+        self.agent_title: str | None = None
 
     # -- output ---------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The agent pump: the host's agent runs in its own task; its output goes out in batches.
 
-Events are folded into the run's transcript and sent (logged first); pause requests are kept
-for the finish; keep-alives fill the silences (the lease keeper renews the lease on its own).
+Events are folded into the run's transcript and sent (logged first); pause requests and the
+agent's thread title are kept for the finish; keep-alives fill the silences (the lease keeper renews the lease on its own).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Final
 
-from pausemesh.agui.agent import PauseRequest, RunContext
+from pausemesh.agui.agent import PauseRequest, RunContext, ThreadTitle
+from pausemesh.agui.conversations import check_title
 from pausemesh.agui.events import Event, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME
@@ -43,7 +44,7 @@ class _Failed:
 
 _DONE: Final = _Done()
 _WAKE: Final = _Wake()
-_Item = Event | PauseRequest | _Done | _Failed | _Wake
+_Item = Event | PauseRequest | ThreadTitle | _Done | _Failed | _Wake
 _SHUTTING_DOWN = "The server is shutting down; run again to continue"
 
 
@@ -153,6 +154,11 @@ def _take(
         raise AguiRunError("AGENT_FAILED", "The agent failed")
     if isinstance(output, PauseRequest):
         pauses.append(output)
+    elif isinstance(output, ThreadTitle):
+        try:
+            run.agent_title = check_title(output.title)
+        except PauseMeshError as error:
+            raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid title: {error.message}") from None
     elif isinstance(output, RunErrorEvent):
         # The agent ends the run with its own error.
         code = output.code if isinstance(output.code, str) else "AGENT_ERROR"

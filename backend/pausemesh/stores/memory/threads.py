@@ -104,10 +104,17 @@ class InMemoryThreadStore:
         record = self._records.get(thread_id)
         return None if record is None else _copy(record)
 
-    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+    async def save(
+        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+    ) -> ThreadRecord:
         current = self._require(record.thread_id)
         if current.version != record.version:
             raise VersionConflictError(record.thread_id, record.version, current.version)
+        title, source = current.title, current.title_source
+        if agent_title is not None and (title is None or source in ("agent", "derived")):
+            title, source = agent_title, "agent"
+        elif title is None and (derived := derive_title(record.messages)) is not None:
+            title, source = derived, "derived"
         updated = msgspec.structs.replace(
             current,
             messages=_clone(record.messages),
@@ -116,7 +123,8 @@ class InMemoryThreadStore:
             closed_receipt=_clone_cohort(record.closed_receipt),
             version=current.version + 1,
             updated_at=now,
-            title=current.title or derive_title(record.messages),
+            title=title,
+            title_source=source,
         )
         self._records[record.thread_id] = updated
         return _copy(updated)
@@ -226,7 +234,9 @@ class InMemoryThreadStore:
 
     async def set_title(self, thread_id: str, title: str) -> None:
         current = self._require(thread_id)
-        self._records[thread_id] = msgspec.structs.replace(current, title=title)
+        self._records[thread_id] = msgspec.structs.replace(
+            current, title=title, title_source="owner"
+        )
 
     async def erase(self, thread_id: str, *, now: datetime) -> bool:
         self._check_open()

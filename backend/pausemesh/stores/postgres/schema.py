@@ -457,6 +457,21 @@ _APPROVALS = Migration(
 )
 
 
+# Migration 13 (11 and 12 are taken on other lines of work): who set a thread's title, so an
+# agent's title replaces the derived one but never the owner's. Titles stored before it keep
+# NULL (unknown source), which ``save`` treats like the owner's: it may be one.
+_TITLE_SOURCE = Migration(
+    version=13,
+    name="thread_title_source",
+    statements=(
+        """
+        ALTER TABLE {schema}.agui_threads ADD COLUMN title_source TEXT
+            CHECK (title_source IN ('owner', 'agent', 'derived'))
+        """,
+    ),
+)
+
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -467,6 +482,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _RATE_LIMITS,
     _APPROVALS,
     _A2A_PUSH,
+    _TITLE_SOURCE,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a

@@ -41,13 +41,23 @@ __all__ = ("PostgresThreadStore", "list_threads_sql")
 
 # The fields ``save`` writes live in one JSON body, so a new one needs no migration.
 _IDENTITY = frozenset(
-    {"thread_id", "owner", "version", "last_sequence", "created_at", "updated_at", "lease", "title"}
+    {
+        "thread_id",
+        "owner",
+        "version",
+        "last_sequence",
+        "created_at",
+        "updated_at",
+        "lease",
+        "title",
+        "title_source",
+    }
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
 _REQUIRED = frozenset(f.name for f in msgspec.structs.fields(ThreadRecord) if f.required)
 _COLUMNS = (
     "thread_id, owner, body_json, version, last_sequence, created_at, updated_at,"
-    " lease_id, lease_run_id, lease_expires_at, title"
+    " lease_id, lease_run_id, lease_expires_at, title, title_source"
 )
 # Protocol threads (A2A tasks) are neither listed nor purged by retention.
 _NOT_PROTOCOL = " AND ".join(
@@ -91,6 +101,7 @@ def _record(row: Any) -> ThreadRecord:
         updated_at=row[6],
         lease=lease,
         title=row[10],
+        title_source=row[11],
         **fields,
     )
 
@@ -130,13 +141,24 @@ class PostgresThreadStore(SharedDatabaseStore):
             WHERE NOT EXISTS (SELECT 1 FROM {q}.agui_thread_erasures WHERE thread_id = $1)
             ON CONFLICT DO NOTHING RETURNING {_COLUMNS}
         """
+        # The title rule of ``ThreadStore.save``: $7, the agent's title, replaces a derived or
+        # agent one (or none), never the owner's nor one of unknown source (NULL).
+        agent_wins = (
+            "$7::text IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
+        )
         self._sql_save = f"""
             UPDATE {q}.agui_threads SET body_json = $2, version = version + 1, updated_at = $3,
-                title = coalesce(title, $5), open_deadline = $6
+                title = CASE WHEN {agent_wins} THEN $7 ELSE coalesce(title, $5) END,
+                title_source = CASE WHEN {agent_wins} THEN 'agent'
+                    WHEN title IS NULL AND $5::text IS NOT NULL THEN 'derived'
+                    ELSE title_source END,
+                open_deadline = $6
             WHERE thread_id = $1 AND version = $4 RETURNING {_COLUMNS}
         """
         self._sql_list = {after: list_threads_sql(q, after=after) for after in (True, False)}
-        self._sql_title = f"UPDATE {q}.agui_threads SET title = $2 WHERE thread_id = $1"
+        self._sql_title = (
+            f"UPDATE {q}.agui_threads SET title = $2, title_source = 'owner' WHERE thread_id = $1"
+        )
         self._sql_erase = f"SELECT {q}.pausemesh_erase_thread($1, $2)"
         self._sql_lapsed = f"""
             SELECT thread_id FROM {q}.agui_threads WHERE open_deadline <= $1
@@ -235,7 +257,9 @@ class PostgresThreadStore(SharedDatabaseStore):
         # None: another replica created it first; its row is committed and visible now.
         return _record(row) if row is not None else await self._load(thread_id)
 
-    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
+    async def save(
+        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+    ) -> ThreadRecord:
         await self.database.ensure_schema()
         row = await self.database.fetchrow(
             self._sql_save,
@@ -245,6 +269,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             record.version,
             derive_title(record.messages),
             cohort_deadline(record.open_receipt),
+            agent_title,
         )
         if row is None:
             actual = await self._load(record.thread_id)
@@ -262,6 +287,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             record.version,
             derive_title(record.messages),
             cohort_deadline(record.open_receipt),
+            None,
         )
         if row is None:
             actual = await conn.fetchval(

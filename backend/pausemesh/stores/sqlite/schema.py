@@ -343,6 +343,20 @@ _THREAD_CHANGES = Migration(
     ),
 )
 
+# Migration 13 (11 and 12 are taken on other lines of work): who set a thread's title, so an
+# agent's title replaces the derived one but never the owner's. Titles stored before it keep
+# NULL (unknown source), which ``save`` treats like the owner's: it may be one.
+_TITLE_SOURCE = Migration(
+    version=13,
+    name="thread_title_source",
+    statements=(
+        """
+        ALTER TABLE agui_threads ADD COLUMN title_source TEXT
+            CHECK (title_source IN ('owner', 'agent', 'derived'))
+        """,
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -353,4 +367,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _APPROVALS,
     _A2A_PUSH,
     _THREAD_CHANGES,
+    _TITLE_SOURCE,
 )

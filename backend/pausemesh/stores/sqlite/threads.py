@@ -38,7 +38,7 @@ __all__ = ("SqliteThreadStore", "save_op")
 _SELECT_ALL = (
     "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
     " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us,"
-    " closed_receipt_json, title"
+    " closed_receipt_json, title, title_source"
     " FROM agui_threads"
 )
 _SELECT_ONE = _SELECT_ALL + " WHERE thread_id = ?"
@@ -83,6 +83,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
         closed_receipt=decode_cohort(row[12]),
         lease=lease,
         title=row[13],
+        title_source=row[14],
     )
 
 
@@ -93,34 +94,41 @@ def _load(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord:
     return _record(row)
 
 
-def save_op(record: ThreadRecord, now: datetime) -> Callable[[sqlite3.Connection], ThreadRecord]:
+# The title rule of ``ThreadStore.save``, on the stored row: an agent's title replaces a
+# derived or agent one (or none), never the owner's nor one of unknown source (NULL).
+_AGENT_TITLE_WINS = ":agent IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
+_SAVE_SQL = (
+    "UPDATE agui_threads SET messages_json = :messages, state_json = :state,"
+    " open_receipt_json = :receipt, closed_receipt_json = :closed, version = version + 1,"
+    " updated_at_us = :now,"
+    f" title = CASE WHEN {_AGENT_TITLE_WINS} THEN :agent ELSE coalesce(title, :derived) END,"
+    f" title_source = CASE WHEN {_AGENT_TITLE_WINS} THEN 'agent'"
+    " WHEN title IS NULL AND :derived IS NOT NULL THEN 'derived' ELSE title_source END,"
+    " open_deadline_us = :deadline"
+    " WHERE thread_id = :thread_id AND version = :version"
+)
+
+
+def save_op(
+    record: ThreadRecord, now: datetime, *, agent_title: str | None = None
+) -> Callable[[sqlite3.Connection], ThreadRecord]:
     """The CAS update of ``ThreadStore.save`` as a write op (the push outbox joins it)."""
-    messages = _json(record.messages)
-    state = _json(record.state)
-    receipt = None if record.open_receipt is None else _json(record.open_receipt)
-    closed = None if record.closed_receipt is None else _json(record.closed_receipt)
-    title = derive_title(record.messages)
     deadline = cohort_deadline(record.open_receipt)
-    deadline_us = None if deadline is None else epoch_us(deadline)
+    params = {
+        "messages": _json(record.messages),
+        "state": _json(record.state),
+        "receipt": None if record.open_receipt is None else _json(record.open_receipt),
+        "closed": None if record.closed_receipt is None else _json(record.closed_receipt),
+        "now": epoch_us(now),
+        "agent": agent_title,
+        "derived": derive_title(record.messages),
+        "deadline": None if deadline is None else epoch_us(deadline),
+        "thread_id": record.thread_id,
+        "version": record.version,
+    }
 
     def op(conn: sqlite3.Connection) -> ThreadRecord:
-        cursor = conn.execute(
-            "UPDATE agui_threads SET messages_json = ?, state_json = ?, open_receipt_json = ?,"
-            " closed_receipt_json = ?, version = version + 1, updated_at_us = ?,"
-            " title = coalesce(title, ?), open_deadline_us = ?"
-            " WHERE thread_id = ? AND version = ?",
-            (
-                messages,
-                state,
-                receipt,
-                closed,
-                epoch_us(now),
-                title,
-                deadline_us,
-                record.thread_id,
-                record.version,
-            ),
-        )
+        cursor = conn.execute(_SAVE_SQL, params)
         if cursor.rowcount != 1:
             actual = _load(conn, record.thread_id).version
             raise VersionConflictError(record.thread_id, record.version, actual)
@@ -178,8 +186,10 @@ class SqliteThreadStore:
         rows = await self.database.read(sql, [*params, limit])
         return [_record(row) for row in rows]
 
-    async def save(self, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
-        return await self.database.write(save_op(record, now))
+    async def save(
+        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+    ) -> ThreadRecord:
+        return await self.database.write(save_op(record, now, agent_title=agent_title))
 
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
@@ -331,7 +341,8 @@ class SqliteThreadStore:
     async def set_title(self, thread_id: str, title: str) -> None:
         def op(conn: sqlite3.Connection) -> None:
             cursor = conn.execute(
-                "UPDATE agui_threads SET title = ? WHERE thread_id = ?", (title, thread_id)
+                "UPDATE agui_threads SET title = ?, title_source = 'owner' WHERE thread_id = ?",
+                (title, thread_id),
             )
             if cursor.rowcount != 1:
                 raise ThreadNotFoundError(thread_id)
