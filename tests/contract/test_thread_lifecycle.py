@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -121,37 +120,70 @@ async def test_list_threads_is_scoped_to_the_owner_and_skips_protocol_threads(
     assert [s.thread_id for s in await threads.list_threads(None, limit=10)] == ["anon"]
 
 
-async def test_pagination_has_no_duplicates_or_gaps_while_threads_are_written(
-    threads: ThreadStore,
-) -> None:
+async def _walk_while_writing(
+    threads: ThreadStore, next_page: Callable[[], Awaitable[list[ThreadSummary]]]
+) -> tuple[list[str], list[str], set[str]]:
+    """Page through alice's 40 threads, 7 at a time; between pages, move one thread not yet
+    listed and one already listed to the top (a save) and add a new thread. Return the ids
+    listed, the threads there before the walk, and the ones touched during it."""
     old = [f"old-{i:03d}" for i in range(40)]
     for i, thread_id in enumerate(old):
         await _touch(threads, thread_id, _at(i))
+    listed: list[str] = []
+    touched: set[str] = set()
+    step = 0
+    while True:
+        page = await next_page()
+        listed += [s.thread_id for s in page]
+        if len(page) < 7:
+            return listed, old, touched
+        unseen = [t for t in old if t not in listed and t not in touched]
+        seen = [t for t in listed if t in old and t not in touched]
+        for thread_id in (unseen[len(unseen) // 2], seen[0]):
+            step += 1
+            await _touch(threads, thread_id, _at(100 + step))  # now the most recent
+            touched.add(thread_id)
+        step += 1
+        await _touch(threads, f"new-{step:03d}", _at(100 + step))
 
-    async def writer() -> None:
-        # New threads and updates to one thread land on top while the reader pages.
-        for i in range(40):
-            await _touch(threads, f"new-{i:03d}", _at(100 + i))
-            await asyncio.sleep(0)
 
-    seen: list[ThreadSummary] = []
+async def test_pagination_has_no_duplicates_or_gaps_while_threads_are_written(
+    threads: ThreadStore,
+) -> None:
+    after: ThreadCursor | None = None
 
-    async def reader() -> None:
-        after: ThreadCursor | None = None
-        while True:
-            page = await threads.list_threads("alice", limit=7, after=after)
-            seen.extend(page)
-            await asyncio.sleep(0)
-            if len(page) < 7:
-                return
+    async def next_page() -> list[ThreadSummary]:
+        nonlocal after
+        page = await threads.list_threads("alice", limit=7, after=after)
+        if page:
             after = ThreadCursor(updated_at=page[-1].updated_at, thread_id=page[-1].thread_id)
+        return page
 
-    await asyncio.gather(writer(), reader())
+    listed, old, touched = await _walk_while_writing(threads, next_page)
 
-    ids = [s.thread_id for s in seen]
-    assert len(ids) == len(set(ids))
-    # Every thread that existed before the walk and was not touched during it is listed.
-    assert set(old) <= set(ids)
+    assert len(touched) > 6  # the walk really moved threads past the cursor, both ways
+    assert len(listed) == len(set(listed)), "a thread was listed twice"
+    # Every thread there before the walk and not touched during it is listed, once.
+    assert set(old) - touched <= set(listed), "a thread was skipped"
+
+
+async def test_the_same_writes_would_list_threads_twice_under_an_offset_cursor(
+    threads: ThreadStore,
+) -> None:
+    # The walk above is one an offset cursor fails: each thread moved to the top from below
+    # the cursor pushes an already listed one back into the next page.
+    offset = 0
+
+    async def next_page() -> list[ThreadSummary]:
+        nonlocal offset
+        rows = await threads.list_threads("alice", limit=offset + 7)
+        page = rows[offset:]
+        offset += len(page)
+        return page
+
+    listed, _, _ = await _walk_while_writing(threads, next_page)
+
+    assert len(listed) != len(set(listed))
 
 
 async def test_title_comes_from_the_first_user_message_shortened(threads: ThreadStore) -> None:
