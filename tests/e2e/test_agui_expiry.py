@@ -93,6 +93,32 @@ def test_an_expired_question_shows_on_the_tail_connect_and_snapshot_without_a_re
         assert bookings(client, thread_id) == []
 
 
+def _pending_counts(client: httpx.Client) -> dict[str, int]:
+    response = client.get("/agui/threads", params={"limit": 100})
+    assert response.status_code == 200, response.text
+    return {t["threadId"]: t["pendingInterrupts"] for t in response.json()["threads"]}
+
+
+def test_the_thread_list_counts_no_pending_interrupt_once_the_question_expired(
+    server: ServerProcess,
+) -> None:
+    lasting, expiring = new_thread(), new_thread()
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        ask(client, lasting)  # the server's default deadline: still pending at the end
+        asked = ask(client, expiring, forwardedProps={"questionTtlSeconds": 1})
+        last = asked.frames[-1].sequence
+        assert last is not None
+        # Wait for the sweeper's run on the thread (its RUN_FINISHED), not for a clock.
+        frames: queue.Queue[Frame] = queue.Queue()
+        _tail_until_expiry(server, expiring, last, frames)
+        assert frames.get_nowait().event["type"] == "RUN_STARTED"
+
+        counts = _pending_counts(client)
+
+    assert counts[expiring] == 0
+    assert counts[lasting] == 1
+
+
 @needs_node
 def test_the_official_client_ends_with_no_pending_interrupt_after_expiry(
     server: ServerProcess,

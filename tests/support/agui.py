@@ -22,6 +22,8 @@ from ag_ui._generated import models as official
 from ag_ui.core import Event as OfficialEvent
 from pydantic import BaseModel, TypeAdapter
 
+from pausemesh.core.identity import Identity
+
 __all__ = (
     "NODE",
     "NODE_DIR",
@@ -29,6 +31,7 @@ __all__ = (
     "RunResult",
     "StreamChecker",
     "assert_conformant",
+    "header_identity",
     "header_principal",
     "needs_node",
     "post_run",
@@ -223,3 +226,13 @@ async def header_principal(request: Any) -> str | None:
     """A principal resolver for tests: the ``X-Principal`` header names the caller."""
     value = request.headers.get("x-principal")
     return value if isinstance(value, str) and value else None
+
+
+async def header_identity(request: Any) -> Identity | None:
+    """A principal resolver for tests with roles: ``X-Principal`` names the caller and
+    ``X-Roles`` (comma-separated) gives its roles."""
+    principal = request.headers.get("x-principal")
+    if not isinstance(principal, str) or not principal:
+        return None
+    roles = request.headers.get("x-roles") or ""
+    return Identity(principal, frozenset(r.strip() for r in roles.split(",") if r.strip()))
