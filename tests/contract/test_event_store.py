@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import msgspec
 import pytest
 
 from pausemesh.core.errors import (
@@ -13,6 +14,7 @@ from pausemesh.core.errors import (
     StoreError,
     VersionConflictError,
 )
+from pausemesh.core.model import ContinuationCreated, ContinuationResumed
 from pausemesh.core.ports import EventStore
 from tests.support.events import T0, cancelled, created, resumed
 
@@ -119,3 +121,55 @@ async def test_closed_store_refuses_work_with_store_error(event_store: EventStor
         await event_store.load("c1")
     with pytest.raises(StoreError):
         await event_store.check_readiness()
+
+
+def _asked(continuation_id: str, thread_id: str, owner: str | None) -> ContinuationCreated:
+    return msgspec.structs.replace(
+        created(continuation_id),
+        correlation_id=thread_id,
+        owner=owner,
+        metadata={"agent": {"offered": ["PM101", "PM202"]}},
+    )
+
+
+async def test_erase_correlated_removes_what_the_owners_questions_asked_and_were_answered(
+    event_store: EventStore,
+) -> None:
+    await event_store.append("c1", 0, [_asked("c1", "t1", "alice"), resumed("c1")])
+    await event_store.append("c2", 0, [_asked("c2", "t1", "alice"), cancelled("c2")])
+    await event_store.append("c3", 0, [_asked("c3", "t1", "bob"), resumed("c3")])
+    await event_store.append("c4", 0, [_asked("c4", "t2", "alice")])
+
+    erased = await event_store.erase_correlated("t1", owner="alice", now=T0)
+
+    assert erased == 2
+    asked, answered = await event_store.load("c1")
+    assert isinstance(asked, ContinuationCreated)
+    assert isinstance(answered, ContinuationResumed)
+    assert (asked.payload, asked.metadata, answered.resume_payload) == (None, {}, None)
+    # What it was stays: ids, versions, kinds, times, the token hash, the key.
+    assert asked == msgspec.structs.replace(_asked("c1", "t1", "alice"), payload=None, metadata={})
+    assert answered == msgspec.structs.replace(resumed("c1"), resume_payload=None)
+    question, withdrawn = await event_store.load("c2")
+    assert isinstance(question, ContinuationCreated)
+    assert question.payload is None
+    assert withdrawn == cancelled("c2")
+    # Another owner's continuation with the same correlation id, and another thread's: kept.
+    assert list(await event_store.load("c3")) == [_asked("c3", "t1", "bob"), resumed("c3")]
+    assert list(await event_store.load("c4")) == [_asked("c4", "t2", "alice")]
+
+
+async def test_erase_correlated_is_idempotent_and_matches_ownerless_continuations(
+    event_store: EventStore,
+) -> None:
+    await event_store.append("c1", 0, [_asked("c1", "t1", None)])
+    await event_store.append("c2", 0, [_asked("c2", "t1", "alice")])
+
+    assert await event_store.erase_correlated("t1", owner=None, now=T0) == 1
+    assert await event_store.erase_correlated("t1", owner=None, now=T0) == 0
+
+    [first] = await event_store.load("c1")
+    assert isinstance(first, ContinuationCreated)
+    assert first.payload is None
+    [other] = await event_store.load("c2")
+    assert other == _asked("c2", "t1", "alice")

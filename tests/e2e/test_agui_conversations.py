@@ -4,9 +4,11 @@ and PostgreSQL: the thread list, titles, erasure (checked in the database itself
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -28,11 +30,19 @@ _KEY = "conversations-test-key-0123456789abcdef"
 
 
 class Deployment:
-    """A running demo server and a way to count a thread's rows in its database."""
+    """A running demo server and a way to count a thread's rows in its database (and to read
+    the continuation log of its questions, with their erasure marks)."""
 
-    def __init__(self, server: ServerProcess, count_rows: object) -> None:
+    def __init__(
+        self,
+        server: ServerProcess,
+        count_rows: object,
+        questions: Callable[[str], list[tuple[dict[str, Any], bool]]],
+    ) -> None:
         self.server = server
         self.count_rows = count_rows
+        # thread id -> every event of its continuations, each with whether the id is erased
+        self.questions = questions
 
     def rows(self, thread_id: str) -> dict[str, int]:
         assert callable(self.count_rows)
@@ -54,8 +64,19 @@ def _sqlite_deployment(tmp: Path) -> Iterator[Deployment]:
                 for table in ("agui_threads", "agui_thread_events", "agui_thread_erasures")
             }
 
+    def questions(thread_id: str) -> list[tuple[dict[str, Any], bool]]:
+        with sqlite3.connect(database) as conn:
+            rows = conn.execute(
+                "SELECT e.event_json, x.continuation_id IS NOT NULL FROM continuation_events e"
+                " LEFT JOIN continuation_erasures x USING (continuation_id)"
+                " WHERE e.continuation_id IN (SELECT continuation_id FROM continuation_events"
+                " WHERE version = 1 AND json_extract(event_json, '$.correlationId') = ?)",
+                (thread_id,),
+            ).fetchall()
+        return [(json.loads(text), bool(erased)) for text, erased in rows]
+
     with ServerProcess([*args, "--principal-resolver", _RESOLVER]) as server:
-        yield Deployment(server, count)
+        yield Deployment(server, count, questions)
 
 
 def _postgres_deployment() -> Iterator[Deployment]:
@@ -80,11 +101,32 @@ def _postgres_deployment() -> Iterator[Deployment]:
     def count(thread_id: str) -> dict[str, int]:
         return asyncio.run(count_async(thread_id))
 
+    async def questions_async(thread_id: str) -> list[tuple[dict[str, Any], bool]]:
+        conn = await asyncpg.connect(DATABASE_URL)
+        try:
+            rows = await conn.fetch(
+                f"""
+                SELECT e.event_json, x.continuation_id IS NOT NULL
+                FROM "{schema}".continuation_events e
+                LEFT JOIN "{schema}".continuation_erasures x USING (continuation_id)
+                WHERE e.continuation_id IN (
+                    SELECT continuation_id FROM "{schema}".continuation_events
+                    WHERE version = 1 AND (event_json::jsonb ->> 'correlationId') = $1)
+                """,  # noqa: S608 - the test's own schema
+                thread_id,
+            )
+        finally:
+            await conn.close()
+        return [(json.loads(r[0]), bool(r[1])) for r in rows]
+
+    def questions(thread_id: str) -> list[tuple[dict[str, Any], bool]]:
+        return asyncio.run(questions_async(thread_id))
+
     try:
         with ServerProcess(
             [*args, "--principal-resolver", _RESOLVER], env={"PAUSEMESH_SECRET_KEY": _KEY}
         ) as server:
-            yield Deployment(server, count)
+            yield Deployment(server, count, questions)
     finally:
         asyncio.run(drop_schema(schema))
 
@@ -212,11 +254,17 @@ def test_delete_cancels_the_question_erases_the_data_and_the_thread_is_gone_ever
     deployment: Deployment, alice: httpx.Client, bob: httpx.Client
 ) -> None:
     thread_id = new_thread()
+    # A question answered (a booking), then another one left open.
+    [answered] = ask(alice, thread_id).interrupts
+    booked = post_run(alice, resume_body(thread_id, [resolved(answered["id"])]))
+    assert booked.last["type"] == "RUN_FINISHED", booked.events
     asked = ask(alice, thread_id)
     [interrupt] = asked.interrupts
     before = deployment.rows(thread_id)
     assert before["agui_threads"] == 1
-    assert before["agui_thread_events"] == len(asked.frames)
+    questions = deployment.questions(thread_id)
+    assert {e["type"] for e, _ in questions} == {"continuation.created", "continuation.resumed"}
+    assert "Which flight" in json.dumps([e for e, _ in questions])
 
     assert_problem(bob.delete(f"/agui/threads/{thread_id}"), 404, "THREAD_NOT_FOUND")
     assert alice.delete(f"/agui/threads/{thread_id}").status_code == 204
@@ -227,6 +275,18 @@ def test_delete_cancels_the_question_erases_the_data_and_the_thread_is_gone_ever
         "agui_thread_events": 0,
         "agui_thread_erasures": 1,
     }
+    # Nor of what its questions asked and were answered: the continuation log keeps only
+    # what each was (ids, kinds, times), every one of them in the erasure ledger.
+    erased = deployment.questions(thread_id)
+    assert len(erased) == len(questions) + 1  # the open question's cancellation
+    assert all(in_ledger for _, in_ledger in erased)
+    for event, _ in erased:
+        if event["type"] == "continuation.created":
+            assert (event["payload"], event["metadata"]) == (None, {})
+        if event["type"] == "continuation.resumed":
+            assert event["resumePayload"] is None
+    assert "Which flight" not in json.dumps([e for e, _ in erased])
+    assert '"PM202"' not in json.dumps([e for e, _ in erased])
     assert_problem(alice.get(f"/agui/threads/{thread_id}"), 404, "THREAD_NOT_FOUND")
     assert_problem(alice.get(f"/agui/threads/{thread_id}/events"), 404, "THREAD_NOT_FOUND")
     assert_problem(alice.delete(f"/agui/threads/{thread_id}"), 404, "THREAD_NOT_FOUND")

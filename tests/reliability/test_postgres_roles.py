@@ -224,3 +224,58 @@ async def test_the_runtime_role_erases_a_thread_only_through_the_audited_functio
     finally:
         await conn.close()
         await database.close()
+
+
+async def test_the_runtime_role_erases_a_threads_questions_only_through_the_audited_function(
+    runtime: tuple[str, str],
+) -> None:
+    schema, url = runtime
+    database = await PostgresDatabase.connect(url, schema=schema, min_size=1, max_size=2)
+    conn = await asyncpg.connect(url)
+    try:
+        events = PostgresEventStore(database, owns_database=False)
+        service = ContinuationService(store=events)
+        asked = []
+        for thread_id in ("t1", "t2"):
+            made = await service.create(
+                payload={"kind": "input", "message": f"Which flight for {thread_id}?"},
+                correlation_id=thread_id,
+                owner="alice",
+                metadata={"offered": ["PM101"]},
+            )
+            await service.resume(
+                continuation_id=made.continuation.continuation_id,
+                resume_token=made.resume_token,
+                idempotency_key="k1",
+                payload={"flight": "PM101"},
+                principal="alice",
+            )
+            asked.append(made.continuation.continuation_id)
+
+        # No UPDATE privilege on the log, and no way to unlock a continuation for one.
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(f"UPDATE \"{schema}\".continuation_events SET event_json = '{{}}'")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(
+                f'INSERT INTO "{schema}".continuation_erasures VALUES ($1, now())', asked[1]
+            )
+
+        assert await events.erase_correlated("t1", owner="alice", now=datetime.now(UTC)) == 1
+
+        rows = await conn.fetch(
+            f'SELECT continuation_id, event_json FROM "{schema}".continuation_events'
+            " ORDER BY continuation_id, version"
+        )
+        erased = [r["event_json"] for r in rows if r["continuation_id"] == asked[0]]
+        kept = [r["event_json"] for r in rows if r["continuation_id"] == asked[1]]
+        assert len(erased) == len(kept) == 2
+        assert not any("Which flight" in e or "PM101" in e for e in erased)
+        assert "Which flight for t2?" in kept[0]
+        assert "PM101" in kept[1]
+        audit = await conn.fetch(f'SELECT continuation_id FROM "{schema}".continuation_erasures')
+        assert [r[0] for r in audit] == [asked[0]]
+        resumed = await service.get(asked[0], principal="alice")
+        assert resumed.status == "resumed"
+    finally:
+        await conn.close()
+        await database.close()

@@ -161,7 +161,9 @@ class Conversations:
         return checked
 
     async def delete(self, thread_id: str, principal: str | None) -> None:
-        """Erase the caller's thread: pending continuations cancelled, record and log gone."""
+        """Erase the caller's thread: pending continuations cancelled, what every question of
+        the thread asked and was answered erased from the continuation log, record and log
+        gone."""
         record = await self._owned(thread_id, principal)
         await self._erase(record)
 
@@ -181,7 +183,11 @@ class Conversations:
                 ):
                     # Already settled (answered, expired, cancelled otherwise): nothing to stop.
                     continue
-        await self.threads.erase(record.thread_id, now=self.clock.now())
+        now = self.clock.now()
+        # What was asked and answered on the thread goes too (before the record, so a failed
+        # erase is retried from the thread, which is still there).
+        await self.service.store.erase_correlated(record.thread_id, owner=record.owner, now=now)
+        await self.threads.erase(record.thread_id, now=now)
 
     async def purge(
         self,

@@ -52,6 +52,18 @@ class EventStore(Protocol):
         """The owed runs of these continuations are done (or not owed after all)."""
         ...
 
+    async def erase_correlated(
+        self, correlation_id: str, *, owner: str | None, now: datetime
+    ) -> int:
+        """Erase what was asked and answered in ``owner``'s continuations correlated with
+        ``correlation_id`` (an erased AG-UI thread's questions): the ``created`` event's
+        ``payload`` becomes null and its ``metadata`` empty, a ``resumed`` event's
+        ``resumePayload`` null. Ids, versions, statuses, times and token data stay, so each
+        still loads as what it was (settled; erase cancels the pending ones first), and an
+        erasure ledger records the ids and ``now`` (no content). Idempotent; returns how many
+        continuations were erased by this call."""
+        ...
+
     async def check_readiness(self) -> None:
         """Return when the store can serve; raise ``StoreError`` otherwise."""
         ...

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from pausemesh.core.errors import (
     ContinuationIdMismatchError,
     InvalidInputError,
@@ -24,6 +26,7 @@ __all__ = (
     "batch_owed_thread",
     "check_batch",
     "decode_stream",
+    "redacted",
 )
 
 # A lifecycle is two events; the cap leaves room for future event kinds, not for abuse.
@@ -85,3 +88,12 @@ def batch_owed_thread(events: Sequence[ContinuationEvent]) -> str | None:
         if isinstance(event, ContinuationResumed) and event.continues_thread is not None:
             return event.continues_thread
     return None
+
+
+def redacted(event: ContinuationEvent) -> ContinuationEvent:
+    """``event`` without what was asked or answered (``EventStore.erase_correlated``)."""
+    if isinstance(event, ContinuationCreated):
+        return msgspec.structs.replace(event, payload=None, metadata={})
+    if isinstance(event, ContinuationResumed):
+        return msgspec.structs.replace(event, resume_payload=None)
+    return event

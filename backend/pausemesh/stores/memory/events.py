@@ -7,8 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pausemesh.core.errors import StoreError, VersionConflictError
-from pausemesh.core.model import ContinuationCreated, ContinuationEvent, ContinuationResumed
-from pausemesh.stores.batch import check_batch, decode_stream
+from pausemesh.core.model import (
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationResumed,
+    encode_event,
+)
+from pausemesh.stores.batch import check_batch, decode_stream, redacted
 
 __all__ = ("InMemoryEventStore",)
 
@@ -21,6 +26,7 @@ class InMemoryEventStore:
         self._approvers: dict[str, tuple[str, ...]] = {}
         # continuation id -> thread id, in insertion order (oldest first)
         self._owed: dict[str, str] = {}
+        self._erased: dict[str, datetime] = {}
         self._closed = False
         self._lock = asyncio.Lock()
 
@@ -87,6 +93,27 @@ class InMemoryEventStore:
         self._check_open()
         for continuation_id in continuation_ids:
             self._owed.pop(continuation_id, None)
+
+    async def erase_correlated(
+        self, correlation_id: str, *, owner: str | None, now: datetime
+    ) -> int:
+        self._check_open()
+        erased = 0
+        async with self._lock:
+            for continuation_id, stream in self._streams.items():
+                events = decode_stream(continuation_id, stream)
+                first = events[0] if events else None
+                if (
+                    not isinstance(first, ContinuationCreated)
+                    or first.correlation_id != correlation_id
+                    or first.owner != owner
+                    or continuation_id in self._erased
+                ):
+                    continue
+                self._erased[continuation_id] = now
+                self._streams[continuation_id] = [encode_event(redacted(e)) for e in events]
+                erased += 1
+        return erased
 
     async def check_readiness(self) -> None:
         self._check_open()

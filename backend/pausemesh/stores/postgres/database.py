@@ -257,7 +257,8 @@ class PostgresDatabase:
                 JOIN pg_proc p ON p.oid = t.tgfoid
                 WHERE n.nspname = $1 AND NOT t.tgisinternal AND t.tgenabled IN ('O', 'A')
                   AND p.proname IN ('pausemesh_reject_mutation',
-                                    'pausemesh_reject_unerased_delete')
+                                    'pausemesh_reject_unerased_delete',
+                                    'pausemesh_reject_unerased_update')
                   AND p.pronamespace = n.oid
                   AND p.pronargs = 0
                 """,

@@ -97,6 +97,7 @@ class PostgresEventStore:
             UPDATE {q}.continuation_streams SET owed_thread = NULL
             WHERE continuation_id = ANY($1::text[]) AND owed_thread IS NOT NULL
         """
+        self._sql_erase = f"SELECT {q}.pausemesh_erase_continuations($1, $2, $3)"
         self._sql_due = f"""
             SELECT continuation_id FROM {q}.continuation_streams
             WHERE pending_expires_at IS NOT NULL AND pending_expires_at <= $1
@@ -190,6 +191,16 @@ class PostgresEventStore:
             return [row[0] for row in rows]
 
         return await self.database.run(op, read=True)
+
+    async def erase_correlated(
+        self, correlation_id: str, *, owner: str | None, now: datetime
+    ) -> int:
+        await self.database.ensure_schema()
+
+        async def op(conn: Conn) -> int:
+            return int(await conn.fetchval(self._sql_erase, correlation_id, owner, now))
+
+        return await self.database.run(op)
 
     async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:
         async def op(conn: Conn) -> list[tuple[str, str]]:

@@ -127,9 +127,14 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "a2a_push_configs"),
     ("SELECT, INSERT, UPDATE", "a2a_push_deliveries"),
     ("SELECT, INSERT", "continuation_approvers"),
+    ("SELECT", "continuation_erasures"),
 )
-# Erasure goes only through this SECURITY DEFINER function (migration ``thread_lifecycle``).
-RUNTIME_FUNCTIONS: tuple[str, ...] = ("pausemesh_erase_thread(TEXT, TIMESTAMPTZ)",)
+# Erasure goes only through these SECURITY DEFINER functions (migrations ``thread_lifecycle``
+# and ``continuation_erasure``).
+RUNTIME_FUNCTIONS: tuple[str, ...] = (
+    "pausemesh_erase_thread(TEXT, TIMESTAMPTZ)",
+    "pausemesh_erase_continuations(TEXT, TEXT, TIMESTAMPTZ)",
+)
 
 
 def _quote_role(role: str) -> str:

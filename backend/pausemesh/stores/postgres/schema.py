@@ -471,6 +471,91 @@ _TITLE_SOURCE = Migration(
     ),
 )
 
+# Migration 14: an erased thread's questions and answers leave the continuation log. The ledger
+# (ids and times, no content) is the audit and what allows the one UPDATE a continuation event
+# ever takes, its redaction; DELETE and TRUNCATE stay refused. The runtime role has no UPDATE on
+# the log: it may only EXECUTE ``pausemesh_erase_continuations`` (SECURITY DEFINER), which
+# erases exactly one owner's continuations of one correlation id (an erased thread's).
+_CONTINUATION_ERASURE = Migration(
+    version=14,
+    name="continuation_erasure",
+    statements=(
+        """
+        CREATE TABLE {schema}.continuation_erasures (
+            continuation_id TEXT PRIMARY KEY
+                REFERENCES {schema}.continuation_streams (continuation_id),
+            erased_at TIMESTAMPTZ NOT NULL
+        )
+        """,
+        *_no_update_delete("continuation_erasures"),
+        # A thread's questions, found without a scan (created events only).
+        """
+        CREATE INDEX continuation_events_by_correlation
+            ON {schema}.continuation_events ((event_json::jsonb ->> 'correlationId'))
+            WHERE version = 1
+        """,
+        """
+        CREATE FUNCTION {schema}.pausemesh_reject_unerased_update() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.continuation_id = OLD.continuation_id AND NEW.version = OLD.version
+               AND EXISTS (SELECT 1 FROM {schema}.continuation_erasures e
+                           WHERE e.continuation_id = OLD.continuation_id) THEN
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION 'PauseMesh persistence is append-only (% on %)', TG_OP, TG_TABLE_NAME
+                USING ERRCODE = 'P0001';
+        END
+        $$
+        """,
+        "DROP TRIGGER pausemesh_continuation_events_no_mutation ON {schema}.continuation_events",
+        """
+        CREATE TRIGGER pausemesh_continuation_events_no_mutation
+            BEFORE DELETE ON {schema}.continuation_events
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
+        """,
+        """
+        CREATE TRIGGER pausemesh_continuation_events_erase_only
+            BEFORE UPDATE ON {schema}.continuation_events
+            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_unerased_update()
+        """,
+        """
+        CREATE FUNCTION {schema}.pausemesh_erase_continuations(
+            p_correlation_id TEXT, p_owner TEXT, p_at TIMESTAMPTZ
+        ) RETURNS INTEGER
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+        DECLARE
+            ids TEXT[];
+        BEGIN
+            SELECT coalesce(array_agg(e.continuation_id), '{}') INTO ids
+                FROM {schema}.continuation_events e
+                WHERE e.version = 1
+                  AND (e.event_json::jsonb ->> 'correlationId') = p_correlation_id
+                  AND (e.event_json::jsonb ->> 'owner') IS NOT DISTINCT FROM p_owner
+                  AND NOT EXISTS (SELECT 1 FROM {schema}.continuation_erasures x
+                                  WHERE x.continuation_id = e.continuation_id);
+            INSERT INTO {schema}.continuation_erasures (continuation_id, erased_at)
+                SELECT unnest(ids), p_at;
+            UPDATE {schema}.continuation_events e SET event_json = (
+                CASE e.event_json::jsonb ->> 'type'
+                WHEN 'continuation.created'
+                    THEN e.event_json::jsonb || '{"payload": null, "metadata": {}}'::jsonb
+                ELSE e.event_json::jsonb || '{"resumePayload": null}'::jsonb
+                END)::text
+            WHERE e.continuation_id = ANY(ids)
+              AND (e.event_json::jsonb ->> 'type')
+                  IN ('continuation.created', 'continuation.resumed');
+            RETURN cardinality(ids);
+        END
+        $$
+        """,
+        """
+        REVOKE EXECUTE ON FUNCTION
+            {schema}.pausemesh_erase_continuations(TEXT, TEXT, TIMESTAMPTZ) FROM PUBLIC
+        """,
+    ),
+)
+
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
@@ -483,6 +568,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _APPROVALS,
     _A2A_PUSH,
     _TITLE_SOURCE,
+    _CONTINUATION_ERASURE,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -562,6 +648,17 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     9: {
         "a2a_push_configs": ("pausemesh_a2a_push_configs_no_truncate",),
         "a2a_push_deliveries": ("pausemesh_a2a_push_deliveries_no_truncate",),
+    },
+    14: {
+        "continuation_events": (
+            "pausemesh_continuation_events_no_mutation",
+            "pausemesh_continuation_events_erase_only",
+            "pausemesh_continuation_events_no_truncate",
+        ),
+        "continuation_erasures": (
+            "pausemesh_continuation_erasures_no_mutation",
+            "pausemesh_continuation_erasures_no_truncate",
+        ),
     },
 }
 

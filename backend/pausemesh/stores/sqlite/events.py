@@ -26,6 +26,23 @@ from pausemesh.stores.sqlite.epoch import epoch_us
 
 __all__ = ("SqliteEventStore", "open_sqlite_store")
 
+# ``erase_correlated``: the owner's continuations of a correlation id not yet erased (on the
+# ``continuation_events_by_correlation`` index), then their events redacted in place.
+_CORRELATED = (
+    "SELECT continuation_id FROM continuation_events"
+    " WHERE version = 1 AND json_extract(event_json, '$.correlationId') = ?"
+    " AND json_extract(event_json, '$.owner') IS ?"
+    " AND continuation_id NOT IN (SELECT continuation_id FROM continuation_erasures)"
+)
+_REDACT = (
+    "UPDATE continuation_events SET event_json = CASE json_extract(event_json, '$.type')"
+    " WHEN 'continuation.created'"
+    " THEN json_set(event_json, '$.payload', json('null'), '$.metadata', json('{}'))"
+    " ELSE json_set(event_json, '$.resumePayload', json('null')) END"
+    " WHERE continuation_id = ?"
+    " AND json_extract(event_json, '$.type') IN ('continuation.created', 'continuation.resumed')"
+)
+
 
 def _expires_at_us(events: Sequence[ContinuationEvent]) -> int | None:
     """Deadline (epoch microseconds) if the batch creates a stream, for the expiry index."""
@@ -126,6 +143,22 @@ class SqliteEventStore:
             (msgspec.json.encode(list(approvers)).decode(), epoch_us(now), before, before, limit),
         )
         return [row[0] for row in rows]
+
+    async def erase_correlated(
+        self, correlation_id: str, *, owner: str | None, now: datetime
+    ) -> int:
+        at = epoch_us(now)
+
+        def op(conn: sqlite3.Connection) -> int:
+            ids = [row[0] for row in conn.execute(_CORRELATED, (correlation_id, owner))]
+            # The ledger first: the update trigger allows only an erased continuation's rows.
+            conn.executemany(
+                "INSERT INTO continuation_erasures VALUES (?, ?)", [(i, at) for i in ids]
+            )
+            conn.executemany(_REDACT, [(i,) for i in ids])
+            return len(ids)
+
+        return await self.database.write(op)
 
     async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:
         rows = await self.database.read(

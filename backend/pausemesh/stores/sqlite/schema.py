@@ -357,6 +357,44 @@ _TITLE_SOURCE = Migration(
     ),
 )
 
+# Migration 14: an erased thread's questions and answers leave the continuation log. The ledger
+# (ids and times, no content) is what allows the one UPDATE a continuation event ever takes,
+# its redaction (``SqliteEventStore.erase_correlated``); DELETE stays refused.
+_CONTINUATION_ERASURE = Migration(
+    version=14,
+    name="continuation_erasure",
+    statements=(
+        """
+        CREATE TABLE continuation_erasures (
+            continuation_id TEXT PRIMARY KEY REFERENCES continuation_streams (continuation_id),
+            erased_at_us INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER continuation_erasures_no_update BEFORE UPDATE ON continuation_erasures
+        BEGIN SELECT RAISE(ABORT, 'continuation_erasures is append-only'); END
+        """,
+        """
+        CREATE TRIGGER continuation_erasures_no_delete BEFORE DELETE ON continuation_erasures
+        BEGIN SELECT RAISE(ABORT, 'continuation_erasures is append-only'); END
+        """,
+        # A thread's questions, found without a scan (created events only).
+        """
+        CREATE INDEX continuation_events_by_correlation
+            ON continuation_events (json_extract(event_json, '$.correlationId'))
+            WHERE version = 1
+        """,
+        "DROP TRIGGER continuation_events_no_update",
+        """
+        CREATE TRIGGER continuation_events_no_update BEFORE UPDATE ON continuation_events
+        WHEN NOT EXISTS (
+            SELECT 1 FROM continuation_erasures e WHERE e.continuation_id = OLD.continuation_id
+        ) OR NEW.continuation_id IS NOT OLD.continuation_id OR NEW.version IS NOT OLD.version
+        BEGIN SELECT RAISE(ABORT, 'continuation_events is append-only (erase the thread)'); END
+        """,
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -368,4 +406,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _A2A_PUSH,
     _THREAD_CHANGES,
     _TITLE_SOURCE,
+    _CONTINUATION_ERASURE,
 )
