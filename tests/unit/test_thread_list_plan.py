@@ -19,6 +19,7 @@ from pausemesh.stores.sqlite import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us
 from pausemesh.stores.sqlite.threads import LIST_THREADS_AFTER_SQL, LIST_THREADS_SQL
 from tests.support.postgres import DATABASE_URL, migrated_database
+from tests.support.thread_seed import cursor_after, seed_sqlite_threads
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -43,6 +44,37 @@ async def test_sqlite_lists_threads_from_the_owner_index_without_sorting(
     plan = " | ".join(str(r[-1]) for r in rows)
     assert "USING INDEX agui_threads_by_owner" in plan, plan
     assert "TEMP B-TREE" not in plan, plan  # no sort step: the index gives the order
+
+
+@pytest.mark.parametrize(
+    ("sql", "args"),
+    [
+        (LIST_THREADS_SQL, ("user-7", 21)),
+        (LIST_THREADS_AFTER_SQL, ("user-7", epoch_us(cursor_after(NOW, 50_006)[0]), "t-50006", 21)),
+    ],
+    ids=["first-page", "deep-cursor-page"],
+)
+async def test_sqlite_lists_from_100k_analyzed_threads_with_an_index_range_not_a_scan(
+    tmp_path: Path, sql: str, args: tuple[object, ...]
+) -> None:
+    database = await SqliteDatabase(tmp_path / "plan.db").open()
+    try:
+        await database.write(lambda conn: seed_sqlite_threads(conn, 100_000, 50, NOW))
+        [[analyzed]] = await database.read(
+            "SELECT count(*) FROM sqlite_stat1 WHERE idx = 'agui_threads_by_owner'"
+        )
+        rows = await database.read(f"EXPLAIN QUERY PLAN {sql}", args)
+        page = await database.read(sql, args)
+    finally:
+        await database.close()
+    plan = " | ".join(str(r[-1]) for r in rows)
+    assert analyzed == 1  # the planner decides with the table's statistics
+    # A range of the owner index (SEARCH on its leading columns), in index order: no scan of
+    # the table or the index, no sort.
+    assert "SEARCH agui_threads USING INDEX agui_threads_by_owner (owner=?" in plan, plan
+    assert "SCAN" not in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    assert len(page) == 21
 
 
 @pytest.mark.postgres
