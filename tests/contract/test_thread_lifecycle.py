@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,9 @@ from pausemesh.core.threads import (
     ThreadStore,
     ThreadSummary,
 )
+from pausemesh.stores.memory import InMemoryThreadStore
+from pausemesh.stores.postgres import PostgresThreadStore
+from pausemesh.stores.sqlite import SqliteThreadStore
 from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -263,6 +267,42 @@ async def test_an_agent_title_never_replaces_the_owners(threads: ThreadStore) ->
     assert (saved.title, saved.title_source) == ("Mine", "owner")
     assert (await threads.get("t1")) == saved
     assert (await threads.list_threads("alice", limit=1))[0].title == "Mine"
+
+
+async def _store_a_title_of_unknown_source(threads: ThreadStore, thread_id: str) -> None:
+    """What a thread titled before migration 13 holds: a title, no ``title_source``."""
+    if isinstance(threads, InMemoryThreadStore):
+        record = await threads.get(thread_id)
+        assert record is not None
+        threads._records[thread_id] = msgspec.structs.replace(record, title="Old name")
+    elif isinstance(threads, SqliteThreadStore):
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE agui_threads SET title = 'Old name', title_source = NULL"
+                " WHERE thread_id = ?",
+                (thread_id,),
+            )
+
+        await threads.database.write(op)
+    else:
+        assert isinstance(threads, PostgresThreadStore)
+        await threads.database.fetchrow(
+            f"UPDATE {threads.database.q}.agui_threads"  # noqa: S608 - the test's own schema
+            " SET title = 'Old name', title_source = NULL WHERE thread_id = $1",
+            thread_id,
+        )
+
+
+async def test_a_title_stored_before_its_source_was_recorded_is_kept_like_the_owners(
+    threads: ThreadStore,
+) -> None:
+    record = await threads.create_or_load("t1", owner="alice", now=NOW)
+    await _store_a_title_of_unknown_source(threads, "t1")
+
+    saved = await threads.save(record, now=_at(1), agent_title="From the agent")
+
+    assert (saved.title, saved.title_source) == ("Old name", None)
 
 
 async def test_set_title_on_an_unknown_thread_is_not_found(threads: ThreadStore) -> None:
