@@ -19,10 +19,17 @@ from typing import Any
 import msgspec
 from litestar import Request
 from litestar.config.app import AppConfig
+from litestar.middleware import DefineMiddleware
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from pausemesh.core.errors import RateLimitedError, TooManyStreamsError, UnauthenticatedError
+from pausemesh.core.drain import Drain
+from pausemesh.core.errors import (
+    NotStartedError,
+    RateLimitedError,
+    TooManyStreamsError,
+    UnauthenticatedError,
+)
 from pausemesh.core.principal_handoff import (
     PRINCIPAL_SCOPE_KEY,
     ROLES_SCOPE_KEY,
@@ -40,7 +47,7 @@ from pausemesh.web.body_guard import (
     replay_body,
 )
 from pausemesh.web.browser import browser_refusal
-from pausemesh.web.limits import Limits, limit_key
+from pausemesh.web.limits import Limits, limit_key, send_timeout_middleware
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
@@ -252,6 +259,19 @@ class ProtocolMount(InitPlugin):
         scope[PRINCIPAL_SCOPE_KEY] = principal  # type: ignore[literal-required]
         scope[ROLES_SCOPE_KEY] = frozenset() if identity is None else identity.roles  # type: ignore[literal-required]
         return True
+
+    def stream_guard(self) -> DefineMiddleware:
+        """The mount's route middleware: ``PAUSEMESH_SEND_TIMEOUT_SECONDS`` for its SSE streams,
+        which also end cleanly when the process drains (``SendTimeoutGuard``)."""
+        plugin = self
+
+        def drain() -> Drain | None:
+            try:
+                return plugin.pausemesh.runtime.drain
+            except NotStartedError:
+                return None
+
+        return send_timeout_middleware(self.pausemesh.config.settings, drain=drain)
 
     def unauthenticated(self, scope: Scope, error: UnauthenticatedError) -> UnauthenticatedError:  # noqa: ARG002 - the MCP mount reads the scope
         """The 401 to answer (the MCP mount adds its ``resource_metadata`` to the challenge)."""

@@ -1,0 +1,109 @@
+"""The protocol mounts' SSE streams under the send timeout, against a real server process.
+
+``tests.support.a2a_stream_server`` serves an A2A agent through the CLI's ``serve_app``, with
+``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL=1`` and ``PAUSEMESH_SEND_TIMEOUT_SECONDS=1``: an A2A
+``SendStreamingMessage`` whose reader stops reading (a raw socket with a tiny receive buffer)
+is dropped after the timeout and frees its stream slot, so a new stream is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.a2a_stream_server import A2AStreamServer
+from tests.support.rest import assert_problem
+
+pytestmark = pytest.mark.slow
+
+A2A_JSONRPC = {"content-type": "application/json", "a2a-version": "1.0"}
+
+
+def streaming_message(text: str) -> bytes:
+    message = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": message},
+    }
+    return json.dumps(request).encode()
+
+
+def sse_results(raw: str) -> list[dict[str, Any]]:
+    """The JSON-RPC results of an A2A SSE body (one per ``data:`` line)."""
+    return [
+        json.loads(line[len("data: ") :])["result"]
+        for line in raw.split("\n")
+        if line.startswith("data: ")
+    ]
+
+
+@pytest.fixture(name="server", scope="module")
+def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AStreamServer]:
+    data: Path = tmp_path_factory.mktemp("protocol-stream-guard")
+    env = {
+        "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "1",
+        "PAUSEMESH_SEND_TIMEOUT_SECONDS": "1",
+        "PAUSEMESH_DATA_DIR": str(data),
+        "PAUSEMESH_DATABASE_PATH": str(data / "pausemesh.db"),
+    }
+    with A2AStreamServer(env=env) as server:
+        yield server
+
+
+def _stalled_stream(server: A2AStreamServer) -> socket.socket:
+    """A flooding ``SendStreamingMessage`` from a socket with a tiny receive buffer, read only
+    up to its response head."""
+    body = streaming_message("flood")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((server.host, server.port))
+    sock.sendall(
+        b"POST /a2a/jsonrpc HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+        b"A2A-Version: 1.0\r\nAccept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+        % (server.host.encode(), server.port, len(body), body)
+    )
+    head = sock.recv(1024)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return sock  # and never read again
+
+
+def test_an_a2a_stream_whose_reader_stops_reading_is_dropped_and_frees_its_slot(
+    server: A2AStreamServer,
+) -> None:
+    stalled = _stalled_stream(server)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+            # While the stalled stream holds the only slot, a new stream is refused; once the
+            # server gives up on its reader, the next one is accepted.
+            deadline = time.monotonic() + 90
+            while True:
+                assert time.monotonic() < deadline, server.output()[-3000:]
+                response = http.post(
+                    "/a2a/jsonrpc",
+                    content=streaming_message("hello"),
+                    headers={**A2A_JSONRPC, "accept": "text/event-stream"},
+                )
+                if response.status_code != 429:
+                    break
+                assert_problem(response, 429, "TOO_MANY_STREAMS")
+                time.sleep(0.2)
+        assert response.status_code == 200, response.text
+        results = sse_results(response.text)
+        assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert "dropped an SSE reader that accepted nothing for 1.0s" in server.output()
+    finally:
+        stalled.close()
