@@ -3,12 +3,15 @@
 ``tests.support.a2a_stream_server`` serves an A2A agent through the CLI's ``serve_app``, with
 ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL=1`` and ``PAUSEMESH_SEND_TIMEOUT_SECONDS=1``: an A2A
 ``SendStreamingMessage`` whose reader stops reading (a raw socket with a tiny receive buffer)
-is dropped after the timeout and frees its stream slot, so a new stream is accepted.
+is dropped after the timeout and frees its stream slot, so a new stream is accepted. On
+SIGTERM an open A2A stream ends after its last whole event (no cut chunk, no ERROR line) and
+the process exits within ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS`` plus 2 s.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
 import uuid
@@ -107,3 +110,50 @@ def test_an_a2a_stream_whose_reader_stops_reading_is_dropped_and_frees_its_slot(
         assert "dropped an SSE reader that accepted nothing for 1.0s" in server.output()
     finally:
         stalled.close()
+
+
+def test_sigterm_ends_an_open_a2a_stream_cleanly_and_exits_within_the_grace(
+    tmp_path: Path,
+) -> None:
+    grace = 2.0
+    env = {
+        "PAUSEMESH_SHUTDOWN_GRACE_SECONDS": str(grace),
+        "PAUSEMESH_DATA_DIR": str(tmp_path),
+        "PAUSEMESH_DATABASE_PATH": str(tmp_path / "pausemesh.db"),
+    }
+    with A2AStreamServer(env=env) as server:
+        assert server.process is not None
+        with (
+            httpx.Client(base_url=server.base_url, timeout=60) as http,
+            http.stream(
+                "POST",
+                "/a2a/jsonrpc",
+                content=streaming_message("wait"),
+                headers={**A2A_JSONRPC, "accept": "text/event-stream"},
+            ) as stream,
+        ):
+            assert stream.status_code == 200
+            raw = ""
+            # A connection cut mid-chunk raises here (httpx.RemoteProtocolError): it must not.
+            for text in stream.iter_text():
+                raw += text.replace("\r\n", "\n")  # the SDK ends its lines with CRLF
+                if raw.count("\n\n") == 2 and server.process.poll() is None:
+                    # The task and its "working" update arrived: the agent now waits.
+                    server.process.send_signal(signal.SIGTERM)
+                    signalled = time.monotonic()
+        code = server.process.wait(30)
+        exited = time.monotonic()
+        log = server.output()
+
+    assert exited - signalled <= grace + 2, log
+    assert code == 0, log
+    assert " ERROR " not in log, log
+    assert "Traceback" not in log, log
+    # The stream ended after its last whole event, never inside one.
+    assert raw.endswith("\n\n"), raw[-200:]
+    states = [
+        result["statusUpdate"]["status"]["state"]
+        for result in sse_results(raw)
+        if "statusUpdate" in result
+    ]
+    assert states == ["TASK_STATE_WORKING"]
