@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from tests.support.agui import run_body
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, held_request, read_response
 
 pytestmark = pytest.mark.slow
 
@@ -119,37 +118,6 @@ def _id_lines(raw: str) -> list[str]:
     return [line[len("id: ") :] for line in raw.split("\n") if line.startswith("id: ")]
 
 
-def _held_run_request(server: ServerProcess, body: bytes) -> socket.socket:
-    """A ``POST /agui`` whose headers arrived (the server took the request) but whose body has
-    not: the caller sends it later, so the run reaches the route while the server drains."""
-    sock = socket.create_connection((server.host, server.port))
-    sock.sendall(
-        b"POST /agui HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n" % (server.host.encode(), server.port, len(body))
-    )
-    return sock
-
-
-def _read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of one HTTP/1.1 response with a Content-Length."""
-    raw = b""
-    while b"\r\n\r\n" not in raw:
-        chunk = sock.recv(4096)
-        assert chunk, raw
-        raw += chunk
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {
-        name.strip().lower(): value.strip()
-        for name, _, value in (line.partition(":") for line in header_lines)
-    }
-    while len(body) < int(headers["content-length"]):
-        chunk = sock.recv(4096)
-        assert chunk, body
-        body += chunk
-    return int(status_line.split()[1]), headers, body
-
-
 async def _tail_until_finished(client: httpx.AsyncClient, path: str, **kwargs: Any) -> str:
     """A tail read up to the end of the next finished run (the tail itself stays open)."""
     raw = ""
@@ -193,7 +161,9 @@ async def test_sigterm_with_a_short_grace_exits_in_time_and_the_thread_works_aft
             )
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), timeout=30)
             late_body = json.dumps(run_body("t-c", "r-1", messages=_user("hi"))).encode()
-            late = await asyncio.to_thread(_held_run_request, server, late_body)
+            late = await asyncio.to_thread(
+                held_request, server, "/agui", {"Content-Type": "application/json"}, len(late_body)
+            )
             assert server.process is not None
             server.process.send_signal(signal.SIGTERM)
             signalled = time.monotonic()
@@ -201,7 +171,7 @@ async def test_sigterm_with_a_short_grace_exits_in_time_and_the_thread_works_aft
             # reaches its route only now.
             tail = await asyncio.wait_for(tail_task, timeout=30)
             late.sendall(late_body)
-            status, headers, body = await asyncio.to_thread(_read_response, late)
+            status, headers, body = await asyncio.to_thread(read_response, late)
             late.close()
             long = await asyncio.wait_for(long_task, timeout=30)
         code = await asyncio.to_thread(server.process.wait, 30)

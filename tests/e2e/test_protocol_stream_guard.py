@@ -4,7 +4,8 @@
 ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL=1`` and ``PAUSEMESH_SEND_TIMEOUT_SECONDS=1``: an A2A
 ``SendStreamingMessage`` whose reader stops reading (a raw socket with a tiny receive buffer)
 is dropped after the timeout and frees its stream slot, so a new stream is accepted. On
-SIGTERM an open A2A stream ends after its last whole event (no cut chunk, no ERROR line) and
+SIGTERM an open A2A stream ends after its last whole event (no cut chunk, no ERROR line), a
+stream asked for during the drain gets 503 ``SERVER_SHUTTING_DOWN`` with ``Retry-After``, and
 the process exits within ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS`` plus 2 s.
 """
 
@@ -24,6 +25,7 @@ import pytest
 
 from tests.support.a2a_stream_server import A2AStreamServer
 from tests.support.rest import assert_problem
+from tests.support.server import held_request, read_response
 
 pytestmark = pytest.mark.slow
 
@@ -121,8 +123,16 @@ def test_sigterm_ends_an_open_a2a_stream_cleanly_and_exits_within_the_grace(
         "PAUSEMESH_DATA_DIR": str(tmp_path),
         "PAUSEMESH_DATABASE_PATH": str(tmp_path / "pausemesh.db"),
     }
+    late_body = streaming_message("hello")
     with A2AStreamServer(env=env) as server:
         assert server.process is not None
+        # A stream asked for before the signal whose body arrives only during the drain.
+        late = held_request(
+            server,
+            "/a2a/jsonrpc",
+            {"Content-Type": "application/json", "A2A-Version": "1.0"},
+            len(late_body),
+        )
         with (
             httpx.Client(base_url=server.base_url, timeout=60) as http,
             http.stream(
@@ -141,6 +151,10 @@ def test_sigterm_ends_an_open_a2a_stream_cleanly_and_exits_within_the_grace(
                     # The task and its "working" update arrived: the agent now waits.
                     server.process.send_signal(signal.SIGTERM)
                     signalled = time.monotonic()
+        # The stream ended: the drain began. The late stream is turned away, not opened.
+        late.sendall(late_body)
+        status, headers, body = read_response(late)
+        late.close()
         code = server.process.wait(30)
         exited = time.monotonic()
         log = server.output()
@@ -157,3 +171,9 @@ def test_sigterm_ends_an_open_a2a_stream_cleanly_and_exits_within_the_grace(
         if "statusUpdate" in result
     ]
     assert states == ["TASK_STATE_WORKING"]
+    assert status == 503, body
+    assert json.loads(body)["code"] == "SERVER_SHUTTING_DOWN"
+    assert headers["retry-after"] == "1"
+    # The drain's own line belongs to no request (not to one the signal interrupted).
+    [drain_line] = [line for line in log.splitlines() if "shutting down: no new runs" in line]
+    assert "requestId=" not in drain_line

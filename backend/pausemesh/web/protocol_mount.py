@@ -27,6 +27,7 @@ from pausemesh.core.drain import Drain
 from pausemesh.core.errors import (
     NotStartedError,
     RateLimitedError,
+    ShuttingDownError,
     TooManyStreamsError,
     UnauthenticatedError,
 )
@@ -345,14 +346,21 @@ class ProtocolMount(InitPlugin):
     async def stream_slot(self, scope: Scope, send: Send) -> AsyncIterator[bool]:
         """Hold one of the caller's stream slots while a request that opens an SSE stream is
         served (``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``, the same count as the AG-UI streams);
-        yields False once it answered 429 ``TOO_MANY_STREAMS`` (nothing handed over)."""
+        yields False once it answered 429 ``TOO_MANY_STREAMS``, or 503 ``SERVER_SHUTTING_DOWN``
+        while the process drains (nothing handed over)."""
         method: Any = scope.get(_RPC_METHOD_KEY)
         if not self.opens_stream(scope, method if isinstance(method, str) else None):
             yield True
             return
+        runtime = self.pausemesh.runtime
+        if runtime.drain.draining:
+            # Like a tail asked for during the drain: the client reconnects elsewhere.
+            await send_encoded(send, problem_for(ShuttingDownError()))
+            yield False
+            return
         key = limit_key(principal_in_scope(scope), scope)
         try:
-            slot = self.pausemesh.runtime.streams.acquire(key)
+            slot = runtime.streams.acquire(key)
         except TooManyStreamsError as error:
             _log.info("stream cap reached for %s", key)
             count(RATE_LIMITED, "TOO_MANY_STREAMS")
