@@ -6,7 +6,8 @@
 is dropped after the timeout and frees its stream slot, so a new stream is accepted. On
 SIGTERM an open A2A stream ends after its last whole event (no cut chunk, no ERROR line), a
 stream asked for during the drain gets 503 ``SERVER_SHUTTING_DOWN`` with ``Retry-After``, and
-the process exits within ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS`` plus 2 s.
+the process exits within ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS`` plus 2 s; an MCP session's open
+stream on ``pausemesh demo`` ends the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 
 from tests.support.a2a_stream_server import A2AStreamServer
 from tests.support.rest import assert_problem
-from tests.support.server import held_request, read_response
+from tests.support.server import ServerProcess, held_request, read_response
 
 pytestmark = pytest.mark.slow
 
@@ -177,3 +178,51 @@ def test_sigterm_ends_an_open_a2a_stream_cleanly_and_exits_within_the_grace(
     # The drain's own line belongs to no request (not to one the signal interrupted).
     [drain_line] = [line for line in log.splitlines() if "shutting down: no new runs" in line]
     assert "requestId=" not in drain_line
+
+
+def test_sigterm_ends_an_open_mcp_stream_cleanly_and_exits_within_the_grace(
+    tmp_path: Path,
+) -> None:
+    grace = 2.0
+    env = {"PAUSEMESH_SHUTDOWN_GRACE_SECONDS": str(grace), "PAUSEMESH_DATA_DIR": str(tmp_path)}
+    args = ["demo", "--no-browser", "--database-path", str(tmp_path / "pausemesh.db")]
+    json_rpc = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "drain-test", "version": "1"},
+        },
+    }
+    with ServerProcess(args, env=env) as server:
+        assert server.process is not None
+        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+            started = http.post("/mcp", headers=json_rpc, json=initialize)
+            assert started.status_code == 200, started.text
+            session = {
+                "mcp-session-id": started.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert http.post("/mcp", headers={**json_rpc, **session}, json=initialized).is_success
+            # The session's standalone stream: open until the server ends it.
+            with http.stream(
+                "GET", "/mcp", headers={"accept": "text/event-stream", **session}
+            ) as s:
+                assert s.status_code == 200
+                server.process.send_signal(signal.SIGTERM)
+                signalled = time.monotonic()
+                # A connection cut mid-chunk raises here (httpx.RemoteProtocolError).
+                rest = s.read()
+        code = server.process.wait(30)
+        exited = time.monotonic()
+        log = server.output()
+
+    assert exited - signalled <= grace + 2, log
+    assert code == 0, log
+    assert " ERROR " not in log, log
+    assert "Traceback" not in log, log
+    assert not rest.strip() or rest.replace(b"\r\n", b"\n").endswith(b"\n\n"), rest[-200:]
