@@ -8,8 +8,10 @@
 * ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open SSE streams per principal in this process
   (AG-UI here; MCP and A2A in ``ProtocolMount.stream_slot``, on the same slots); 429 ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
 * ``PAUSEMESH_SEND_TIMEOUT_SECONDS``: ``SendTimeoutGuard`` drops an SSE reader that accepts no
-  write for that long, so a stalled client holds neither memory nor a run.
-* While the process drains (SIGTERM), runs and tails are refused: 503 ``SERVER_SHUTTING_DOWN``.
+  write for that long, so a stalled client holds neither memory nor a run (the AG-UI routes and
+  the ``/mcp``, ``/a2a`` and gateway mounts, through ``send_timeout_middleware``).
+* While the process drains (SIGTERM), runs, tails and mount streams are refused: 503
+  ``SERVER_SHUTTING_DOWN``; the mounts' open streams end after their last whole event.
 """
 
 from __future__ import annotations
