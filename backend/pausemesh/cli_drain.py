@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -57,8 +58,10 @@ class DrainOnStopSignals(InitPlugin):
 
         def on_stop(sig: int, frame: FrameType | None) -> None:
             previous[sig](sig, frame)
-            # A signal handler runs between two bytecodes: hand the work to the loop.
-            loop.call_soon_threadsafe(plugin.begin_shutdown)
+            # A signal handler runs between two bytecodes: hand the work to the loop, in a
+            # context of its own (not that of the request the signal happened to interrupt,
+            # whose request id would otherwise tag the drain's log line).
+            loop.call_soon_threadsafe(plugin.begin_shutdown, context=contextvars.Context())
 
         for sig in previous:
             signal.signal(sig, on_stop)

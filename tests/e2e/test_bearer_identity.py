@@ -229,3 +229,31 @@ def test_an_api_key_made_by_the_cli_works_until_the_cli_revokes_it(
     keys_cli(data, "revoke", key.split("_")[1])
     assert_bearer_401(httpx.get(server.url(f"/agui/threads/{thread_id}"), headers=headers))
     assert "revoked" in keys_cli(data, "list").stdout
+
+
+def test_a_resume_token_travels_in_pausemesh_token_beside_an_api_key(
+    server: ServerProcess, data: Path
+) -> None:
+    key = keys_cli(data, "create", "--principal", "refund-bot").stdout.strip()
+    headers = bearer(key)
+    with httpx.Client(base_url=server.base_url, timeout=10) as client:
+        created = client.post("/v1/continuations", json={"payload": PAYLOAD}, headers=headers)
+        assert created.status_code == 201, created.text
+        continuation_id = created.json()["continuation"]["continuationId"]
+        token = created.json()["resumeToken"]
+        path = f"/v1/continuations/{continuation_id}/resume"
+
+        def resume(extra: dict[str, str]) -> httpx.Response:
+            return client.post(
+                path,
+                json={"payload": {"flight": "PM101"}},
+                headers={**headers, **extra, "idempotency-key": "k1"},
+            )
+
+        wrong = resume({"pausemesh-token": token[:-1] + ("A" if token[-1] != "A" else "B")})
+        assert_problem(wrong, 401, "TOKEN_MISMATCH")
+        # Without PauseMesh-Token the bearer credential is not taken for a resume token.
+        assert_problem(resume({}), 401, "TOKEN_MISMATCH")
+        done = resume({"pausemesh-token": token})
+    assert done.status_code == 200, done.text
+    assert done.json()["continuation"]["status"] == "resumed"

@@ -265,3 +265,36 @@ async def test_the_sweeper_expires_a_continuation_nobody_reads(
             break
         await asyncio.sleep(0.1)
     assert types == ["continuation.created", "continuation.expired"]
+
+
+async def test_without_bearer_identity_the_resume_token_travels_in_either_header(
+    client: httpx.AsyncClient,
+) -> None:
+    async def resume_with(continuation_id: str, headers: dict[str, str]) -> httpx.Response:
+        return await client.post(
+            f"/v1/continuations/{continuation_id}/resume",
+            json={"payload": {"flight": "PM101"}},
+            headers={**headers, "idempotency-key": "k"},
+        )
+
+    by_scheme, scheme_token = await create(client)
+    by_header, header_token = await create(client)
+    both, both_token = await create(client)
+
+    wrong = await resume_with(by_header, {"pausemesh-token": scheme_token})
+    assert_problem(wrong, 401, "TOKEN_MISMATCH")
+    assert wrong.headers["www-authenticate"].startswith("PauseMesh")
+    # PauseMesh-Token wins over Authorization: a good token there, a wrong one in the other.
+    wrong_first = await resume_with(
+        both, {"pausemesh-token": scheme_token, "authorization": f"PauseMesh {both_token}"}
+    )
+    assert_problem(wrong_first, 401, "TOKEN_MISMATCH")
+
+    for continuation_id, headers in [
+        (by_scheme, {"authorization": f"PauseMesh {scheme_token}"}),
+        (by_header, {"pausemesh-token": header_token}),
+        (both, {"pausemesh-token": both_token, "authorization": f"PauseMesh {scheme_token}"}),
+    ]:
+        done = await resume_with(continuation_id, headers)
+        assert done.status_code == 200, done.text
+        assert done.json()["continuation"]["status"] == "resumed"

@@ -7,6 +7,7 @@ twice the limit plus one) rather than counting on the exact request that trips i
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,14 +44,16 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
         assert " ERROR " not in server.output()
 
 
-def _until_refused(send: Callable[[int], httpx.Response], spent: int = 0) -> httpx.Response:
-    """Send until a 429 comes back; the first ``_LIMIT - spent`` are never refused."""
-    for attempt in range(2 * _LIMIT + 1):
+def _until_refused(
+    send: Callable[[int], httpx.Response], spent: int = 0, limit: int = _LIMIT
+) -> httpx.Response:
+    """Send until a 429 comes back; the first ``limit - spent`` are never refused."""
+    for attempt in range(2 * limit + 1):
         response = send(attempt)
         if response.status_code == 429:
-            assert attempt + spent >= _LIMIT, response.text
+            assert attempt + spent >= limit, response.text
             return response
-    pytest.fail(f"no 429 after {2 * _LIMIT + 1} requests")
+    pytest.fail(f"no 429 after {2 * limit + 1} requests")
 
 
 def _retry_after(response: httpx.Response) -> int:
@@ -173,3 +176,31 @@ def test_reads_are_not_rate_limited(server: ServerProcess) -> None:
     with _client(server) as http:
         for _ in range(2 * _LIMIT + 1):
             assert http.get("/v1/continuations/c-unknown").status_code == 404
+
+
+def test_the_rate_limit_trips_and_recovers_once_its_window_ends(tmp_path: Path) -> None:
+    env = {"PAUSEMESH_RATE_LIMIT": "2/second", "PAUSEMESH_DATA_DIR": str(tmp_path)}
+    args = ["serve", "--database-path", str(tmp_path / "pausemesh.db")]
+    with (
+        ServerProcess(args, env=env) as server,
+        httpx.Client(base_url=server.base_url, timeout=60) as http,
+    ):
+
+        def create(_: int) -> httpx.Response:
+            return http.post("/v1/continuations", json={"payload": {"n": 1}})
+
+        refused = _until_refused(create, limit=2)
+        assert_problem(refused, 429, "RATE_LIMITED")
+        wait = _retry_after(refused)
+        assert wait == 1  # a one-second window never asks for more
+        # Past the window the budget is whole again: the next request starts work.
+        time.sleep(wait)
+        again = create(0)
+        assert again.status_code == 201, again.text
+        # And it is the same limit as before: it trips again, then recovers again.
+        refused_again = _until_refused(create, spent=1, limit=2)
+        assert_problem(refused_again, 429, "RATE_LIMITED")
+        time.sleep(_retry_after(refused_again))
+        assert create(0).status_code == 201
+        log = server.output()
+    assert " ERROR " not in log, log

@@ -23,7 +23,7 @@ from types import TracebackType
 
 import httpx
 
-__all__ = ("ServerProcess", "free_port")
+__all__ = ("ServerProcess", "free_port", "held_request", "read_response")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +34,45 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def held_request(
+    server: ServerProcess, path: str, headers: Mapping[str, str], length: int
+) -> socket.socket:
+    """A ``POST`` whose head the server has taken but whose ``length``-byte body the caller
+    sends later (``sock.sendall(body)``): the request reaches its route only then, e.g. once
+    the server drains."""
+    sock = socket.create_connection((server.host, server.port))
+    lines = [f"POST {path} HTTP/1.1", f"Host: {server.host}:{server.port}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {length}")
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    return sock
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one HTTP/1.1 response with a
+    Content-Length, read from a raw socket."""
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        chunk = sock.recv(4096)
+        if not chunk:
+            msg = f"connection closed before a response head: {raw!r}"
+            raise ConnectionError(msg)
+        raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in header_lines)
+    }
+    while len(body) < int(headers["content-length"]):
+        chunk = sock.recv(4096)
+        if not chunk:
+            msg = f"connection closed inside the response body: {body!r}"
+            raise ConnectionError(msg)
+        body += chunk
+    return int(status_line.split()[1]), headers, body
 
 
 class ServerProcess:

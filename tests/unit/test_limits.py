@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from pausemesh.core.drain import Drain
 from pausemesh.core.errors import SettingsError, TooManyStreamsError
 from pausemesh.core.limits import RateLimit, StreamSlots
 from pausemesh.settings import load_settings
-from pausemesh.web.limits import limit_key
+from pausemesh.web.limits import SendTimeoutGuard, limit_key
 
 
 def test_stream_slots_trip_at_the_limit_and_a_release_frees_one() -> None:
@@ -73,3 +74,62 @@ def test_the_limit_settings_are_read_from_the_environment() -> None:
     assert settings.send_timeout_seconds == 2.5
     assert settings.shutdown_grace_seconds == 0.0
     assert load_settings(environ={}, env_file=os.devnull).rate_limit_rule is None
+
+
+async def _sse_app_that_stops_on_disconnect(scope: Any, receive: Any, send: Any) -> None:
+    """An SDK-like SSE app: one event, then it waits for its client to leave and returns
+    without ending the body (as sse-starlette does when it is cancelled)."""
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _serve(
+    guard: SendTimeoutGuard, client_gone: asyncio.Event | None = None
+) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+    gone = client_gone or asyncio.Event()  # unless the test says so, the client stays
+
+    async def receive() -> dict[str, Any]:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/a2a/jsonrpc"}
+    await asyncio.wait_for(guard(scope, receive, send), timeout=10)  # type: ignore[arg-type]
+    return sent
+
+
+async def test_a_mount_stream_is_told_its_client_left_on_drain_and_its_body_is_ended() -> None:
+    drain = Drain()
+    guard = SendTimeoutGuard(_sse_app_that_stops_on_disconnect, timeout=30, drain=lambda: drain)
+    served = asyncio.ensure_future(_serve(guard))
+    await asyncio.sleep(0)
+    assert not served.done()
+    drain.begin(10)
+    sent = await served
+    assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n", b""]
+    assert [m.get("more_body") for m in sent[1:]] == [True, False]
+
+
+async def test_a_stream_that_starts_during_the_drain_ends_after_its_first_write() -> None:
+    drain = Drain()
+    drain.begin(10)
+    guard = SendTimeoutGuard(_sse_app_that_stops_on_disconnect, timeout=30, drain=lambda: drain)
+    sent = await _serve(guard)
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+async def test_without_a_drain_the_guard_leaves_the_stream_to_its_route() -> None:
+    # The AG-UI routes end their own runs and tails: the guard neither tells them their
+    # client left nor ends a body they did not end (the client really left here).
+    client_gone = asyncio.Event()
+    client_gone.set()
+    guard = SendTimeoutGuard(_sse_app_that_stops_on_disconnect, timeout=30)
+    sent = await _serve(guard, client_gone)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[-1]["more_body"] is True

@@ -398,7 +398,7 @@ class A2APlugin(ProtocolMount):
     def route_handler(self) -> ASGIRouteHandler:
         plugin = self
 
-        @asgi(plugin.path, is_mount=True, copy_scope=True)
+        @asgi(plugin.path, is_mount=True, copy_scope=True, middleware=[plugin.stream_guard()])
         async def a2a_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             app = plugin._app
             if app is None:

@@ -170,7 +170,7 @@ class GatewayMount(McpRules):
     def route_handler(self) -> ASGIRouteHandler:
         mount = self
 
-        @asgi(mount.path, is_mount=True, copy_scope=True)
+        @asgi(mount.path, is_mount=True, copy_scope=True, middleware=[mount.stream_guard()])
         async def gateway_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             if not mount._running or mount.server is None:
                 await send_problem(send, 503, "NOT_STARTED", "the gateway has not started")

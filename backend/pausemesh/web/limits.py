@@ -8,8 +8,10 @@
 * ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open SSE streams per principal in this process
   (AG-UI here; MCP and A2A in ``ProtocolMount.stream_slot``, on the same slots); 429 ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
 * ``PAUSEMESH_SEND_TIMEOUT_SECONDS``: ``SendTimeoutGuard`` drops an SSE reader that accepts no
-  write for that long, so a stalled client holds neither memory nor a run.
-* While the process drains (SIGTERM), runs and tails are refused: 503 ``SERVER_SHUTTING_DOWN``.
+  write for that long, so a stalled client holds neither memory nor a run (the AG-UI routes and
+  the ``/mcp``, ``/a2a`` and gateway mounts, through ``send_timeout_middleware``).
+* While the process drains (SIGTERM), runs, tails and mount streams are refused: 503
+  ``SERVER_SHUTTING_DOWN``; the mounts' open streams end after their last whole event.
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any
 
 from litestar.enums import ScopeType
+from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from pausemesh.bootstrap import Runtime
+from pausemesh.core.drain import Drain
 from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
 from pausemesh.core.limits import StreamSlot
 from pausemesh.core.telemetry import RATE_LIMITED, count
+from pausemesh.settings import Settings
 
-__all__ = ("Limits", "SendTimeoutGuard", "limit_key")
+__all__ = ("Limits", "SendTimeoutGuard", "limit_key", "send_timeout_middleware")
 
 _log = logging.getLogger("pausemesh.web")
 
@@ -121,6 +126,13 @@ class SendTimeoutGuard:
     stream's generator is closed (its run ends, its lease and stream slot are freed) while
     the client still holds the socket. Other responses pass through untouched.
 
+    With ``drain`` (the protocol mounts, whose SDKs know nothing of PauseMesh's drain), an SSE
+    response is also told its client left once the process drains, and a stream its app
+    stops without finishing the body (the SDK's own shutdown watcher cancels it) is finished
+    here: the client reads a clean end of stream after its last whole event, and uvicorn has
+    no half-sent response to log as an error. The AG-UI routes end their runs and tails
+    themselves (runs get the grace period), so they pass no ``drain``.
+
     A write to a reader that keeps up returns without waiting (uvicorn waits only while the
     socket's buffer is full), so no timer is armed per write: a write in progress is noted
     with its deadline, and one watchdog task (running only while a write waits) cancels the
@@ -128,11 +140,14 @@ class SendTimeoutGuard:
     path this keeps cheap.
     """
 
-    __slots__ = ("_expired", "_watchdog", "_writing", "app", "timeout")
+    __slots__ = ("_drain", "_expired", "_watchdog", "_writing", "app", "timeout")
 
-    def __init__(self, app: ASGIApp, timeout: float) -> None:
+    def __init__(
+        self, app: ASGIApp, timeout: float, drain: Callable[[], Drain | None] | None = None
+    ) -> None:
         self.app = app
         self.timeout = timeout
+        self._drain = drain
         self._writing: dict[asyncio.Task[Any], float] = {}
         self._expired: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
@@ -157,6 +172,7 @@ class SendTimeoutGuard:
 
     async def _send_within(self, send: Send, message: Message) -> bool:
         """Send ``message``; False when the reader accepted nothing for ``timeout``."""
+        self._arm()
         task = asyncio.current_task()
         assert task is not None  # noqa: S101 - ASGI runs in a task
         cancelling = task.cancelling()
@@ -186,10 +202,12 @@ class SendTimeoutGuard:
             await self.app(scope, receive, send)
             return
         streaming = False
+        finished = False
         stalled = asyncio.Event()
+        drain = None if self._drain is None else self._drain()
 
         async def timed_send(message: Message) -> None:
-            nonlocal streaming
+            nonlocal streaming, finished
             if stalled.is_set():
                 return  # dropped: nothing more goes to this reader
             if message["type"] == "http.response.start":
@@ -197,7 +215,7 @@ class SendTimeoutGuard:
             if not streaming or message["type"] != "http.response.body":
                 await send(message)
                 return
-            self._arm()
+            finished = not message.get("more_body", False)
             if not await self._send_within(send, message):
                 stalled.set()
                 _log.warning(
@@ -209,17 +227,35 @@ class SendTimeoutGuard:
         async def watched_receive() -> Any:
             if not streaming:
                 return await receive()
-            if stalled.is_set():
+            if stalled.is_set() or (drain is not None and drain.draining):
                 return {"type": "http.disconnect"}
-            received = asyncio.ensure_future(receive())
-            dropped = asyncio.ensure_future(stalled.wait())
+            waits: list[asyncio.Future[Any]] = [
+                asyncio.ensure_future(receive()),
+                asyncio.ensure_future(stalled.wait()),
+            ]
+            if drain is not None:
+                waits.append(asyncio.ensure_future(drain.wait()))
             try:
-                await asyncio.wait((received, dropped), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                received.cancel()
-                dropped.cancel()
+                for waiting in waits:
+                    waiting.cancel()
+            received = waits[0]
             if received.done() and not received.cancelled():
                 return received.result()
             return {"type": "http.disconnect"}
 
         await self.app(scope, watched_receive, timed_send)
+        if drain is not None and streaming and not finished and not stalled.is_set():
+            # The SDK stopped its stream without ending the body (the drain, or its own
+            # shutdown watcher): end it after the last whole event. A client that already
+            # left makes this a no-op; a stalled one is let go after ``timeout``.
+            end: Message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await self._send_within(send, end)
+
+
+def send_timeout_middleware(
+    settings: Settings, drain: Callable[[], Drain | None] | None = None
+) -> DefineMiddleware:
+    """``SendTimeoutGuard`` as route middleware (the AG-UI routes and the protocol mounts)."""
+    return DefineMiddleware(SendTimeoutGuard, timeout=settings.send_timeout_seconds, drain=drain)

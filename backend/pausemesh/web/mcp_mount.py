@@ -284,7 +284,7 @@ class McpPlugin(McpRules):
     def route_handler(self) -> ASGIRouteHandler:
         plugin = self
 
-        @asgi(plugin.path, is_mount=True, copy_scope=True)
+        @asgi(plugin.path, is_mount=True, copy_scope=True, middleware=[plugin.stream_guard()])
         async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             if not plugin._running:
                 await send_problem(send, 503, "NOT_STARTED", "the MCP endpoint has not started")

@@ -40,7 +40,7 @@ from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
 from pausemesh.web.health import healthz, readyz
-from pausemesh.web.limits import Limits, SendTimeoutGuard
+from pausemesh.web.limits import Limits, send_timeout_middleware
 from pausemesh.web.metrics import PrometheusMetrics, metrics_route
 from pausemesh.web.observability import TelemetryMiddleware
 from pausemesh.web.owed import OwedRuns, run_owed_sweeper
@@ -179,11 +179,7 @@ class PauseMeshPlugin(InitPlugin):
                 Router(
                     path="/",
                     route_handlers=[AguiController],
-                    middleware=[
-                        DefineMiddleware(
-                            SendTimeoutGuard, timeout=config.settings.send_timeout_seconds
-                        )
-                    ],
+                    middleware=[send_timeout_middleware(config.settings)],
                 )
             )
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.

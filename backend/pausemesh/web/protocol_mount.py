@@ -19,10 +19,18 @@ from typing import Any
 import msgspec
 from litestar import Request
 from litestar.config.app import AppConfig
+from litestar.middleware import DefineMiddleware
 from litestar.plugins import InitPlugin
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from pausemesh.core.errors import RateLimitedError, TooManyStreamsError, UnauthenticatedError
+from pausemesh.core.drain import Drain
+from pausemesh.core.errors import (
+    NotStartedError,
+    RateLimitedError,
+    ShuttingDownError,
+    TooManyStreamsError,
+    UnauthenticatedError,
+)
 from pausemesh.core.principal_handoff import (
     PRINCIPAL_SCOPE_KEY,
     ROLES_SCOPE_KEY,
@@ -40,7 +48,7 @@ from pausemesh.web.body_guard import (
     replay_body,
 )
 from pausemesh.web.browser import browser_refusal
-from pausemesh.web.limits import Limits, limit_key
+from pausemesh.web.limits import Limits, limit_key, send_timeout_middleware
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.problems import encode_problem, problem_for, send_encoded
 
@@ -253,6 +261,19 @@ class ProtocolMount(InitPlugin):
         scope[ROLES_SCOPE_KEY] = frozenset() if identity is None else identity.roles  # type: ignore[literal-required]
         return True
 
+    def stream_guard(self) -> DefineMiddleware:
+        """The mount's route middleware: ``PAUSEMESH_SEND_TIMEOUT_SECONDS`` for its SSE streams,
+        which also end cleanly when the process drains (``SendTimeoutGuard``)."""
+        plugin = self
+
+        def drain() -> Drain | None:
+            try:
+                return plugin.pausemesh.runtime.drain
+            except NotStartedError:
+                return None
+
+        return send_timeout_middleware(self.pausemesh.config.settings, drain=drain)
+
     def unauthenticated(self, scope: Scope, error: UnauthenticatedError) -> UnauthenticatedError:  # noqa: ARG002 - the MCP mount reads the scope
         """The 401 to answer (the MCP mount adds its ``resource_metadata`` to the challenge)."""
         return error
@@ -325,14 +346,21 @@ class ProtocolMount(InitPlugin):
     async def stream_slot(self, scope: Scope, send: Send) -> AsyncIterator[bool]:
         """Hold one of the caller's stream slots while a request that opens an SSE stream is
         served (``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``, the same count as the AG-UI streams);
-        yields False once it answered 429 ``TOO_MANY_STREAMS`` (nothing handed over)."""
+        yields False once it answered 429 ``TOO_MANY_STREAMS``, or 503 ``SERVER_SHUTTING_DOWN``
+        while the process drains (nothing handed over)."""
         method: Any = scope.get(_RPC_METHOD_KEY)
         if not self.opens_stream(scope, method if isinstance(method, str) else None):
             yield True
             return
+        runtime = self.pausemesh.runtime
+        if runtime.drain.draining:
+            # Like a tail asked for during the drain: the client reconnects elsewhere.
+            await send_encoded(send, problem_for(ShuttingDownError()))
+            yield False
+            return
         key = limit_key(principal_in_scope(scope), scope)
         try:
-            slot = self.pausemesh.runtime.streams.acquire(key)
+            slot = runtime.streams.acquire(key)
         except TooManyStreamsError as error:
             _log.info("stream cap reached for %s", key)
             count(RATE_LIMITED, "TOO_MANY_STREAMS")
