@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from pausemesh import __version__
 from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
@@ -69,9 +69,35 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="allow a non-loopback bind without a principal resolver (anyone can call the API)",
     )
+    for flag, help_text in _IDENTITY_AND_LIMIT_FLAGS:
+        parser.add_argument(flag, help=f"{help_text} ({_env_name(flag)})")
     parser.add_argument(
         "--env-file", default=".env", help="dotenv file to read PAUSEMESH_* from (default .env)"
     )
+
+
+# Identity, browser and limit settings a deployment most often sets per process; each flag is
+# the setting's field name with dashes (``--auth-issuer`` -> ``auth_issuer``, PAUSEMESH_AUTH_ISSUER).
+_IDENTITY_AND_LIMIT_FLAGS: Final = (
+    ("--auth-jwks-url", "JWT bearer: the identity provider's JWKS, https:// or file://"),
+    ("--auth-issuer", "JWT bearer: the tokens' exact iss"),
+    ("--auth-audience", "JWT bearer: the audience the tokens must name"),
+    ("--auth-principal-claim", "JWT bearer: the claim naming the principal (default sub)"),
+    ("--auth-roles-claim", "JWT bearer: the claim holding roles (a dotted path reaches in)"),
+    ("--auth-api-keys-file", "API keys: the file `pausemesh keys create` writes"),
+    ("--cors-origins", "comma-separated browser origins allowed cross-site"),
+    ("--rate-limit", "runs started per principal, such as 120/minute"),
+    ("--run-timeout-seconds", "the longest an agent run may take"),
+    ("--shutdown-grace-seconds", "how long in-flight runs may go on after SIGTERM"),
+)
+
+
+def _field_name(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _env_name(flag: str) -> str:
+    return f"PAUSEMESH_{_field_name(flag).upper()}"
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:
@@ -87,6 +113,9 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         "agent": getattr(args, "agent", None),
         "workers": getattr(args, "workers", None),
     }
+    for flag, _ in _IDENTITY_AND_LIMIT_FLAGS:
+        name = _field_name(flag)
+        overrides[name] = getattr(args, name, None)
     return load_settings(env_file=args.env_file, overrides=overrides)
 
 

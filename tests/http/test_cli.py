@@ -94,3 +94,48 @@ def test_an_unimportable_resolver_stops_the_server(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "PAUSEMESH_PRINCIPAL_RESOLVER: cannot import 'no.such.module:fn'" in result.stderr
+
+
+def test_identity_cors_and_limits_come_from_flags(tmp_path: Path) -> None:
+    keys_file = tmp_path / "keys.json"
+    created = _run("keys", "create", "--principal", "billing-bot", "--file", str(keys_file))
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip()
+    args = [
+        "serve",
+        "--database-path",
+        str(tmp_path / "x.db"),
+        "--auth-api-keys-file",
+        str(keys_file),
+        "--cors-origins",
+        "https://chat.example",
+        "--rate-limit",
+        "1/hour",
+    ]
+    # The key file counts as authentication, so a public bind starts without --insecure-no-auth.
+    with ServerProcess(args, host="0.0.0.0", ready_path="/healthz") as server:  # noqa: S104
+        url = f"http://127.0.0.1:{server.port}/v1/continuations"
+        anonymous = httpx.post(url, json={"payload": 1})
+        assert anonymous.status_code == 401
+        assert anonymous.json()["code"] == "UNAUTHENTICATED"
+        bearer = {"authorization": f"Bearer {key}"}
+        assert httpx.post(url, json={"payload": 1}, headers=bearer).status_code == 201
+        limited = httpx.post(url, json={"payload": 2}, headers=bearer)
+        assert limited.status_code == 429
+        assert limited.json()["code"] == "RATE_LIMITED"
+        preflight = {
+            "origin": "https://chat.example",
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "content-type",
+        }
+        allowed = httpx.options(url, headers=preflight)
+        assert allowed.headers["access-control-allow-origin"] == "https://chat.example"
+        other = httpx.options(url, headers={**preflight, "origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in other.headers
+
+
+def test_a_bad_flag_value_stops_the_server_naming_its_setting(tmp_path: Path) -> None:
+    result = _run("serve", "--rate-limit", "often", "--database-path", str(tmp_path / "x.db"))
+    assert result.returncode == 2
+    assert "PAUSEMESH_RATE_LIMIT" in result.stderr
+    assert "Traceback" not in result.stderr
