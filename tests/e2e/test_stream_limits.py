@@ -22,12 +22,16 @@ import pytest
 from tests.support.agui import run_body
 from tests.support.rest import assert_problem
 from tests.support.server import ServerProcess
+from tests.support.starlette_server import StarletteServer
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(name="server", scope="module")
-def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(name="server", scope="module", params=["litestar", "starlette"])
+def server_fixture(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ServerProcess]:
+    """``pausemesh serve``, and a Starlette app hosting ``StarletteAgui``: the same limits."""
     data: Path = tmp_path_factory.mktemp("stream-limits")
     env = {
         "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "1",
@@ -35,8 +39,13 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
         "PAUSEMESH_KEEPALIVE_SECONDS": "0.2",
         "PAUSEMESH_DATA_DIR": str(data),
     }
-    args = ["serve", "--agent", "tests.support.limits_agent:agent"]
-    with ServerProcess([*args, "--database-path", str(data / "pausemesh.db")], env=env) as server:
+    database = str(data / "pausemesh.db")
+    if request.param == "starlette":
+        server: ServerProcess = StarletteServer(env={**env, "PAUSEMESH_DATABASE_PATH": database})
+    else:
+        args = ["serve", "--agent", "tests.support.limits_agent:agent"]
+        server = ServerProcess([*args, "--database-path", database], env=env)
+    with server:
         yield server
 
 
@@ -92,6 +101,7 @@ def test_a_reader_that_stops_reading_is_dropped_and_frees_its_run_and_slot(
         assert events[0]["type"] == "RUN_STARTED"
         assert events[-1]["type"] == "RUN_FINISHED"
         assert "dropped an SSE reader that accepted nothing" in server.output()
+        assert "Traceback" not in server.output()
     finally:
         stalled.close()
 

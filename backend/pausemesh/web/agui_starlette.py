@@ -24,12 +24,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import msgspec
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conversations
@@ -48,7 +50,7 @@ from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import configured_resolver, resolve_identity
 from pausemesh.web.browser import browser_refusal
-from pausemesh.web.limits import Limits
+from pausemesh.web.limits import Limits, SendTimeoutGuard
 from pausemesh.web.owed import OwedRuns, run_owed_sweeper
 from pausemesh.web.problems import problem_for
 from pausemesh.web.schemas import ThreadTitleBody, strict_body
@@ -88,6 +90,27 @@ def _decode_title(body: bytes) -> ThreadTitleBody:
         msg = "The request body is not valid JSON"
         raise InvalidInputError(msg, code="MALFORMED_JSON") from None
     return strict_body(data, ThreadTitleBody)
+
+
+class _GuardedEventSource(EventSourceResponse):
+    """sse-starlette's response behind the same ``SendTimeoutGuard`` as the Litestar routes:
+    a stalled reader is dropped with one warning (its run ends, its lease and slot are
+    freed), where sse-starlette's own ``send_timeout`` raises out of the app with a
+    traceback at ERROR."""
+
+    def __init__(
+        self, content: AsyncGenerator[bytes, None], *, guard_timeout: float, **kwargs: Any
+    ) -> None:
+        super().__init__(content, **kwargs)
+        # One ASGI callable seen through two frameworks' type aliases (Litestar's TypedDict
+        # messages, Starlette's mappings): the same dicts at run time.
+        self._guard: Any = SendTimeoutGuard(cast("Any", self._respond), timeout=guard_timeout)
+
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().__call__(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guard(scope, receive, send)
 
 
 class StarletteAgui:
@@ -260,8 +283,8 @@ class StarletteAgui:
     def _stream(self, frames: AsyncGenerator[bytes, None]) -> EventSourceResponse:
         # The run host yields finished LF-framed SSE bytes (ids and keep-alives included);
         # sse-starlette passes bytes through untouched, and its pings use the same LF framing.
-        return EventSourceResponse(
-            frames, headers=SSE_HEADERS, sep=LINE_SEPARATOR, send_timeout=self.send_timeout
+        return _GuardedEventSource(
+            frames, headers=SSE_HEADERS, sep=LINE_SEPARATOR, guard_timeout=self.send_timeout
         )
 
     def _conversations(self) -> Conversations:
