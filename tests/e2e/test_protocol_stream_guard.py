@@ -26,7 +26,7 @@ import pytest
 
 from tests.support.a2a_stream_server import A2AStreamServer
 from tests.support.rest import assert_problem
-from tests.support.server import ServerProcess, held_request, read_response
+from tests.support.server import ServerProcess, held_request, read_response, stalled_post
 
 pytestmark = pytest.mark.slow
 
@@ -71,20 +71,13 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AStre
 
 
 def _stalled_stream(server: A2AStreamServer) -> socket.socket:
-    """A flooding ``SendStreamingMessage`` from a socket with a tiny receive buffer, read only
-    up to its response head."""
-    body = streaming_message("flood")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect((server.host, server.port))
-    sock.sendall(
-        b"POST /a2a/jsonrpc HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-        b"A2A-Version: 1.0\r\nAccept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-        % (server.host.encode(), server.port, len(body), body)
-    )
-    head = sock.recv(1024)
-    assert head.startswith(b"HTTP/1.1 200"), head
-    return sock  # and never read again
+    """A flooding ``SendStreamingMessage`` whose reader stops after the response head."""
+    headers = {
+        "Content-Type": "application/json",
+        "A2A-Version": "1.0",
+        "Accept": "text/event-stream",
+    }
+    return stalled_post(server, "/a2a/jsonrpc", streaming_message("flood"), headers)
 
 
 def test_an_a2a_stream_whose_reader_stops_reading_is_dropped_and_frees_its_slot(

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.agui import run_body
 from tests.support.rest import assert_problem
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, stalled_post
 from tests.support.starlette_server import StarletteServer
 
 pytestmark = pytest.mark.slow
@@ -62,16 +62,7 @@ def _events(raw: str) -> list[dict[str, Any]]:
 def _stalled_run(server: ServerProcess, thread_id: str) -> socket.socket:
     """POST a flooding run from a socket with a tiny receive buffer, read only its head."""
     body = json.dumps(run_body(thread_id, "r-flood", messages=_user("flood"))).encode()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect((server.host, server.port))
-    sock.sendall(
-        b"POST /agui HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (server.host.encode(), server.port, len(body), body)
-    )
-    head = sock.recv(1024)
-    assert head.startswith(b"HTTP/1.1 200"), head
-    return sock  # and never read again
+    return stalled_post(server, "/agui", body, {"Content-Type": "application/json"})
 
 
 def test_a_reader_that_stops_reading_is_dropped_and_frees_its_run_and_slot(

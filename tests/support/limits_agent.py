@@ -23,12 +23,13 @@ from pausemesh.agui import (
     UserMessage,
 )
 
-__all__ = ("agent",)
+__all__ = ("agent", "last_user_text")
 
 _CHUNK = "x" * 16_384
 
 
-def _last_user_text(ctx: RunContext) -> str:
+def last_user_text(ctx: RunContext) -> str:
+    """The text of the run's last user message (empty when there is none)."""
     for message in reversed(ctx.messages):
         if isinstance(message, UserMessage) and isinstance(message.content, str):
             return message.content
@@ -36,7 +37,7 @@ def _last_user_text(ctx: RunContext) -> str:
 
 
 async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
-    text = _last_user_text(ctx)
+    text = last_user_text(ctx)
     message_id = f"msg-{uuid.uuid4()}"
     yield TextMessageStartEvent(message_id=message_id, role="assistant")
     if text.startswith("slow "):

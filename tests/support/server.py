@@ -23,7 +23,7 @@ from types import TracebackType
 
 import httpx
 
-__all__ = ("ServerProcess", "free_port", "held_request", "read_response")
+__all__ = ("ServerProcess", "free_port", "held_request", "read_response", "stalled_post")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +47,23 @@ def held_request(
     lines += [f"{name}: {value}" for name, value in headers.items()]
     lines.append(f"Content-Length: {length}")
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    return sock
+
+
+def stalled_post(
+    server: ServerProcess, path: str, body: bytes, headers: Mapping[str, str]
+) -> socket.socket:
+    """A ``POST`` of a streaming request from a socket with a tiny receive buffer, read only up
+    to its ``200`` response head and never again: a reader that stopped reading."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((server.host, server.port))
+    lines = [f"POST {path} HTTP/1.1", f"Host: {server.host}:{server.port}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+    head = sock.recv(1024)
+    assert head.startswith(b"HTTP/1.1 200"), head
     return sock
 
 

@@ -21,21 +21,14 @@ from pausemesh.agui import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     ThreadTitle,
-    UserMessage,
 )
+from tests.support.limits_agent import last_user_text
 
 __all__ = ("agent",)
 
 
-def _last_user_text(ctx: RunContext) -> str:
-    for message in reversed(ctx.messages):
-        if isinstance(message, UserMessage) and isinstance(message.content, str):
-            return message.content
-    return ""
-
-
 async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
-    text = _last_user_text(ctx)
+    text = last_user_text(ctx)
     command, _, title = text.partition(": ")
     if command in ("name", "name and fail"):
         yield ThreadTitle(title)
