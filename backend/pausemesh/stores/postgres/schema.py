@@ -457,6 +457,26 @@ _APPROVALS = Migration(
 )
 
 
+# Migration 10 is SQLite only (thread changes). A process that tells a client OUTCOME_UNKNOWN
+# declares it here first; a late reply is then refused (the fenced completion and the
+# declaration both lock the operation's row, so they serialise).
+_OPERATION_UNKNOWNS = Migration(
+    version=11,
+    name="operation_unknowns",
+    statements=(
+        """
+        CREATE TABLE {schema}.operation_unknowns (
+            operation_id TEXT PRIMARY KEY REFERENCES {schema}.operations (operation_id),
+            declared_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            declared_at TIMESTAMPTZ NOT NULL
+        )
+        """,
+        *_no_update_delete("operation_unknowns"),
+    ),
+)
+
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -467,6 +487,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _RATE_LIMITS,
     _APPROVALS,
     _A2A_PUSH,
+    _OPERATION_UNKNOWNS,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -546,6 +567,12 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     9: {
         "a2a_push_configs": ("pausemesh_a2a_push_configs_no_truncate",),
         "a2a_push_deliveries": ("pausemesh_a2a_push_deliveries_no_truncate",),
+    },
+    11: {
+        "operation_unknowns": (
+            "pausemesh_operation_unknowns_no_mutation",
+            "pausemesh_operation_unknowns_no_truncate",
+        ),
     },
 }
 

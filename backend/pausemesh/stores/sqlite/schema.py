@@ -343,6 +343,31 @@ _THREAD_CHANGES = Migration(
     ),
 )
 
+# A process that tells a client OUTCOME_UNKNOWN declares it here first; a late reply is then
+# refused (the fenced completion reads this row in its own transaction).
+_OPERATION_UNKNOWNS = Migration(
+    version=11,
+    name="operation_unknowns",
+    statements=(
+        """
+        CREATE TABLE operation_unknowns (
+            operation_id TEXT PRIMARY KEY REFERENCES operations (operation_id),
+            declared_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            declared_at_us INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        *(
+            f"""
+            CREATE TRIGGER operation_unknowns_no_{verb} BEFORE {verb.upper()}
+            ON operation_unknowns
+            BEGIN SELECT RAISE(ABORT, 'operation_unknowns is append-only'); END
+            """
+            for verb in ("update", "delete")
+        ),
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -353,4 +378,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _APPROVALS,
     _A2A_PUSH,
     _THREAD_CHANGES,
+    _OPERATION_UNKNOWNS,
 )
