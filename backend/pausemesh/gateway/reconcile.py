@@ -106,15 +106,17 @@ def recorded_answer(job: Job, record: OperationRecord, wanted: OperationRecord) 
     )
 
 
-def reply_deadline(job: Job, record: OperationRecord) -> datetime:
-    """After this, the dispatching process no longer records the reply (outcome unknown)."""
-    return record.attempted_at + timedelta(seconds=job.timeout_seconds) + LATE_REPLY_GRACE
+def reply_deadline(job: Job | float, record: OperationRecord) -> datetime:
+    """After this, the store refuses the dispatching process's reply (outcome unknown).
+    ``job`` is the job or its ``timeout_seconds``."""
+    timeout = job if isinstance(job, int | float) else job.timeout_seconds
+    return record.attempted_at + timedelta(seconds=timeout) + LATE_REPLY_GRACE
 
 
 async def in_flight(
     fencing: FencedOperations,
     domain: str,
-    job: Job,
+    job: Job | float,
     record: OperationRecord,
     now: datetime,
     *,
