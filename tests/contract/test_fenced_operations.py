@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pausemesh.core.errors import InvalidInputError, ReplyTooLateError
+from pausemesh.core.errors import InvalidInputError, ReplyTooLateError, RuntimeNotCurrentError
 from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import EXECUTE, OperationLedger, OperationRecord, new_attempt
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteFencedOperations, SqliteOperationLedger
@@ -218,3 +218,21 @@ async def test_a_reply_racing_a_declaration_either_is_recorded_or_refused_never_
         # The declaring process saw the reply (and answers from it), or the reply was refused.
         assert recorded == stored.completed == declared.completed
         assert (unknown is None) == recorded
+
+
+async def test_claiming_a_worker_name_fences_an_older_process_with_that_name(
+    stores: Stores,
+) -> None:
+    attempt, old_epoch = await _begin(stores)
+    new_epoch = await stores.other.claim_worker(DOMAIN, "gw-1", now=NOW)
+    with pytest.raises(RuntimeNotCurrentError):
+        await _complete(stores, attempt, old_epoch, now=NOW)
+    wanted = new_attempt(DOMAIN, "invoice:B-2", "create_invoice", {"order_id": "B-2"}, now=NOW)
+    with pytest.raises(RuntimeNotCurrentError):
+        await stores.fencing.begin_fenced(wanted, worker="gw-1", epoch=old_epoch, job="create")
+    stored = await stores.ledger.get(attempt.operation_id)
+    assert new_epoch == old_epoch + 1
+    assert await stores.fencing.worker_epoch(DOMAIN, "gw-1") == new_epoch
+    assert stored is not None
+    assert not stored.completed
+    assert await stores.ledger.get(wanted.operation_id) is None

@@ -64,7 +64,8 @@ class FencedOperations(Protocol):
     PostgreSQL implement it over the same ``operations`` table as ``OperationLedger``."""
 
     async def claim_worker(self, domain: str, worker: str, *, now: datetime) -> int:
-        """The worker's current epoch (1 for a new worker): what this process holds."""
+        """Advance the worker's epoch (1 for a new worker) and return it: what this process
+        holds. An older process still running under the same name is fenced from now on."""
         ...
 
     async def retire_worker(self, domain: str, worker: str, *, now: datetime) -> int:

@@ -121,7 +121,8 @@ class Gateway:
         self._inspection = Inspection(config, ledger, fencing, self.worker)
 
     async def start(self) -> int:
-        """Claim this worker's current epoch; every later action is fenced by it."""
+        """Claim this worker's next epoch (fencing any older process with this name); every
+        later action is fenced by it."""
         self.epoch = await self.fencing.claim_worker(
             self.config.domain, self.worker, now=self.clock.now()
         )

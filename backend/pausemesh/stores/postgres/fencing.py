@@ -39,9 +39,12 @@ class PostgresFencedOperations:
         self.database = database
         q = database.q
         self._sql_epoch = f"SELECT epoch FROM {q}.gateway_workers WHERE domain = $1 AND worker = $2"
+        # Each claim advances the epoch: an older process with this name is fenced.
         self._sql_claim = f"""
-            INSERT INTO {q}.gateway_workers (domain, worker, epoch, updated_at)
-            VALUES ($1, $2, 1, $3) ON CONFLICT (domain, worker) DO NOTHING
+            INSERT INTO {q}.gateway_workers AS w (domain, worker, epoch, updated_at)
+            VALUES ($1, $2, 1, $3)
+            ON CONFLICT (domain, worker) DO UPDATE SET epoch = w.epoch + 1, updated_at = $3
+            RETURNING epoch
         """
         self._sql_retire = f"""
             INSERT INTO {q}.gateway_workers AS w (domain, worker, epoch, updated_at)
@@ -106,10 +109,8 @@ class PostgresFencedOperations:
         await self.database.ensure_schema()
 
         async def op(conn: Conn) -> int:
-            async with conn.transaction():
-                await conn.execute(self._sql_claim, domain, worker, now)
-                epoch: int = await conn.fetchval(self._sql_epoch, domain, worker)
-                return epoch
+            epoch: int = await conn.fetchval(self._sql_claim, domain, worker, now)
+            return epoch
 
         return await self.database.run(op)
 

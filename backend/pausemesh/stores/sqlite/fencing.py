@@ -57,13 +57,15 @@ class SqliteFencedOperations:
         check_id(worker, "worker")
 
         def op(conn: sqlite3.Connection) -> int:
+            # Each claim advances the epoch: an older process with this name is fenced.
             conn.execute(
                 "INSERT INTO gateway_workers (domain, worker, epoch, updated_at_us)"
-                " VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING",
+                " VALUES (?, ?, 1, ?) ON CONFLICT (domain, worker)"
+                " DO UPDATE SET epoch = epoch + 1, updated_at_us = excluded.updated_at_us",
                 (domain, worker, epoch_us(now)),
             )
             epoch = _epoch(conn, domain, worker)
-            assert epoch is not None  # noqa: S101 - inserted or already there
+            assert epoch is not None  # noqa: S101 - just written
             return epoch
 
         return await self.database.write(op)
