@@ -246,7 +246,7 @@ def _ops(args: argparse.Namespace) -> None:
                 return
             op = args.operation
             if args.ops_action == "resolve":
-                await _resolve(args, storage, op)
+                await _resolve(args, storage, config, op)
             body = await inspect_operation(storage.operations, storage.fencing, config.domain, op)
             if args.ops_action == "why":
                 body = {"operationId": op, "status": body["status"], "explanation": explain(body)}
@@ -263,14 +263,32 @@ def _result_file(path: str) -> Any:
         raise GatewayError(msg, code="INVALID_RESULT_FILE") from None
 
 
-async def _resolve(args: argparse.Namespace, storage: Any, op: str) -> None:
+async def _resolve(args: argparse.Namespace, storage: Any, config: Any, op: str) -> None:
+    """Record the operator's result, unless the dispatching worker may still record its reply."""
+    from pausemesh.core.operations import begun  # noqa: PLC0415
+    from pausemesh.gateway.config import MAX_TIMEOUT_SECONDS  # noqa: PLC0415
+    from pausemesh.gateway.reconcile import in_flight  # noqa: PLC0415
+
     result = _result_file(args.result_file)
+    now = SystemClock().now()
+    record = begun(op, await storage.operations.get(op))
+    dispatch = await storage.fencing.dispatch_of(op)
+    job = None if dispatch is None else config.job(dispatch.job)
+    # A job no longer in the config: assume the longest timeout a job may have.
+    timeout = MAX_TIMEOUT_SECONDS if job is None else job.timeout_seconds
+    if await in_flight(storage.fencing, config.domain, timeout, record, now):
+        msg = (
+            "a current worker is still waiting for the upstream's reply to this operation;"
+            " resolving it now would race that reply. Wait until the reply deadline passes"
+            " (the job's timeout plus 5 s after the attempt) or retire the worker"
+        )
+        raise GatewayError(msg, code="OPERATION_IN_FLIGHT", operation_id=op)
     await storage.fencing.resolve(
         op,
         result={"resolvedResult": result},
         resolved_by=args.by or getpass.getuser(),
         reason=args.reason,
-        now=SystemClock().now(),
+        now=now,
     )
 
 

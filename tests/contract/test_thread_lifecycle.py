@@ -270,7 +270,7 @@ async def test_an_agent_title_never_replaces_the_owners(threads: ThreadStore) ->
 
 
 async def _store_a_title_of_unknown_source(threads: ThreadStore, thread_id: str) -> None:
-    """What a thread titled before migration 13 holds: a title, no ``title_source``."""
+    """What a thread titled before migration 12 holds: a title, no ``title_source``."""
     if isinstance(threads, InMemoryThreadStore):
         record = await threads.get(thread_id)
         assert record is not None

@@ -112,7 +112,7 @@ async def test_ops_resolve_records_an_audited_resolution_and_later_calls_reconci
     listed = _ops(case, "list")
     result_file = case.root / "found.json"
     result_file.write_text(json.dumps({"invoice": "inv-A-1", "checkedIn": "billing system"}))
-    _ops(
+    resolved = _ops(
         case,
         "resolve",
         op,
@@ -133,6 +133,11 @@ async def test_ops_resolve_records_an_audited_resolution_and_later_calls_reconci
         reconciled = await call(client, "create_invoice", invoice())
     assert lost["status"] == "OUTCOME_UNKNOWN"
     assert [(o["operationId"], o["status"]) for o in listed] == [(op, "OUTCOME_UNKNOWN")]
+    assert resolved.returncode == 0, resolved.stderr
+    # What resolve printed is what was stored (read back by a separate ops status process).
+    printed = json.loads(resolved.stdout)
+    assert printed["resolution"]["resolvedAt"] == status["resolution"]["resolvedAt"]
+    assert printed["resolution"]["resolvedBy"] == "ops-alice"
     assert status["status"] == "RESPONSE_RETAINED"
     assert status["resolvedByOperator"] is True
     assert status["resolution"]["resolvedBy"] == "ops-alice"

@@ -4,7 +4,9 @@
 anything else happens), then behaves as ``$UPSTREAM_CONTROL`` (a JSON file, read per call)
 says: ``{"delay": seconds}`` sleeps before answering, ``{"hold": path}`` answers once
 ``path`` exists, ``{"exit": true}`` exits the process
-mid-call. Started with ``{"changed": true}`` in the control file, the tool's definition
+mid-call, ``{"garbage": true}`` (stdio only) first writes a JSON-RPC response for the call that
+is not a ``CallToolResult`` straight to stdout (an unreadable reply), ``{"pad": n}`` adds ``n``
+characters to the result (an oversized reply). Started with ``{"changed": true}`` in the control file, the tool's definition
 differs (an extra argument) from what a gateway pinned before; ``redefine_invoice`` makes the
 same change on a running server and announces it (``notifications/tools/list_changed``).
 ``lookup_invoice`` is a second, read-only tool.
@@ -40,6 +42,17 @@ def _append(line: dict[str, Any]) -> None:
         os.fsync(calls.fileno())
 
 
+# The client's end of stdio, kept before the SDK moves fd 1 away from print() and friends.
+_WIRE = os.dup(1)
+
+
+def _unreadable_reply(request_id: str | int) -> None:
+    """A response to ``request_id`` whose result no MCP client can read as a tool result."""
+    rid = int(request_id) if str(request_id).isdigit() else request_id
+    line = {"jsonrpc": "2.0", "id": rid, "result": {"content": "not a list of blocks"}}
+    os.write(_WIRE, (json.dumps(line) + "\n").encode())
+
+
 def _after_call() -> None:
     control = _control()
     if control.get("exit"):
@@ -69,11 +82,18 @@ if _control().get("changed"):
 else:
 
     @server.tool()
-    def create_invoice(order_id: str, amount: int) -> dict[str, Any]:
+    def create_invoice(order_id: str, amount: int, ctx: Context) -> dict[str, Any]:
         """Create an invoice for an order (one line in the calls file per real call)."""
         _append({"order_id": order_id, "amount": amount})
+        if _control().get("garbage"):
+            _unreadable_reply(ctx.request_id)
         _after_call()
-        return {"invoice": f"inv-{order_id}", "amount": amount}
+        pad = int(_control().get("pad", 0))
+        return {
+            "invoice": f"inv-{order_id}",
+            "amount": amount,
+            **({"pad": "x" * pad} if pad else {}),
+        }
 
 
 @server.tool()

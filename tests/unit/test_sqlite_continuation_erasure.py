@@ -1,4 +1,4 @@
-"""The SQLite continuation log stays append-only around erasure (migration 14): the one UPDATE
+"""The SQLite continuation log stays append-only around erasure (migration 13): the one UPDATE
 it takes is the redaction of a continuation in the erasure ledger, and DELETE never."""
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ HTTP statuses and protocol routers map them to their own error shapes::
 
 
     ├── RuntimeNotCurrentError                    RUNTIME_NOT_CURRENT: a retired gateway worker
+    ├── ReplyTooLateError                         REPLY_TOO_LATE: a gateway reply after its deadline
+    │                                             or after the operation was declared unknown
     ├── GatewayError                              GATEWAY_* / TOOL_CHANGED / CATALOG_*: the
     │                                             continuity gateway's config, lock and upstreams
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
@@ -64,6 +66,7 @@ __all__ = (
     "PayloadTooLargeError",
     "ProtocolAdapterError",
     "RateLimitedError",
+    "ReplyTooLateError",
     "RuntimeNotCurrentError",
     "SettingsError",
     "ShuttingDownError",
@@ -356,6 +359,21 @@ class RuntimeNotCurrentError(PauseMeshError):
 
     def __init__(self, worker: str) -> None:
         super().__init__("This gateway worker was retired; it can no longer act", worker=worker)
+
+
+class ReplyTooLateError(PauseMeshError):
+    """A gateway worker tried to record an upstream reply after its reply deadline, or after
+    some process declared the operation's outcome unknown: refused, nothing written."""
+
+    default_code = "REPLY_TOO_LATE"
+
+    def __init__(self, operation_id: str, *, declared: bool) -> None:
+        why = "was declared unknown" if declared else "passed its reply deadline"
+        super().__init__(
+            f"The operation {why}; its reply is not recorded",
+            operation_id=operation_id,
+            declared=declared,
+        )
 
 
 class GatewayError(PauseMeshError):

@@ -7,6 +7,15 @@ transaction, so a reply that arrives after retirement leaves the operation witho
 outcome (``OUTCOME_UNKNOWN``). Who dispatched each operation (worker, epoch, job alias) is
 kept beside it, and an operator's resolution of an unknown outcome is an audited record
 (who, when, why) written with the outcome in one transaction; it never dispatches.
+
+**Fenced replies.** A reply is recorded only before its reply deadline, and only while no
+process has declared the operation's outcome unknown. A process that answers a client
+``OUTCOME_UNKNOWN`` for an attempt without a reply first writes that declaration
+(``declare_unknown``); the declaration and a completion serialise on the operation (SQLite's
+write lock; PostgreSQL's row lock on the operation), so once a client was told
+``OUTCOME_UNKNOWN`` no late reply can become the outcome — whatever the clocks of the two
+processes say. A declaration for an operation that already has an outcome writes nothing (the
+caller answers from the returned record); declaring twice keeps the first declaration.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import msgspec
 
 from pausemesh.core.operations import OperationBegin, OperationRecord
 
-__all__ = ("Dispatch", "FencedOperations", "Resolution")
+__all__ = ("Dispatch", "FencedOperations", "Resolution", "UnknownDeclaration")
 
 
 class Dispatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -40,13 +49,23 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     resolved_at: datetime
 
 
+class UnknownDeclaration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A process told a client ``OUTCOME_UNKNOWN`` for the attempt: no reply is recorded after."""
+
+    operation_id: str
+    declared_by: str
+    reason: str
+    declared_at: datetime
+
+
 @runtime_checkable
 class FencedOperations(Protocol):
     """Port: worker epochs plus the ledger's begin/complete, fenced by them. SQLite and
     PostgreSQL implement it over the same ``operations`` table as ``OperationLedger``."""
 
     async def claim_worker(self, domain: str, worker: str, *, now: datetime) -> int:
-        """The worker's current epoch (1 for a new worker): what this process holds."""
+        """Advance the worker's epoch (1 for a new worker) and return it: what this process
+        holds. An older process still running under the same name is fenced from now on."""
         ...
 
     async def retire_worker(self, domain: str, worker: str, *, now: datetime) -> int:
@@ -72,10 +91,24 @@ class FencedOperations(Protocol):
         worker: str,
         epoch: int,
         now: datetime,
+        deadline: datetime,
     ) -> OperationRecord:
-        """``OperationLedger.complete`` if ``epoch`` is still current; else
-        ``RuntimeNotCurrentError`` and the operation keeps no outcome."""
+        """``OperationLedger.complete`` if ``epoch`` is still current (else
+        ``RuntimeNotCurrentError``), ``now`` is before ``deadline`` and no process declared
+        the operation unknown (else ``ReplyTooLateError``); refused, the operation keeps no
+        outcome. The checks and the write are one transaction."""
         ...
+
+    async def declare_unknown(
+        self, operation_id: str, *, declared_by: str, reason: str, now: datetime
+    ) -> OperationRecord:
+        """Declare the attempt's outcome unknown before telling a client so; return the stored
+        record. Writes nothing if the operation already has an outcome (``record.completed``:
+        answer from it) or was declared before (the first declaration stays).
+        ``OPERATION_NOT_FOUND`` if never begun."""
+        ...
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None: ...
 
     async def resolve(
         self, operation_id: str, *, result: Any, resolved_by: str, reason: str, now: datetime

@@ -43,6 +43,7 @@ __all__ = (
     "DEFAULT_ACCESS",
     "DEFAULT_TIMEOUT_SECONDS",
     "IDENTITY_FIELDS",
+    "MAX_TIMEOUT_SECONDS",
     "PERMISSIONS",
     "RESERVED_TOOLS",
     "Access",
@@ -76,6 +77,7 @@ IDENTITY_FIELDS: Final = frozenset(
 )
 
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
+MAX_TIMEOUT_SECONDS: Final = 300.0
 
 
 class Upstream(msgspec.Struct, frozen=True, kw_only=True):

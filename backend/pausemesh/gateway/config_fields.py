@@ -11,7 +11,7 @@ import string
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pausemesh.gateway.config import DEFAULT_TIMEOUT_SECONDS
+from pausemesh.gateway.config import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
 
 __all__ = (
     "MAX_TEXT",
@@ -29,7 +29,7 @@ NAME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 MAX_TEXT: Final = 2048
 _MAX_KEY = 200
 _MIN_TIMEOUT = 0.1
-_MAX_TIMEOUT = 300.0
+_MAX_TIMEOUT = MAX_TIMEOUT_SECONDS
 
 
 class Problems:

@@ -12,11 +12,13 @@
    upstream connection lists it compared with the pin (``TOOL_CHANGED``, nothing recorded
    or sent), the attempt recorded durably and fenced by this worker's epoch — the insert
    decides, so of any number of processes on one database one dispatches — **one**
-   ``tools/call``, the reply recorded (fenced again, and only before ``reply_deadline``).
+   ``tools/call``, the reply recorded (fenced again, and the store refuses it after
+   ``reply_deadline`` or once any process declared the operation unknown: ``REPLY_TOO_LATE``).
 
 Anything after the attempt that leaves no recorded reply — a crash, a timeout, the upstream
 exiting, an unreadable or oversized reply, retirement before the reply is recorded — leaves
-the operation ``OUTCOME_UNKNOWN`` for good. Two calls of one operation in this process at
+the operation ``OUTCOME_UNKNOWN`` for good; the process declares it unknown in the store
+before it answers so. Two calls of one operation in this process at
 once: one dispatches, the other gets ``BUSY`` without reading the ledger.
 """
 
@@ -37,6 +39,7 @@ from pausemesh.core.errors import (
     GatewayError,
     InvalidInputError,
     OperationConflictError,
+    ReplyTooLateError,
     RuntimeNotCurrentError,
     StoreError,
 )
@@ -50,7 +53,12 @@ from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.inspect import DECLINED_RESULT, upstream_result
 from pausemesh.gateway.inspect_tools import Inspection
 from pausemesh.gateway.lock import GatewayLock, agent_schema
-from pausemesh.gateway.reconcile import answer_recorded, reply_deadline, wanted_attempt
+from pausemesh.gateway.reconcile import (
+    answer_recorded,
+    recorded_answer,
+    reply_deadline,
+    wanted_attempt,
+)
 from pausemesh.gateway.results import (
     BUSY,
     DENIED,
@@ -113,7 +121,8 @@ class Gateway:
         self._inspection = Inspection(config, ledger, fencing, self.worker)
 
     async def start(self) -> int:
-        """Claim this worker's current epoch; every later action is fenced by it."""
+        """Claim this worker's next epoch (fencing any older process with this name); every
+        later action is fenced by it."""
         self.epoch = await self.fencing.claim_worker(
             self.config.domain, self.worker, now=self.clock.now()
         )
@@ -243,20 +252,30 @@ class Gateway:
         except Exception as error:  # noqa: BLE001 - any failure after dispatch: outcome unknown
             _log.warning("upstream call of %s failed after dispatch: %s", op, type(error).__name__)
             if session.timed_out(error):
-                return outcome(
-                    OUTCOME_UNKNOWN, job.name, operation_id=op, reason="UPSTREAM_TIMEOUT"
-                )
+                return await self._unknown(job, op, "UPSTREAM_TIMEOUT")
             await self.pool.discard(session)
-            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="UPSTREAM_FAILED")
-        if self.clock.now() >= reply_deadline(job, attempt):
-            # Another process may already have answered OUTCOME_UNKNOWN for it: keep it so.
-            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="REPLY_TOO_LATE")
+            return await self._unknown(job, op, "UPSTREAM_FAILED")
         retained = {
             "upstreamResult": reply.model_dump(by_alias=True, exclude_none=True, mode="json")
         }
         if len(canonical_json(retained).encode()) > MAX_RETAINED_BYTES:
-            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="REPORT_LIMIT")
+            return await self._unknown(job, op, "REPORT_LIMIT")
         return await self._record(job, attempt, retained)
+
+    async def _unknown(self, job: Job, op: str, reason: str) -> dict[str, Any]:
+        """``OUTCOME_UNKNOWN`` for this worker's own attempt, declared in the store first (so
+        ``pausemesh ops resolve`` need not wait for the reply deadline)."""
+        try:
+            record = await self.fencing.declare_unknown(
+                op, declared_by=self.worker, reason=reason, now=self.clock.now()
+            )
+        except (StoreError, InvalidInputError) as error:
+            # This process records no reply for it either way; the deadline still fences it.
+            _log.warning("could not declare %s unknown: %s", op, error.code)
+        else:
+            if record.completed:  # an operator resolved it meanwhile: that is the outcome
+                return recorded_answer(job, record, record)
+        return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason=reason)
 
     async def _session(self, job: Job, op: str) -> UpstreamSession:
         try:
@@ -322,11 +341,18 @@ class Gateway:
                 worker=self.worker,
                 epoch=self.epoch,
                 now=self.clock.now(),
+                deadline=reply_deadline(job, attempt),
             )
-        except RuntimeNotCurrentError:
-            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason="RUNTIME_NOT_CURRENT")
-        except (StoreError, InvalidInputError, OperationConflictError) as error:
-            return outcome(OUTCOME_UNKNOWN, job.name, operation_id=op, reason=error.code)
+        except (
+            RuntimeNotCurrentError,
+            ReplyTooLateError,
+            StoreError,
+            InvalidInputError,
+            OperationConflictError,
+        ) as error:
+            # RUNTIME_NOT_CURRENT (retired), REPLY_TOO_LATE (after the deadline, or another
+            # process already told a client OUTCOME_UNKNOWN), a store error or a conflict.
+            return await self._unknown(job, op, error.code)
         return outcome(
             RESPONSE_RETAINED,
             job.name,
@@ -348,11 +374,15 @@ class Gateway:
                 worker=self.worker,
                 epoch=self.epoch,
                 now=self.clock.now(),
+                deadline=reply_deadline(job, attempt),
             )
         except RuntimeNotCurrentError:
             return outcome(
                 REFUSED, job.name, operation_id=wanted.operation_id, reason="RUNTIME_NOT_CURRENT"
             )
+        except ReplyTooLateError:
+            # Another process declared the attempt unknown first; nothing was sent.
+            return await self._unknown(job, wanted.operation_id, "REPLY_TOO_LATE")
         return outcome(
             DENIED, job.name, operation_id=wanted.operation_id, reason="APPROVAL_DECLINED"
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pausemesh.core.clock import iso_millis
-from pausemesh.core.fencing import Dispatch, FencedOperations, Resolution
+from pausemesh.core.fencing import Dispatch, FencedOperations, Resolution, UnknownDeclaration
 from pausemesh.core.operations import OperationLedger, OperationRecord, result_hash, terms_hash
 from pausemesh.gateway.results import (
     DENIED,
@@ -78,6 +78,7 @@ def describe(
     dispatch: Dispatch | None = None,
     resolution: Resolution | None = None,
     dispatcher_epoch: int | None = None,
+    unknown: UnknownDeclaration | None = None,
 ) -> dict[str, Any]:
     """The status body: no response content, no arguments."""
     state = operation_state(record)
@@ -106,6 +107,13 @@ def describe(
             "resolvedAt": iso_millis(resolution.resolved_at),
             "reason": resolution.reason,
         }
+    if unknown is not None:
+        # A client was told OUTCOME_UNKNOWN: no late reply can be recorded any more.
+        body["declaredUnknown"] = {
+            "declaredBy": unknown.declared_by,
+            "reason": unknown.reason,
+            "at": iso_millis(unknown.declared_at),
+        }
     dispatched = _dispatch(dispatch, dispatcher_epoch)
     if dispatched is not None:
         body["dispatchedBy"] = dispatched
@@ -124,6 +132,7 @@ async def inspect_operation(
         dispatch=dispatch,
         resolution=await fencing.resolution_of(operation_id),
         dispatcher_epoch=epoch,
+        unknown=await fencing.unknown_of(operation_id),
     )
 
 

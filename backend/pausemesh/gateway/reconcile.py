@@ -3,9 +3,12 @@
 An attempt without a reply is ``OUTCOME_UNKNOWN`` unless another gateway process may still
 record its reply: it was dispatched by *another* worker whose epoch is still the one it
 dispatched with, less than the job's timeout plus ``LATE_REPLY_GRACE`` ago. That call is
-``BUSY`` (ask again). The dispatching process never records a reply after that deadline, so
-once any process has answered ``OUTCOME_UNKNOWN`` it stays so. A process restarted under the
-same worker name treats its name's unfinished attempts as its predecessor's: unknown.
+``BUSY`` (ask again). Before any process answers ``OUTCOME_UNKNOWN`` for an attempt without a
+reply it declares the outcome unknown in the store, and the store refuses the dispatching
+process's reply after that (and after the deadline), so once any client was told
+``OUTCOME_UNKNOWN`` it stays so — whatever the processes' clocks say. A process restarted
+under the same worker name holds a newer epoch (its predecessor is fenced) and treats its
+name's unfinished attempts as its predecessor's: unknown.
 """
 
 from __future__ import annotations
@@ -30,13 +33,18 @@ from pausemesh.gateway.results import (
 
 __all__ = (
     "LATE_REPLY_GRACE",
+    "NO_REPLY_RECORDED",
     "answer_recorded",
+    "in_flight",
     "recorded_answer",
     "reply_deadline",
     "wanted_attempt",
 )
 
 _TERMS_VERSION: Final = "pausemesh-gateway-job/1"
+
+# Why a process that did not dispatch an attempt declares it unknown.
+NO_REPLY_RECORDED: Final = "NO_REPLY_RECORDED"
 
 # Beyond the job's timeout: time for the dispatching process to record a reply it received.
 LATE_REPLY_GRACE: Final = timedelta(seconds=5)
@@ -98,23 +106,31 @@ def recorded_answer(job: Job, record: OperationRecord, wanted: OperationRecord) 
     )
 
 
-def reply_deadline(job: Job, record: OperationRecord) -> datetime:
-    """After this, the dispatching process no longer records the reply (outcome unknown)."""
-    return record.attempted_at + timedelta(seconds=job.timeout_seconds) + LATE_REPLY_GRACE
+def reply_deadline(job: Job | float, record: OperationRecord) -> datetime:
+    """After this, the store refuses the dispatching process's reply (outcome unknown).
+    ``job`` is the job or its ``timeout_seconds``."""
+    timeout = job if isinstance(job, int | float) else job.timeout_seconds
+    return record.attempted_at + timedelta(seconds=timeout) + LATE_REPLY_GRACE
 
 
-async def _in_flight_elsewhere(  # noqa: PLR0917 - the record and who is asking, when
+async def in_flight(
     fencing: FencedOperations,
     domain: str,
-    worker: str,
-    job: Job,
+    job: Job | float,
     record: OperationRecord,
     now: datetime,
+    *,
+    asking_worker: str | None = None,
 ) -> bool:
+    """True while the attempt's dispatching worker may still record its reply: no outcome, no
+    declaration, before the reply deadline, and the worker still at the epoch it dispatched
+    with (and not ``asking_worker``: a process never waits for its own name's attempts)."""
     if record.completed or now >= reply_deadline(job, record):
         return False
     dispatch = await fencing.dispatch_of(record.operation_id)
-    if dispatch is None or dispatch.worker == worker:
+    if dispatch is None or dispatch.worker == asking_worker:
+        return False
+    if await fencing.unknown_of(record.operation_id) is not None:
         return False
     return await fencing.worker_epoch(domain, dispatch.worker) == dispatch.epoch
 
@@ -129,15 +145,23 @@ async def answer_recorded(  # noqa: PLR0917 - the record and who is asking, when
     *,
     now: datetime,
 ) -> dict[str, Any]:
-    """``recorded_answer``, except ``BUSY`` while another worker may still record a reply."""
+    """``recorded_answer``, except ``BUSY`` while another worker may still record a reply.
+
+    An ``OUTCOME_UNKNOWN`` answer for an attempt without a reply is declared in the store first,
+    so the dispatching process can no longer record a reply; if the reply was recorded just
+    before the declaration, the answer is that reply.
+    """
     answer = recorded_answer(job, record, wanted)
-    if answer["status"] == OUTCOME_UNKNOWN and await _in_flight_elsewhere(
-        fencing, domain, worker, job, record, now
-    ):
+    if answer["status"] != OUTCOME_UNKNOWN or record.completed:
+        return answer
+    if await in_flight(fencing, domain, job, record, now, asking_worker=worker):
         return outcome(
             BUSY,
             job.name,
             operation_id=record.operation_id,
             message="Another gateway process is dispatching this operation; ask again.",
         )
-    return answer
+    latest = await fencing.declare_unknown(
+        record.operation_id, declared_by=worker, reason=NO_REPLY_RECORDED, now=now
+    )
+    return recorded_answer(job, latest, wanted) if latest.completed else answer

@@ -1,8 +1,11 @@
-"""PostgreSQL ``FencedOperations`` (tables from migration ``gateway_fencing``), any replica.
+"""PostgreSQL ``FencedOperations`` (migrations ``gateway_fencing``, ``operation_unknowns``).
 
 Each fenced write is one transaction that reads the worker's epoch ``FOR SHARE`` before it
 writes: ``retire`` updates that row, so it waits for a fenced write in progress or makes the
-write wait and then refuse — never both a retirement and a write by the retired epoch.
+write wait and then refuse — never both a retirement and a write by the retired epoch. A
+completion and a declaration that the outcome is unknown both lock the operation's row
+``FOR UPDATE`` first, so one of them sees the other: a reply is recorded, or refused after a
+declaration, never both.
 """
 
 # ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
@@ -13,8 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError, RuntimeNotCurrentError
-from pausemesh.core.fencing import Dispatch, Resolution
+from pausemesh.core.errors import InvalidInputError, ReplyTooLateError, RuntimeNotCurrentError
+from pausemesh.core.fencing import Dispatch, Resolution, UnknownDeclaration
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
@@ -36,9 +39,12 @@ class PostgresFencedOperations:
         self.database = database
         q = database.q
         self._sql_epoch = f"SELECT epoch FROM {q}.gateway_workers WHERE domain = $1 AND worker = $2"
+        # Each claim advances the epoch: an older process with this name is fenced.
         self._sql_claim = f"""
-            INSERT INTO {q}.gateway_workers (domain, worker, epoch, updated_at)
-            VALUES ($1, $2, 1, $3) ON CONFLICT (domain, worker) DO NOTHING
+            INSERT INTO {q}.gateway_workers AS w (domain, worker, epoch, updated_at)
+            VALUES ($1, $2, 1, $3)
+            ON CONFLICT (domain, worker) DO UPDATE SET epoch = w.epoch + 1, updated_at = $3
+            RETURNING epoch
         """
         self._sql_retire = f"""
             INSERT INTO {q}.gateway_workers AS w (domain, worker, epoch, updated_at)
@@ -66,6 +72,15 @@ class PostgresFencedOperations:
             INSERT INTO {q}.operation_resolutions (operation_id, resolved_by, reason, resolved_at)
             VALUES ($1, $2, $3, $4)
         """
+        self._sql_declare = f"""
+            INSERT INTO {q}.operation_unknowns (operation_id, declared_by, reason, declared_at)
+            VALUES ($1, $2, $3, $4) ON CONFLICT (operation_id) DO NOTHING
+        """
+        self._sql_declared = f"SELECT 1 FROM {q}.operation_unknowns WHERE operation_id = $1"
+        self._sql_unknown_of = f"""
+            SELECT declared_by, reason, declared_at FROM {q}.operation_unknowns
+            WHERE operation_id = $1
+        """
         self._sql_dispatch_of = f"""
             SELECT worker, epoch, job, dispatched_at FROM {q}.gateway_dispatches
             WHERE operation_id = $1
@@ -84,15 +99,18 @@ class PostgresFencedOperations:
         row = await conn.fetchrow(self._sql_get, operation_id)
         return None if row is None else operation_record(row)
 
+    async def _get_locked(self, conn: Conn, operation_id: str) -> OperationRecord:
+        """The operation's row, locked until the transaction ends (completion vs declaration)."""
+        row = await conn.fetchrow(self._sql_get + " FOR UPDATE", operation_id)
+        return begun(operation_id, None if row is None else operation_record(row))
+
     async def claim_worker(self, domain: str, worker: str, *, now: datetime) -> int:
         check_id(worker, "worker")
         await self.database.ensure_schema()
 
         async def op(conn: Conn) -> int:
-            async with conn.transaction():
-                await conn.execute(self._sql_claim, domain, worker, now)
-                epoch: int = await conn.fetchval(self._sql_epoch, domain, worker)
-                return epoch
+            epoch: int = await conn.fetchval(self._sql_claim, domain, worker, now)
+            return epoch
 
         return await self.database.run(op)
 
@@ -179,17 +197,47 @@ class PostgresFencedOperations:
         worker: str,
         epoch: int,
         now: datetime,
+        deadline: datetime,
     ) -> OperationRecord:
         digest = result_hash(result)
         await self.database.ensure_schema()
 
         async def op(conn: Conn) -> OperationRecord:
             async with conn.transaction():
-                record = begun(operation_id, await self._get(conn, operation_id))
+                record = await self._get_locked(conn, operation_id)
                 await self._fence(conn, record.domain, worker, epoch)
+                if not record.completed:
+                    if await conn.fetchval(self._sql_declared, operation_id) is not None:
+                        raise ReplyTooLateError(operation_id, declared=True)
+                    if now >= deadline:
+                        raise ReplyTooLateError(operation_id, declared=False)
                 return await self._complete(conn, record, attempt_id, result, digest, now)
 
         return await self.database.run(op)
+
+    async def declare_unknown(
+        self, operation_id: str, *, declared_by: str, reason: str, now: datetime
+    ) -> OperationRecord:
+        check_id(declared_by, "declaredBy")
+        check_id(reason, "reason")
+        await self.database.ensure_schema()
+
+        async def op(conn: Conn) -> OperationRecord:
+            async with conn.transaction():
+                record = await self._get_locked(conn, operation_id)
+                if not record.completed:
+                    await conn.execute(self._sql_declare, operation_id, declared_by, reason, now)
+                return record
+
+        return await self.database.run(op)
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        row = await self.database.fetchrow(self._sql_unknown_of, operation_id, read=True)
+        if row is None:
+            return None
+        return UnknownDeclaration(
+            operation_id=operation_id, declared_by=row[0], reason=row[1], declared_at=row[2]
+        )
 
     async def resolve(
         self, operation_id: str, *, result: Any, resolved_by: str, reason: str, now: datetime

@@ -122,6 +122,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT", "gateway_dispatches"),
     ("SELECT, INSERT", "operation_resolutions"),
     ("SELECT, INSERT", "operation_recoveries"),
+    ("SELECT, INSERT", "operation_unknowns"),
     ("SELECT", "agui_thread_erasures"),
     ("SELECT, INSERT, UPDATE", "rate_limits"),
     ("SELECT, INSERT, UPDATE", "a2a_push_configs"),

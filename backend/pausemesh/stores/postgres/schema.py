@@ -457,11 +457,30 @@ _APPROVALS = Migration(
 )
 
 
-# Migration 13 (11 and 12 are taken on other lines of work): who set a thread's title, so an
+# Migration 10 is SQLite only (thread changes). A process that tells a client OUTCOME_UNKNOWN
+# declares it here first; a late reply is then refused (the fenced completion and the
+# declaration both lock the operation's row, so they serialise).
+_OPERATION_UNKNOWNS = Migration(
+    version=11,
+    name="operation_unknowns",
+    statements=(
+        """
+        CREATE TABLE {schema}.operation_unknowns (
+            operation_id TEXT PRIMARY KEY REFERENCES {schema}.operations (operation_id),
+            declared_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            declared_at TIMESTAMPTZ NOT NULL
+        )
+        """,
+        *_no_update_delete("operation_unknowns"),
+    ),
+)
+
+# Migration 12: who set a thread's title, so an
 # agent's title replaces the derived one but never the owner's. Titles stored before it keep
 # NULL (unknown source), which ``save`` treats like the owner's: it may be one.
 _TITLE_SOURCE = Migration(
-    version=13,
+    version=12,
     name="thread_title_source",
     statements=(
         """
@@ -471,13 +490,13 @@ _TITLE_SOURCE = Migration(
     ),
 )
 
-# Migration 14: an erased thread's questions and answers leave the continuation log. The ledger
+# Migration 13: an erased thread's questions and answers leave the continuation log. The ledger
 # (ids and times, no content) is the audit and what allows the one UPDATE a continuation event
 # ever takes, its redaction; DELETE and TRUNCATE stay refused. The runtime role has no UPDATE on
 # the log: it may only EXECUTE ``pausemesh_erase_continuations`` (SECURITY DEFINER), which
 # erases exactly one owner's continuations of one correlation id (an erased thread's).
 _CONTINUATION_ERASURE = Migration(
-    version=14,
+    version=13,
     name="continuation_erasure",
     statements=(
         """
@@ -567,6 +586,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _RATE_LIMITS,
     _APPROVALS,
     _A2A_PUSH,
+    _OPERATION_UNKNOWNS,
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
 )
@@ -649,7 +669,13 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
         "a2a_push_configs": ("pausemesh_a2a_push_configs_no_truncate",),
         "a2a_push_deliveries": ("pausemesh_a2a_push_deliveries_no_truncate",),
     },
-    14: {
+    11: {
+        "operation_unknowns": (
+            "pausemesh_operation_unknowns_no_mutation",
+            "pausemesh_operation_unknowns_no_truncate",
+        ),
+    },
+    13: {
         "continuation_events": (
             "pausemesh_continuation_events_no_mutation",
             "pausemesh_continuation_events_erase_only",

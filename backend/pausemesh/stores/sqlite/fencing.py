@@ -1,8 +1,9 @@
-"""SQLite ``FencedOperations`` (tables from migration 4), on the shared ``SqliteDatabase``.
+"""SQLite ``FencedOperations`` (tables from migrations 4 and 11), on the shared ``SqliteDatabase``.
 
 Each fenced write is one operation of the database's group commit: the epoch check and the
 ledger write share a transaction under SQLite's write lock, so a retirement committed by
-another process is either seen (refused, nothing written) or happens after the write.
+another process is either seen (refused, nothing written) or happens after the write. The same
+lock orders a completion and a declaration that the operation's outcome is unknown.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError, RuntimeNotCurrentError
-from pausemesh.core.fencing import Dispatch, Resolution
+from pausemesh.core.errors import InvalidInputError, ReplyTooLateError, RuntimeNotCurrentError
+from pausemesh.core.fencing import Dispatch, Resolution, UnknownDeclaration
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
@@ -41,6 +42,13 @@ def _fence(conn: sqlite3.Connection, domain: str, worker: str, epoch: int) -> No
         raise RuntimeNotCurrentError(worker)
 
 
+def _declared(conn: sqlite3.Connection, operation_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM operation_unknowns WHERE operation_id = ?", (operation_id,)
+    ).fetchone()
+    return row is not None
+
+
 class SqliteFencedOperations:
     def __init__(self, database: SqliteDatabase) -> None:
         self.database = database
@@ -49,13 +57,15 @@ class SqliteFencedOperations:
         check_id(worker, "worker")
 
         def op(conn: sqlite3.Connection) -> int:
+            # Each claim advances the epoch: an older process with this name is fenced.
             conn.execute(
                 "INSERT INTO gateway_workers (domain, worker, epoch, updated_at_us)"
-                " VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING",
+                " VALUES (?, ?, 1, ?) ON CONFLICT (domain, worker)"
+                " DO UPDATE SET epoch = epoch + 1, updated_at_us = excluded.updated_at_us",
                 (domain, worker, epoch_us(now)),
             )
             epoch = _epoch(conn, domain, worker)
-            assert epoch is not None  # noqa: S101 - inserted or already there
+            assert epoch is not None  # noqa: S101 - just written
             return epoch
 
         return await self.database.write(op)
@@ -109,6 +119,7 @@ class SqliteFencedOperations:
         worker: str,
         epoch: int,
         now: datetime,
+        deadline: datetime,
     ) -> OperationRecord:
         digest = result_hash(result)
         result_json = canonical_json(result)
@@ -116,9 +127,45 @@ class SqliteFencedOperations:
         def op(conn: sqlite3.Connection) -> OperationRecord:
             record = begun(operation_id, select_operation(conn, operation_id))
             _fence(conn, record.domain, worker, epoch)
+            if not record.completed:
+                if _declared(conn, operation_id):
+                    raise ReplyTooLateError(operation_id, declared=True)
+                if now >= deadline:
+                    raise ReplyTooLateError(operation_id, declared=False)
             return complete_in(conn, operation_id, attempt_id, result_json, digest, now)
 
         return await self.database.write(op)
+
+    async def declare_unknown(
+        self, operation_id: str, *, declared_by: str, reason: str, now: datetime
+    ) -> OperationRecord:
+        check_id(declared_by, "declaredBy")
+        check_id(reason, "reason")
+
+        def op(conn: sqlite3.Connection) -> OperationRecord:
+            record = begun(operation_id, select_operation(conn, operation_id))
+            if not record.completed:
+                conn.execute(
+                    "INSERT INTO operation_unknowns (operation_id, declared_by, reason,"
+                    " declared_at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (operation_id, declared_by, reason, epoch_us(now)),
+                )
+            return record
+
+        return await self.database.write(op)
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        rows = await self.database.read(
+            "SELECT declared_by, reason, declared_at_us FROM operation_unknowns"
+            " WHERE operation_id = ?",
+            (operation_id,),
+        )
+        if not rows:
+            return None
+        by, reason, at = rows[0]
+        return UnknownDeclaration(
+            operation_id=operation_id, declared_by=by, reason=reason, declared_at=from_epoch_us(at)
+        )
 
     async def resolve(
         self, operation_id: str, *, result: Any, resolved_by: str, reason: str, now: datetime

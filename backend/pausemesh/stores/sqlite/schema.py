@@ -343,11 +343,36 @@ _THREAD_CHANGES = Migration(
     ),
 )
 
-# Migration 13 (11 and 12 are taken on other lines of work): who set a thread's title, so an
+# A process that tells a client OUTCOME_UNKNOWN declares it here first; a late reply is then
+# refused (the fenced completion reads this row in its own transaction).
+_OPERATION_UNKNOWNS = Migration(
+    version=11,
+    name="operation_unknowns",
+    statements=(
+        """
+        CREATE TABLE operation_unknowns (
+            operation_id TEXT PRIMARY KEY REFERENCES operations (operation_id),
+            declared_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            declared_at_us INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        *(
+            f"""
+            CREATE TRIGGER operation_unknowns_no_{verb} BEFORE {verb.upper()}
+            ON operation_unknowns
+            BEGIN SELECT RAISE(ABORT, 'operation_unknowns is append-only'); END
+            """
+            for verb in ("update", "delete")
+        ),
+    ),
+)
+
+# Migration 12: who set a thread's title, so an
 # agent's title replaces the derived one but never the owner's. Titles stored before it keep
 # NULL (unknown source), which ``save`` treats like the owner's: it may be one.
 _TITLE_SOURCE = Migration(
-    version=13,
+    version=12,
     name="thread_title_source",
     statements=(
         """
@@ -357,11 +382,11 @@ _TITLE_SOURCE = Migration(
     ),
 )
 
-# Migration 14: an erased thread's questions and answers leave the continuation log. The ledger
+# Migration 13: an erased thread's questions and answers leave the continuation log. The ledger
 # (ids and times, no content) is what allows the one UPDATE a continuation event ever takes,
 # its redaction (``SqliteEventStore.erase_correlated``); DELETE stays refused.
 _CONTINUATION_ERASURE = Migration(
-    version=14,
+    version=13,
     name="continuation_erasure",
     statements=(
         """
@@ -405,6 +430,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _APPROVALS,
     _A2A_PUSH,
     _THREAD_CHANGES,
+    _OPERATION_UNKNOWNS,
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
 )

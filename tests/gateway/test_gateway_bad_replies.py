@@ -1,0 +1,95 @@
+"""Replies the gateway cannot keep: unreadable, oversized, or not there by the timeout (an upstream
+over streamable HTTP). Each gives the client ``OUTCOME_UNKNOWN`` as an ordinary tool result
+(never an HTTP error), is declared unknown in the store before that answer, and is never sent
+again. Real processes: a gateway over streamable HTTP or stdio, upstream MCP servers."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from pausemesh.gateway.dispatcher import MAX_RETAINED_BYTES
+from tests.support.gateway import UPSTREAM, GatewayCase, call, gateway_client, invoice
+from tests.support.server import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+KEY = {"job": "create_invoice", "order_id": "A-1"}
+
+
+async def _three_calls_and_status(client: Any) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+    first = await call(client, "create_invoice", invoice())
+    repeats = [await call(client, "create_invoice", invoice()) for _ in range(2)]
+    status = await call(client, "continuity_status", KEY)
+    return first, repeats, status
+
+
+async def test_an_unreadable_upstream_reply_is_outcome_unknown_over_http_and_never_resent(
+    case: GatewayCase,
+) -> None:
+    case.pin()
+    case.set_control(garbage=True)
+    with case.http() as server:
+        async with gateway_client(server.url("/mcp")) as client:
+            first, repeats, status = await _three_calls_and_status(client)
+            case.set_control()
+            other = await call(client, "create_invoice", invoice("B-2"))
+    assert (first["status"], first["reason"]) == ("OUTCOME_UNKNOWN", "UPSTREAM_FAILED")
+    assert {r["status"] for r in repeats} == {"OUTCOME_UNKNOWN"}
+    assert status["declaredUnknown"]["reason"] == "UPSTREAM_FAILED"
+    assert "completedAt" not in status
+    # The gateway dropped the confused upstream session; the next operation gets a fresh one.
+    assert other["status"] == "RESPONSE_RETAINED"
+    assert [line["order_id"] for line in case.lines()] == ["A-1", "B-2"]
+
+
+async def test_an_oversized_upstream_reply_is_outcome_unknown_over_http_and_never_resent(
+    case: GatewayCase,
+) -> None:
+    case.pin()
+    case.set_control(pad=MAX_RETAINED_BYTES + 1)
+    with case.http() as server:
+        async with gateway_client(server.url("/mcp")) as client:
+            first, repeats, status = await _three_calls_and_status(client)
+    assert (first["status"], first["reason"]) == ("OUTCOME_UNKNOWN", "REPORT_LIMIT")
+    assert "upstreamResult" not in first
+    assert {r["status"] for r in repeats} == {"OUTCOME_UNKNOWN"}
+    assert status["declaredUnknown"]["reason"] == "REPORT_LIMIT"
+    assert len(case.lines()) == 1
+
+
+async def test_an_http_upstream_that_does_not_answer_in_time_is_outcome_unknown(
+    case: GatewayCase,
+) -> None:
+    port = free_port()
+    release = case.root / "release"
+    case.set_control(hold=str(release))
+    upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole test
+        [sys.executable, str(UPSTREAM), "--http", str(port)],
+        env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
+        case.jobs[0]["timeout_seconds"] = 1
+        for _ in range(300):
+            try:
+                case.pin()
+                break
+            except subprocess.CalledProcessError:
+                await asyncio.sleep(0.2)
+        async with gateway_client(case.stdio()) as client:
+            first, repeats, status = await _three_calls_and_status(client)
+            release.touch()  # the upstream finishes now; the gateway no longer listens
+    finally:
+        upstream.kill()
+        upstream.wait()
+    assert (first["status"], first["reason"]) == ("OUTCOME_UNKNOWN", "UPSTREAM_TIMEOUT")
+    assert {r["status"] for r in repeats} == {"OUTCOME_UNKNOWN"}
+    assert status["declaredUnknown"]["reason"] == "UPSTREAM_TIMEOUT"
+    assert len(case.lines()) == 1
