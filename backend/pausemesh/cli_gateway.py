@@ -66,22 +66,31 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
     retire.add_argument("--worker", required=True, help="the worker to retire")
 
 
+def _add_ops_common(parser: argparse.ArgumentParser) -> None:
+    _add_common(parser)
+    parser.add_argument(
+        "--domain",
+        help="the operations' domain instead of a gateway config's: operations an agent"
+        " recorded through the ledger (the demo's: demo.flight-bookings)",
+    )
+
+
 def add_ops_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="ops_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="operations of the config's domain (no payloads)")
-    _add_common(listing)
+    _add_ops_common(listing)
     listing.add_argument("--limit", type=int, default=100)
     for name, summary in (
         ("status", "digests, flags and timestamps of one operation"),
         ("why", "why an operation is where it is"),
     ):
         action = actions.add_parser(name, help=summary)
-        _add_common(action)
+        _add_ops_common(action)
         action.add_argument("operation")
     resolve = actions.add_parser(
         "resolve", help="record a person's resolution of an OUTCOME_UNKNOWN (never dispatches)"
     )
-    _add_common(resolve)
+    _add_ops_common(resolve)
     resolve.add_argument("operation")
     resolve.add_argument("--result-file", required=True, help="JSON file: what really happened")
     resolve.add_argument("--reason", required=True, help="why (kept in the audit record)")
@@ -238,16 +247,18 @@ def _ops(args: argparse.Namespace) -> None:
     from pausemesh.gateway.inspect import describe, explain, inspect_operation  # noqa: PLC0415
 
     async def main() -> None:
-        config = load_gateway_config(args.config)
+        # An agent's operations (``--domain``) have no gateway config: no job, no worker.
+        config = None if args.domain else load_gateway_config(args.config)
+        domain: str = args.domain if config is None else config.domain
         async with _storage(_settings(args)) as storage:
             if args.ops_action == "list":
-                records = await storage.operations.list(config.domain, limit=args.limit)
+                records = await storage.operations.list(domain, limit=args.limit)
                 _print([describe(r.operation_id, r) for r in records])
                 return
             op = args.operation
             if args.ops_action == "resolve":
-                await _resolve(args, storage, config, op)
-            body = await inspect_operation(storage.operations, storage.fencing, config.domain, op)
+                await _resolve(args, storage, config, domain, op)
+            body = await inspect_operation(storage.operations, storage.fencing, domain, op)
             if args.ops_action == "why":
                 body = {"operationId": op, "status": body["status"], "explanation": explain(body)}
             _print(body)
@@ -263,7 +274,9 @@ def _result_file(path: str) -> Any:
         raise GatewayError(msg, code="INVALID_RESULT_FILE") from None
 
 
-async def _resolve(args: argparse.Namespace, storage: Any, config: Any, op: str) -> None:
+async def _resolve(
+    args: argparse.Namespace, storage: Any, config: Any | None, domain: str, op: str
+) -> None:
     """Record the operator's result, unless the dispatching worker may still record its reply."""
     from pausemesh.core.operations import begun  # noqa: PLC0415
     from pausemesh.gateway.config import MAX_TIMEOUT_SECONDS  # noqa: PLC0415
@@ -273,10 +286,10 @@ async def _resolve(args: argparse.Namespace, storage: Any, config: Any, op: str)
     now = SystemClock().now()
     record = begun(op, await storage.operations.get(op))
     dispatch = await storage.fencing.dispatch_of(op)
-    job = None if dispatch is None else config.job(dispatch.job)
-    # A job no longer in the config: assume the longest timeout a job may have.
+    job = None if dispatch is None or config is None else config.job(dispatch.job)
+    # A job no longer in the config (or no config): assume the longest timeout a job may have.
     timeout = MAX_TIMEOUT_SECONDS if job is None else job.timeout_seconds
-    if await in_flight(storage.fencing, config.domain, timeout, record, now):
+    if await in_flight(storage.fencing, domain, timeout, record, now):
         msg = (
             "a current worker is still waiting for the upstream's reply to this operation;"
             " resolving it now would race that reply. Wait until the reply deadline passes"

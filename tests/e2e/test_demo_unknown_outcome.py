@@ -7,6 +7,8 @@ the ledger (attempt recorded, no outcome) with the airline holding the booking, 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from pausemesh.demo.operation_watch import decide_known_outcomes
 from pausemesh.demo.reservations import Airline, airline, configure_airline
 from pausemesh.stores.storage import Storage
 from tests.support.agui import RunResult, StreamChecker, read_frames
+from tests.support.server import REPO_ROOT
 
 THREAD = "thread-unknown"
 USER = [{"id": "u1", "role": "user", "content": "Book me a flight to Lisbon"}]
@@ -186,3 +189,48 @@ async def test_an_operators_resolution_continues_the_thread(demo: Demo) -> None:
     )
     assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
     await _continues_with_the_booking(demo, operation)
+
+
+def _ops(*args: str, database: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pausemesh", "ops", *args]
+    command += ["--domain", BOOKING_DOMAIN, "--database-path", str(database)]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False
+    )
+
+
+async def test_an_operator_who_finds_no_booking_resolves_it_from_the_cli_and_the_chat_says_so(
+    demo: Demo, tmp_path: Path
+) -> None:
+    question, operation = await _crashed_booking(demo, reached_airline=False)
+    await _answer_while_the_airline_is_silent(demo, question, operation)
+    database = tmp_path / "demo.db"
+    status = _ops("status", operation, database=database)
+    assert status.returncode == 0, status.stderr
+    assert msgspec.json.decode(status.stdout)["status"] == "OUTCOME_UNKNOWN"
+    found = tmp_path / "found.json"
+    found.write_text('{"booked": false}')
+    resolved = _ops(
+        "resolve",
+        operation,
+        "--result-file",
+        str(found),
+        "--reason",
+        "the airline has no such booking",
+        "--by",
+        "ops-alice",
+        database=database,
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    assert msgspec.json.decode(resolved.stdout)["resolvedByOperator"] is True
+    assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
+    assert await continue_owed_runs(demo.host) == 1
+    snapshot = await _snapshot(demo)
+    assert snapshot["pendingInterrupts"] == []
+    assert snapshot["state"]["bookings"] == []
+    assert "unconfirmedBookings" not in snapshot["state"]
+    log = await _log(demo)
+    said = "".join(e.get("delta", "") for e in log if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert f"An operator recorded that flight PM202 was not booked (operation {operation})" in said
+    assert "RUN_ERROR" not in [e["type"] for e in log]
+    assert demo.desk.bookings() == {}  # nothing was sent to the airline again

@@ -155,6 +155,11 @@ def _business_key(ctx: RunContext, decision: Decision) -> str:
     return f"{ctx.thread_id}:{decision.interrupt_id}"
 
 
+def _is_booking(result: dict[str, Any]) -> bool:
+    """The airline's booking record (what ``reservations.Airline.book`` returns)."""
+    return isinstance(result.get("flight"), str) and isinstance(result.get("confirmation"), str)
+
+
 async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
     """Book the chosen flight once per question (the interrupt), via the operation ledger."""
     flight = _flight(decision)
@@ -290,6 +295,13 @@ async def _reply(
     except PauseMeshError as error:
         return f"I could not confirm the booking ({error.code})."
     unconfirmed[:] = [u for u in unconfirmed if u.get("operation") != operation]
+    if not _is_booking(booking):
+        # An operator's resolution that records no booking (``pausemesh ops resolve`` with,
+        # say, {"booked": false}): the airline has none, so none is listed.
+        return (
+            f"An operator recorded that flight {_flight(decision)} was not booked"
+            f" (operation {operation}); nothing is booked."
+        )
     if booking not in bookings:
         bookings.append(booking)
     approved = answer.metadata.get("kind") == _APPROVAL and answer.resolved_by
