@@ -113,3 +113,39 @@ async def test_an_answer_after_the_gateway_was_killed_mid_question_still_dispatc
     assert json.loads(approved.content[0].text)["status"] == "RESPONSE_RETAINED"  # type: ignore[union-attr]
     assert status["status"] == "RESPONSE_RETAINED"
     assert len(case.lines()) == 1
+
+
+async def test_a_handshake_era_question_cut_by_a_kill_is_asked_again_after_restart_and_dispatches_once(
+    case: GatewayCase,
+) -> None:
+    _approval_case(case)
+    asked: list[str] = []
+    with case.http() as server:
+        url = server.url("/mcp")
+
+        async def killed_mid_question(_context: Any, params: Any) -> ElicitResult:
+            asked.append(params.message)
+            server.kill()  # the process dies while the person reads the question
+            return ElicitResult(action="accept", content={"approve": True})
+
+        # The client's task group ends with the connection the kill cut.
+        with pytest.raises(ExceptionGroup):
+            async with gateway_client(
+                url, mode="legacy", elicitation_callback=killed_mid_question
+            ) as client:
+                await client.call_tool("create_invoice", invoice())
+        assert case.lines() == []
+        server.start()
+
+        async def person(_context: Any, params: Any) -> ElicitResult:
+            asked.append(params.message)
+            return ElicitResult(action="accept", content={"approve": True})
+
+        async with gateway_client(url, mode="legacy", elicitation_callback=person) as client:
+            approved = structured(await client.call_tool("create_invoice", invoice()))
+            repeat = structured(await client.call_tool("create_invoice", invoice()))
+    assert approved["status"] == "RESPONSE_RETAINED"
+    assert repeat["status"] == "RECONCILIATION_ONLY"
+    assert len(asked) == 2
+    assert asked[0] == asked[1]  # the same exact terms, asked again
+    assert len(case.lines()) == 1
