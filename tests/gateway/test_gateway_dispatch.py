@@ -199,3 +199,31 @@ async def test_status_and_why_never_carry_the_response_body(case: GatewayCase) -
         assert "upstreamResult" not in body
     assert missing_key["status"] == "REFUSED"
     assert missing_key["reason"] == "INVALID_ARGUMENTS"
+
+
+async def test_a_fixed_key_job_is_inspected_by_its_name_alone(case: GatewayCase) -> None:
+    case.jobs.append(
+        {
+            "name": "nightly_invoice",
+            "upstream": "invoices",
+            "tool": "create_invoice",
+            "business_key": "nightly-2026-12-02",
+        }
+    )
+    case.pin()
+    async with gateway_client(case.stdio()) as client:
+        before = await call(client, STATUS, {"job": "nightly_invoice"})
+        ran = await call(client, "nightly_invoice", invoice("N-1"))
+        after = await call(client, STATUS, {"job": "nightly_invoice"})
+        why = await call(client, "continuity_why", {"job": "nightly_invoice"})
+        # Another order through the same fixed key is the same operation, other terms.
+        conflict = await call(client, "nightly_invoice", invoice("N-2"))
+    assert before["status"] == "NOT_STARTED"
+    assert ran["status"] == "RESPONSE_RETAINED"
+    assert after["status"] == "RESPONSE_RETAINED"
+    assert after["operationId"] == ran["operationId"]
+    assert "upstreamResult" in ran
+    assert "upstreamResult" not in after  # inspection never returns the response body
+    assert why["status"] == "RESPONSE_RETAINED"
+    assert conflict["status"] == "OPERATION_CONFLICT"
+    assert [line["order_id"] for line in case.lines()] == ["N-1"]
