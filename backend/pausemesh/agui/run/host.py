@@ -23,7 +23,6 @@ from pausemesh.agui.agent import Agent
 from pausemesh.agui.events import Interrupt, Message
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run.expiry import close_lapsed, has_lapsed
-from pausemesh.agui.run.keeper import LeaseKeeper
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
 from pausemesh.agui.run.tail_reads import SharedReads
@@ -32,6 +31,7 @@ from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
 from pausemesh.core.instance import new_holder
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
@@ -218,9 +218,9 @@ class RunHost:
                 count(THREAD_BUSY)
             yield encode_frame(AguiRunError.from_error(error).to_event())
             return
-        self.leases.hold(thread_id, lease_id)
-        count(RUNS_STARTED)
         run = LeasedRun(self, record, run_input, principal, lease_id, roles=roles)
+        self.leases.hold(thread_id, lease_id, on_lost=run.lose_lease)
+        count(RUNS_STARTED)
         # The run's span is made current only while the run works (between two frames), never
         # across a ``yield``: the consumer of this generator keeps its own context.
         run_span = tracer().start_span(
