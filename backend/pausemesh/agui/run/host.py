@@ -68,6 +68,7 @@ class RunHost:
         keepalive_seconds: float = 15.0,
         queue_size: int = 256,
         lease_holder: str | None = None,
+        leases: LeaseKeeper | None = None,
         run_timeout_seconds: float | None = None,
         drain: Drain | None = None,
     ) -> None:
@@ -80,15 +81,16 @@ class RunHost:
         if keepalive_seconds <= 0 or lease_seconds <= 0:
             msg = "keepalive_seconds and lease_seconds must be positive"
             raise ValueError(msg)
-        self.lease = timedelta(seconds=lease_seconds)
-        # A host built without a runtime instance (tests, embedding) still gets a holder of its
-        # own; it only lacks a predecessor to free at start-up.
-        self.leases = LeaseKeeper(
+        # The process's keeper (``Runtime.leases``: the expiry sweep and A2A follow-ups hold
+        # their leases through it too). A host built without one (tests, embedding) gets a
+        # keeper and a holder of its own; it only lacks a predecessor to free at start-up.
+        self.leases = leases or LeaseKeeper(
             threads,
             clock=self.clock,
-            ttl=self.lease,
+            ttl=timedelta(seconds=lease_seconds),
             holder=lease_holder or new_holder(f"runhost-{uuid.uuid4().hex[:8]}"),
         )
+        self.lease = self.leases.ttl
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size
         # None: an agent may run as long as it likes (embedders who bound runs themselves).
@@ -106,7 +108,7 @@ class RunHost:
         shows a lapsed question as pending, even between two sweeps)."""
         record = await self.threads.get(thread_id)
         if record is not None and has_lapsed(record, self.clock.now()):
-            await close_lapsed(self.threads, self.service, thread_id, clock=self.clock)
+            await close_lapsed(self.leases, self.service, thread_id, clock=self.clock)
             record = await self.threads.get(thread_id)
         return record
 
