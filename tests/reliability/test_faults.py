@@ -3,8 +3,11 @@ three replicas on PostgreSQL and on two processes sharing one SQLite file.
 
 Asserts that kills landed right after a run started and that at least one booking a kill left
 unknown was recovered or resent (the ledger's audit), then 0 lost, 0 double-booked, 0 left
-pending, 0 5xx from a live replica, and exactly one airline booking per conversation; the
-figures (conversations/s, longest wait for a busy thread) come from ``bench/faults.py``.
+pending, 0 5xx from a live replica, and exactly one airline booking per conversation. The one
+exception the design makes: a booking whose one permitted resend was itself killed before the
+airline saw it waits for an operator (visible in the thread; the ledger shows the resend); it
+is counted apart, never as booked. The figures (conversations/s, longest wait for a busy
+thread) come from ``bench/faults.py``.
 """
 
 from __future__ import annotations
@@ -49,37 +52,44 @@ def _env(airline: Airline, **extra: str) -> dict[str, str]:
     }
 
 
-async def _recovery_steps(opened: Awaitable[Storage], report: FaultReport) -> list[str]:
-    """Every audited recovery step (RESENT, RECOVERED) of the run's booking operations."""
+async def _recovery_steps(opened: Awaitable[Storage], report: FaultReport) -> dict[str, list[str]]:
+    """Each booking operation's audited recovery steps (RESENT, RECOVERED), by thread."""
     storage = await opened
     ledger = storage.operations
     assert ledger is not None
     try:
-        return [
-            step.step
-            for operation in report.operations.values()
-            for step in await ledger.recoveries(operation)
-        ]
+        return {
+            thread_id: [step.step for step in await ledger.recoveries(operation)]
+            for thread_id, operation in report.operations.items()
+        }
     finally:
         await storage.close()
 
 
-def _assert_nothing_lost(report: FaultReport, steps: list[str]) -> None:
+def _assert_nothing_lost(report: FaultReport, steps: dict[str, list[str]]) -> None:
     # The faults happened where they matter: kills right after a run started, timed into the
     # airline call, and at least one booking whose outcome a kill left unknown was recovered
     # from the airline or sent again (once).
     assert report.kills_after_run_started > 0
-    assert set(steps) & {RECOVERED, RESENT}, steps
+    assert {RECOVERED, RESENT} & {s for each in steps.values() for s in each}, steps
     # ... and nothing was lost or made twice.
     assert report.lost == []
     assert report.double_booked == []
     assert report.pending == []
     assert report.live_5xx == 0
-    assert report.booked_once == report.conversations
-    # The airline (the ground truth) holds exactly one booking per conversation, no other.
-    assert len(report.operations) == report.conversations
-    assert report.airline_bookings == sorted(report.operations.values())
     assert [e for e in report.errors if not e.endswith(": THREAD_BUSY")] == [], report.errors
+    # A booking whose one resend a second kill cut off before the airline saw it waits for an
+    # operator, visibly (never resent again, never "not booked"): the ledger shows the resend.
+    for thread_id in report.awaiting_operator:
+        assert steps[thread_id] == [RESENT], (thread_id, steps[thread_id])
+    assert report.booked_once + len(report.awaiting_operator) == report.conversations
+    # The airline (the ground truth) holds exactly one booking per other conversation, no other.
+    assert len(report.operations) == report.conversations
+    assert report.airline_bookings == sorted(
+        op
+        for thread_id, op in report.operations.items()
+        if thread_id not in report.awaiting_operator
+    )
 
 
 @pytest.fixture(name="schema")

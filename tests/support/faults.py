@@ -57,6 +57,11 @@ class FaultReport:
     # the airline holds at the end (the ground truth: one per conversation, none other).
     operations: dict[str, str] = field(default_factory=dict)
     airline_bookings: list[str] = field(default_factory=list)
+    # Conversations whose booking waits for an operator: its outcome is unknown, the airline
+    # never saw it, and (the ledger's audit says, see the test) its one resend was used up,
+    # i.e. a second kill hit the resend before it reached the airline. Shown in the thread as
+    # "checking with the airline"; never resent a second time, never declared failed.
+    awaiting_operator: list[str] = field(default_factory=list)
 
     @property
     def per_second(self) -> float:
@@ -338,14 +343,22 @@ def _check(
         snapshot = _snapshot(fleet, thread_id)
         state = snapshot.get("state") or {}
         booked = [b for b in state.get("bookings", []) if b.get("flight") == flights[thread_id]]
-        if snapshot.get("pendingInterrupts") or state.get("unconfirmedBookings"):
-            report.pending.append(thread_id)
         key = (
             None if interrupt is None else operation_id(BOOKING_DOMAIN, f"{thread_id}:{interrupt}")
         )
         if key is not None:
             report.operations[thread_id] = key
         at_airline = key is not None and key in desk
+        open_questions = snapshot.get("pendingInterrupts") or []
+        if (
+            open_questions
+            and not at_airline
+            and all(q.get("reason") == "operation_unknown" for q in open_questions)
+        ):
+            report.awaiting_operator.append(thread_id)
+            continue
+        if open_questions or state.get("unconfirmedBookings"):
+            report.pending.append(thread_id)
         if not at_airline or not booked:
             report.lost.append(thread_id)
         elif len(state.get("bookings", [])) > 1:
