@@ -1,6 +1,7 @@
 # ruff: noqa: E402 - sys.path is fixed before the imports; a benchmark prints its figures
 """The fault run as a benchmark: conversations/s and the longest wait for a busy thread while
-replicas are SIGKILLed every 2-4 s (often right after a client saw ``RUN_STARTED``).
+replicas are SIGKILLed every 2-4 s (often right after a client saw ``RUN_STARTED``, timed into
+the airline call), with how many bookings a kill left unknown were recovered or resent.
 
 Three ``pausemesh demo`` replicas on PostgreSQL (``--database-url``) or two processes on one
 SQLite file (default); the demo airline is a shared SQLite file with simulated latency. The
@@ -25,13 +26,16 @@ import argparse
 import asyncio
 import secrets
 import tempfile
+from collections import Counter
 
 import asyncpg
 from tests.support.faults import FaultReport, run_faults
 from tests.support.postgres import fresh_schema
 from tests.support.server import ServerProcess
 
+from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.demo.reservations import Airline
+from pausemesh.stores.postgres import open_postgres_storage
 from pausemesh.stores.postgres.migrate import migrate
 
 
@@ -59,7 +63,27 @@ def _servers(args: argparse.Namespace, work: Path, airline: Airline) -> list[Ser
     return [ServerProcess(command, env=env, startup_timeout=240) for _ in range(2)]
 
 
-def _once(args: argparse.Namespace, *, kills: bool) -> FaultReport:
+async def _recovery_steps(
+    args: argparse.Namespace, work: Path, report: FaultReport
+) -> Counter[str]:
+    """How many RESENT and RECOVERED steps the ledger audited for the run's bookings."""
+    if args.database_url:
+        storage = await open_postgres_storage(args.database_url, schema=args.schema)
+    else:
+        storage = await open_sqlite_storage(str(work / "demo.db"))
+    try:
+        ledger = storage.operations
+        if ledger is None:
+            return Counter()
+        steps: Counter[str] = Counter()
+        for operation in report.operations.values():
+            steps.update(step.step for step in await ledger.recoveries(operation))
+        return steps
+    finally:
+        await storage.close()
+
+
+def _once(args: argparse.Namespace, *, kills: bool) -> tuple[FaultReport, Counter[str]]:
     with tempfile.TemporaryDirectory(prefix="pausemesh-faults-") as tmp:
         work = Path(tmp)
         airline = Airline(work / "airline.db")
@@ -70,13 +94,17 @@ def _once(args: argparse.Namespace, *, kills: bool) -> FaultReport:
         try:
             for server in servers:
                 server.start()
-            return run_faults(
+            report = run_faults(
                 servers,
                 airline,
                 conversations=args.conversations,
                 concurrency=args.concurrency,
                 kills=kills,
+                latency=args.latency,
             )
+            for server in servers:
+                server.close()
+            return report, asyncio.run(_recovery_steps(args, work, report))
         finally:
             for server in servers:
                 server.close()
@@ -84,12 +112,15 @@ def _once(args: argparse.Namespace, *, kills: bool) -> FaultReport:
                 asyncio.run(_drop(args.database_url, args.schema))
 
 
-def _print(label: str, report: FaultReport) -> None:
+def _print(label: str, report: FaultReport, steps: Counter[str]) -> None:
     print(
         f"{label}: {report.conversations} conversations in {report.seconds:.1f} s"
         f" = {report.per_second:.2f}/s; kills {report.kills}"
         f" ({report.kills_after_run_started} right after RUN_STARTED);"
-        f" booked once {report.booked_once}, lost {len(report.lost)},"
+        f" RESENT {steps['RESENT']}, RECOVERED {steps['RECOVERED']};"
+        f" airline bookings {len(report.airline_bookings)};"
+        f" booked once {report.booked_once},"
+        f" waiting for an operator {len(report.awaiting_operator)}, lost {len(report.lost)},"
         f" double-booked {len(report.double_booked)}, pending {len(report.pending)},"
         f" 5xx from a live replica {report.live_5xx}; retries {report.retries},"
         f" THREAD_BUSY answers {report.busy_answers},"
@@ -105,10 +136,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.6)
     parser.add_argument("--lease", type=float, default=2.0)
     args = parser.parse_args()
-    calm = _once(args, kills=False)
-    _print("without kills", calm)
-    faults = _once(args, kills=True)
-    _print("with kills   ", faults)
+    calm, calm_steps = _once(args, kills=False)
+    _print("without kills", calm, calm_steps)
+    faults, fault_steps = _once(args, kills=True)
+    _print("with kills   ", faults, fault_steps)
     if calm.per_second:
         print(f"throughput under kills / without: {faults.per_second / calm.per_second:.2f}")
 

@@ -19,12 +19,12 @@ from pausemesh.core.clock import SystemClock
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.core.instance import ProcessInstance
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.limits import LocalRateLimiter, RateLimiter, StreamSlots
 from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, JobLock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.stats import StatsReader
-from pausemesh.core.threads import ThreadStore
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
@@ -169,20 +169,21 @@ async def _may_run(jobs: JobLock | None) -> bool:
 async def run_expiry_sweeper(
     service: ContinuationService,
     interval_seconds: float,
-    threads: ThreadStore | None = None,
+    leases: LeaseKeeper | None = None,
     *,
     jobs: JobLock | None = None,
 ) -> None:
     """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2);
-    with a thread store, also close the thread cohorts whose questions have all lapsed (their
-    logs say so, live tails see it). With ``jobs``, only the process holding it sweeps."""
+    with the process's lease keeper (over the thread store), also close the thread cohorts
+    whose questions have all lapsed (their logs say so, live tails see it), each under an
+    instance lease of that keeper. With ``jobs``, only the process holding it sweeps."""
     while True:
         expired = 0
         try:
             if await _may_run(jobs):
                 expired = await service.expire_due(limit=_SWEEP_BATCH)
-                if threads is not None:
-                    await close_lapsed_cohorts(threads, service)
+                if leases is not None:
+                    await close_lapsed_cohorts(leases, service)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a failed sweep is retried; it must not kill the app
@@ -245,6 +246,9 @@ class Runtime:
     key: SecretKey
     # Who holds this process's run leases (pausemesh.core.instance).
     instance: ProcessInstance = field(default_factory=lambda: ProcessInstance.start(None))
+    # Renews every lease this instance holds (runs, expiry closes, A2A follow-ups); None
+    # without a thread store.
+    leases: LeaseKeeper | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     # PAUSEMESH_RATE_LIMIT's counters (None: no rate limit): the store's when it has shared
     # ones (PostgreSQL), else this process's.
@@ -277,12 +281,21 @@ async def open_runtime(
         rate_limiter = None
         if settings.rate_limit is not None:
             rate_limiter = storage.rate_limiter or LocalRateLimiter()
+        leases = None
+        if storage.threads is not None:
+            leases = LeaseKeeper(
+                storage.threads,
+                clock=service.clock,
+                ttl=timedelta(seconds=settings.lease_seconds),
+                holder=instance.holder,
+            )
         runtime = Runtime(
             settings=settings,
             storage=storage,
             service=service,
             key=key,
             instance=instance,
+            leases=leases,
             rate_limiter=rate_limiter,
             streams=StreamSlots(settings.max_streams_per_principal),
         )
@@ -293,7 +306,7 @@ async def open_runtime(
                     run_expiry_sweeper(
                         service,
                         settings.sweep_interval_seconds,
-                        storage.threads,
+                        leases,
                         jobs=storage.jobs,
                     ),
                     name="pausemesh-expiry-sweeper",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from a2a.types import Task, TaskState, TaskStatus
 
 from pausemesh.a2a.follow_ups import FollowUpGate
 from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore
-from pausemesh.core.threads import ThreadStore
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.leases import LeaseKeeper
+from pausemesh.core.threads import ThreadStore, lease_holder
 from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 
@@ -135,7 +138,10 @@ async def test_another_principal_does_not_see_the_task(threads: ThreadStore) -> 
 async def test_follow_ups_to_one_task_take_turns(threads: ThreadStore) -> None:
     store = ThreadBackedTaskStore(lambda: threads)
     await saved(store, task())
-    gate = FollowUpGate(lambda: threads)
+    keeper = LeaseKeeper(
+        threads, clock=SystemClock(), ttl=timedelta(seconds=5), holder=lease_holder("a", "i1")
+    )
+    gate = FollowUpGate(lambda: keeper)
     inside: list[int] = []
     overlaps: list[int] = []
 
@@ -157,7 +163,10 @@ async def test_follow_ups_to_one_task_take_turns(threads: ThreadStore) -> None:
 
 
 async def test_the_gate_lets_an_unknown_task_through(threads: ThreadStore) -> None:
-    gate = FollowUpGate(lambda: threads)
+    keeper = LeaseKeeper(
+        threads, clock=SystemClock(), ttl=timedelta(seconds=5), holder=lease_holder("a", "i1")
+    )
+    gate = FollowUpGate(lambda: keeper)
     async with gate.hold("no-such-task", run_id="m1"):
         pass
     assert await threads.get("a2a-task:no-such-task") is None

@@ -10,7 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
+from pausemesh.core.errors import (
+    LeaseLostError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    VersionConflictError,
+)
 from pausemesh.core.threads import (
     CohortReceipt,
     IssuedCohort,
@@ -272,10 +277,10 @@ async def test_concurrent_appends_never_share_a_sequence(threads: ThreadStore) -
 
 async def test_append_without_the_lease_is_refused_and_writes_nothing(threads: ThreadStore) -> None:
     await _leased(threads)
-    with pytest.raises(ThreadBusyError):
+    with pytest.raises(LeaseLostError):
         await threads.append_events("t1", lease_id="L2", run_id="r2", events=['{"x":1}'])
     await threads.release_lease("t1", lease_id="L1")
-    with pytest.raises(ThreadBusyError):
+    with pytest.raises(LeaseLostError):
         await threads.append_events("t1", lease_id="L1", run_id="r1", events=['{"x":1}'])
     assert await threads.read_events("t1", after_sequence=0) == []
 

@@ -121,7 +121,7 @@ async def _snapshot(demo: Demo) -> dict[str, Any]:
     return thread_snapshot(record)
 
 
-async def _answer_while_the_airline_is_silent(demo: Demo, question: str, operation: str) -> None:
+async def _answer_meets_an_unknown_outcome(demo: Demo, question: str, operation: str) -> None:
     """The answer's run meets the unknown outcome: it says so, records it, and waits."""
     entry = {"interruptId": question, "status": "resolved", "payload": {"flight": "PM202"}}
     run = await _run(demo.host, n=2, resume=[entry])
@@ -163,7 +163,7 @@ async def test_an_unknown_outcome_found_later_by_the_airline_continues_the_threa
     demo: Demo,
 ) -> None:
     question, operation = await _crashed_booking(demo, reached_airline=True)
-    await _answer_while_the_airline_is_silent(demo, question, operation)
+    await _answer_meets_an_unknown_outcome(demo, question, operation)
     # While the airline stays silent, nothing is decided and nothing runs.
     assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 0
     assert await continue_owed_runs(demo.host) == 0
@@ -176,7 +176,7 @@ async def test_an_unknown_outcome_found_later_by_the_airline_continues_the_threa
 
 async def test_an_operators_resolution_continues_the_thread(demo: Demo) -> None:
     question, operation = await _crashed_booking(demo, reached_airline=True)
-    await _answer_while_the_airline_is_silent(demo, question, operation)
+    await _answer_meets_an_unknown_outcome(demo, question, operation)
     assert demo.storage.fencing is not None
     booking = demo.desk.bookings()[operation]
     # What `pausemesh ops resolve` records, after someone phoned the airline.
@@ -185,6 +185,48 @@ async def test_an_operators_resolution_continues_the_thread(demo: Demo) -> None:
         result={"resolvedResult": booking},
         resolved_by="operator",
         reason="confirmed by phone",
+        now=demo.host.clock.now(),
+    )
+    assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
+    await _continues_with_the_booking(demo, operation)
+
+
+async def test_a_booking_whose_one_resend_never_reached_the_airline_waits_for_an_operator(
+    demo: Demo,
+) -> None:
+    question, operation = await _crashed_booking(demo, reached_airline=False)
+    # The one permitted resend was claimed, and its run died before the airline saw it.
+    record = await demo.ledger.get(operation)
+    assert record is not None
+    assert await demo.ledger.claim_resend(
+        operation, attempt_id=record.attempt_id, now=demo.host.clock.now()
+    )
+    demo.desk.answering = True  # the airline answers: it never saw the booking
+    await _answer_meets_an_unknown_outcome(demo, question, operation)
+    waiting = (await _snapshot(demo))["pendingInterrupts"]
+    # "Never saw it" after the resend was used settles nothing: no decision, no run, no
+    # second resend, nothing declared failed. The question waits for an operator.
+    for _ in range(3):
+        assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 0
+        assert await continue_owed_runs(demo.host) == 0
+    snapshot = await _snapshot(demo)
+    assert snapshot["pendingInterrupts"] == waiting
+    assert snapshot["state"]["unconfirmedBookings"] == [{"flight": "PM202", "operation": operation}]
+    assert demo.desk.bookings() == {}
+    assert [r.step for r in await demo.ledger.recoveries(operation)] == ["RESENT"]
+    said = "".join(
+        e.get("delta", "") for e in await _log(demo) if e["type"] == "TEXT_MESSAGE_CONTENT"
+    )
+    assert "could not" not in said
+    assert "not book" not in said
+    # The operator books it by phone and records what happened: the thread continues.
+    booking = await demo.desk.book(operation, "Lisbon", "PM202")
+    assert demo.storage.fencing is not None
+    await demo.storage.fencing.resolve(
+        operation,
+        result={"resolvedResult": booking},
+        resolved_by="operator",
+        reason="booked by phone",
         now=demo.host.clock.now(),
     )
     assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
@@ -203,7 +245,7 @@ async def test_an_operator_who_finds_no_booking_resolves_it_from_the_cli_and_the
     demo: Demo, tmp_path: Path
 ) -> None:
     question, operation = await _crashed_booking(demo, reached_airline=False)
-    await _answer_while_the_airline_is_silent(demo, question, operation)
+    await _answer_meets_an_unknown_outcome(demo, question, operation)
     database = tmp_path / "demo.db"
     status = _ops("status", operation, database=database)
     assert status.returncode == 0, status.stderr

@@ -1,5 +1,6 @@
 """A run whose process dies: its thread is answerable again at once after a restart, within the
-lease TTL on another replica, and the booking it was making is neither lost nor made twice.
+lease TTL on another replica (within 5 s on PostgreSQL), and the booking it was making is neither
+lost nor made twice.
 
 Real ``pausemesh demo`` processes, SIGKILL right after ``RUN_STARTED`` (while the demo airline
 is still being called: ``PAUSEMESH_DEMO_AIRLINE_LATENCY_SECONDS``), real SQLite files and the
@@ -18,6 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -179,3 +181,92 @@ def test_a_live_run_keeps_its_thread_past_the_ttl_and_a_dead_ones_thread_moves_t
     finally:
         first.close()
         second.close()
+
+
+async def _pg_lease(schema: str, thread_id: str) -> str | None:
+    conn = await asyncpg.connect(DATABASE_URL)
+    try:
+        row = await conn.fetchrow(
+            f'SELECT lease_id FROM "{schema}".agui_threads WHERE thread_id = $1',  # noqa: S608
+            thread_id,
+        )
+    finally:
+        await conn.close()
+    assert row is not None
+    lease: str | None = row[0]
+    return lease
+
+
+def _first_accepted(
+    client: httpx.Client, body: dict[str, Any], since: float
+) -> tuple[RunResult, float]:
+    """Resend ``body`` like a retrying browser until a run is not refused as busy; that run,
+    and when (after ``since``) the attempt that got through was sent."""
+    deadline = time.monotonic() + STUCK
+    while time.monotonic() < deadline:
+        sent = time.monotonic()
+        result = post_run(client, body)
+        if result.error_code != "THREAD_BUSY":
+            return result, sent - since
+        time.sleep(0.1)
+    pytest.fail("the thread stayed busy")
+
+
+@pytest.mark.postgres
+def test_a_replica_sigkilled_mid_run_leaves_the_thread_answerable_on_the_other_within_5_s(
+    schema: str, airline: Airline
+) -> None:
+    """Two replicas on PostgreSQL. The one running the answer run is SIGKILLed right after
+    RUN_STARTED, before the airline saw the booking: the other answers the thread within 5 s
+    (the lease TTL, 4 s here, bounds it) and books once. Then the same replica dies mid-run
+    again and restarts: the restart frees its predecessor's lease at once (the row's lease is
+    gone, which a lapse never does) and the thread answers on its first attempt."""
+    env = {
+        "PAUSEMESH_DATABASE_SCHEMA": schema,
+        "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
+        "PAUSEMESH_LOG_LEVEL": "warning",
+        "PAUSEMESH_DEMO_AIRLINE_PATH": str(airline.path),
+        # Half before the booking reaches the airline: a kill after RUN_STARTED lands there.
+        "PAUSEMESH_DEMO_AIRLINE_LATENCY_SECONDS": "4",
+        "PAUSEMESH_LEASE_SECONDS": "4",
+    }
+    args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
+    doomed, survivor = ServerProcess(args, env=env), ServerProcess(args, env=env)
+    doomed.start()
+    survivor.start()
+    try:
+        thread_id = new_thread()
+        with httpx.Client(base_url=doomed.base_url, timeout=STUCK) as client:
+            [interrupt] = ask(client, thread_id).interrupts
+        answer = resume_body(thread_id, [resolved(interrupt["id"], "PM101")])
+        _answer_until_started(doomed, answer)
+        doomed.kill()
+        killed_at = time.monotonic()
+        # The dead run still holds the thread (its lease names the killed replica's port).
+        assert f":{doomed.port}@" in (asyncio.run(_pg_lease(schema, thread_id)) or "")
+        with httpx.Client(base_url=survivor.base_url, timeout=STUCK) as client:
+            done, after = _first_accepted(client, answer, killed_at)
+            assert after < 5.0
+            assert done.last["type"] == "RUN_FINISHED", done.events
+            assert "PM101" in done.text()
+            _booked_once(client, airline, thread_id, interrupt["id"])
+
+        # The same replica again: killed mid-run, then restarted.
+        doomed.start()
+        thread_id = new_thread()
+        with httpx.Client(base_url=doomed.base_url, timeout=STUCK) as client:
+            [interrupt] = ask(client, thread_id).interrupts
+        answer = resume_body(thread_id, [resolved(interrupt["id"], "PM202")])
+        _answer_until_started(doomed, answer)
+        doomed.kill()
+        assert asyncio.run(_pg_lease(schema, thread_id)) is not None
+        doomed.start()
+        assert asyncio.run(_pg_lease(schema, thread_id)) is None  # freed by the restart
+        with httpx.Client(base_url=doomed.base_url, timeout=STUCK) as client:
+            done = post_run(client, answer)
+            assert done.last["type"] == "RUN_FINISHED", done.events
+            assert "PM202" in done.text()
+            _booked_once(client, airline, thread_id, interrupt["id"])
+    finally:
+        doomed.close()
+        survivor.close()

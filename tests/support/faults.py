@@ -3,7 +3,8 @@
 Each conversation asks on a random replica and answers on a random replica; a client that
 retries like a browser (another replica after a cut stream, a 5xx, a refused connection or
 ``THREAD_BUSY``, resending the same answer) carries it to the end. A killer SIGKILLs a replica
-every 2-4 s, often right after a client saw ``RUN_STARTED`` on it, and restarts it. Afterwards
+every 2-4 s, often right after a client saw ``RUN_STARTED`` on it (timed into the airline call,
+between the booking's attempt and its outcome), and restarts it (``_Fleet``). Afterwards
 every conversation is checked against the airline's own bookings (the ground truth) and the
 thread: booked exactly once, nothing pending.
 
@@ -52,6 +53,15 @@ class FaultReport:
     longest_busy_wait: float = 0.0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    # Each conversation's booking operation (thread id -> operation id), and every booking key
+    # the airline holds at the end (the ground truth: one per conversation, none other).
+    operations: dict[str, str] = field(default_factory=dict)
+    airline_bookings: list[str] = field(default_factory=list)
+    # Conversations whose booking waits for an operator: its outcome is unknown, the airline
+    # never saw it, and (the ledger's audit says, see the test) its one resend was used up,
+    # i.e. a second kill hit the resend before it reached the airline. Shown in the thread as
+    # "checking with the airline"; never resent a second time, never declared failed.
+    awaiting_operator: list[str] = field(default_factory=list)
 
     @property
     def per_second(self) -> float:
@@ -80,25 +90,50 @@ class _Run:
 
 
 class _Fleet:
-    """The replicas, their liveness, and kill requests from clients that saw RUN_STARTED."""
+    """The replicas, their liveness, and kill requests from clients that saw RUN_STARTED.
 
-    def __init__(self, servers: list[ServerProcess], report: FaultReport, seed: int) -> None:
+    The killer waits for its first kill until a client saw an answer run start (so every run
+    kills at least once between a booking's attempt and its outcome), then kills a replica
+    every 2-4 s: the one a client just saw start a run if any (an answer run more often than
+    an ask), after a random delay within the airline's latency (so the kill lands before the
+    booking reaches the airline, or after it and before its outcome is recorded), otherwise a
+    random one. A killed replica restarts in the background; the last live one is never killed.
+    """
+
+    def __init__(
+        self, servers: list[ServerProcess], report: FaultReport, seed: int, latency: float
+    ) -> None:
         self.servers = servers
         self.report = report
         self.random = random.Random(seed)
+        self.latency = latency
         self.lock = threading.Lock()
         self.requests: queue.Queue[int] = queue.Queue()
         self.stop = threading.Event()
+        self.restarting: set[int] = set()
+        self.restarts: list[threading.Thread] = []
 
     def pick(self) -> int:
         with self.lock:
             return self.random.randrange(len(self.servers))
 
-    def saw_run_started(self, index: int) -> None:
+    def saw_run_started(self, index: int, *, answer: bool) -> None:
         with self.lock:
-            wanted = self.random.random() < 0.3
+            wanted = self.random.random() < (0.5 if answer else 0.1)
         if wanted:
             self.requests.put(index)
+
+    def _killable(self, index: int) -> bool:
+        with self.lock:
+            up = len(self.servers) - len(self.restarting)
+            return index not in self.restarting and up > 1
+
+    def _restart(self, index: int) -> None:
+        try:
+            self.servers[index].start()
+        finally:
+            with self.lock:
+                self.restarting.discard(index)
 
     def killer(self) -> None:
         while not self.stop.is_set():
@@ -106,17 +141,35 @@ class _Fleet:
                 pause = self.random.uniform(2.0, 4.0)
             try:
                 index = self.requests.get(timeout=pause)
-                self.report.kills_after_run_started += 1
+                targeted = True
             except queue.Empty:
-                index = self.pick()
+                if self.report.kills == 0:
+                    continue  # the first kill lands in an answer run
+                index, targeted = self.pick(), False
             if self.stop.is_set():
                 return
+            if not self._killable(index):
+                continue
+            if targeted:
+                with self.lock:
+                    delay = self.random.uniform(0.0, self.latency)
+                time.sleep(delay)
+            with self.lock:
+                self.restarting.add(index)
             self.servers[index].kill()
             self.report.kills += 1
-            self.servers[index].start()
+            if targeted:
+                self.report.kills_after_run_started += 1
+            restart = threading.Thread(target=self._restart, args=(index,), daemon=True)
+            self.restarts.append(restart)
+            restart.start()
             while not self.requests.empty():  # requests about the replica that just died
                 with contextlib.suppress(queue.Empty):
                     self.requests.get_nowait()
+
+    def join_restarts(self) -> None:
+        for restart in self.restarts:
+            restart.join()
 
 
 def _post(fleet: _Fleet, index: int, body: dict[str, Any], path: str = "/agui") -> _Run | None:
@@ -138,7 +191,7 @@ def _post(fleet: _Fleet, index: int, body: dict[str, Any], path: str = "/agui") 
             for frame in read_frames(response.iter_lines()):
                 events.append(frame.event)
                 if frame.event["type"] == "RUN_STARTED" and path == "/agui":
-                    fleet.saw_run_started(index)
+                    fleet.saw_run_started(index, answer="resume" in body)
     except httpx.TransportError:
         return _Run(events) if events else None
     return _Run(events)
@@ -221,11 +274,13 @@ def run_faults(
     concurrency: int,
     seed: int = 18,
     kills: bool = True,
+    latency: float = 0.0,
     on_progress: Callable[[int], None] | None = None,
 ) -> FaultReport:
-    """Run ``conversations`` through ``servers`` under kills; check every one at the end."""
+    """Run ``conversations`` through ``servers`` under kills; check every one at the end.
+    ``latency``: the demo airline's simulated latency, which the timed kills aim into."""
     report = FaultReport(conversations=conversations)
-    fleet = _Fleet(servers, report, seed)
+    fleet = _Fleet(servers, report, seed, latency)
     threads = [f"faults-{uuid.uuid4()}" for _ in range(conversations)]
     # Flights the traveller's own answer books (dearer ones wait for a manager's approval).
     direct = [f.code for f in FLIGHTS if f.price <= DEFAULT_APPROVAL_THRESHOLD]
@@ -257,6 +312,7 @@ def run_faults(
     fleet.stop.set()
     if kills:
         killer.join()
+    fleet.join_restarts()
     for server in servers:  # every replica up again before the checks
         if server.process is None or server.process.poll() is not None:
             server.start()
@@ -281,17 +337,28 @@ def _check(
 ) -> None:
     report = fleet.report
     desk = airline.bookings()
+    report.airline_bookings = sorted(desk)
     for thread_id in threads:
         interrupt = interrupts.get(thread_id)
         snapshot = _snapshot(fleet, thread_id)
         state = snapshot.get("state") or {}
         booked = [b for b in state.get("bookings", []) if b.get("flight") == flights[thread_id]]
-        if snapshot.get("pendingInterrupts") or state.get("unconfirmedBookings"):
-            report.pending.append(thread_id)
         key = (
             None if interrupt is None else operation_id(BOOKING_DOMAIN, f"{thread_id}:{interrupt}")
         )
+        if key is not None:
+            report.operations[thread_id] = key
         at_airline = key is not None and key in desk
+        open_questions = snapshot.get("pendingInterrupts") or []
+        if (
+            open_questions
+            and not at_airline
+            and all(q.get("reason") == "operation_unknown" for q in open_questions)
+        ):
+            report.awaiting_operator.append(thread_id)
+            continue
+        if open_questions or state.get("unconfirmedBookings"):
+            report.pending.append(thread_id)
         if not at_airline or not booked:
             report.lost.append(thread_id)
         elif len(state.get("bookings", [])) > 1:

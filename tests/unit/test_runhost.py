@@ -1,10 +1,12 @@
-"""The AG-UI run host in-process (memory stores): cohorts of several pauses, agent mistakes,
-leases, transcripts. The same host runs behind the routes; tests/e2e drive it over HTTP."""
+"""The AG-UI run host in-process (memory stores, and a SQLite file where leases change hands):
+cohorts of several pauses, agent mistakes, leases, transcripts. The same host runs behind the
+routes; tests/e2e drive it over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -23,7 +25,9 @@ from pausemesh.agui.events import (
 )
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
+from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
+from pausemesh.core.errors import LeaseLostError
 from pausemesh.core.threads import RunLease
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
 from tests.support.agui import RunResult, StreamChecker, read_frames
@@ -291,6 +295,82 @@ async def test_a_hosts_leases_carry_its_holder() -> None:
     assert (await _lease_taken(host)).startswith("replica-a:8787@i1/")
     gate.set()
     await first
+
+
+async def test_a_run_that_loses_its_lease_stops_its_agent_at_once_and_writes_nothing_more(
+    tmp_path: Path,
+) -> None:
+    """On one SQLite file: replica A's run holds the thread; A's name is restarted elsewhere
+    (its predecessor's leases are freed) and replica B's run takes the thread. A's keeper sees
+    the loss at its next renewal: A's agent is cancelled there and then (it was waiting for
+    nothing that would ever come), A's client gets RUN_ERROR LEASE_LOST, and A writes nothing
+    more to the thread."""
+    storage = await open_sqlite_storage(str(tmp_path / "threads.db"))
+    assert storage.threads is not None
+    threads = storage.threads
+    service = ContinuationService(
+        store=storage.events, keyed_issuer=KeyedTokenIssuer({"k1": b"k" * 32}, "k1")
+    )
+    asked = asyncio.Event()
+    cancelled = asyncio.Event()
+    never = asyncio.Event()
+
+    async def waits_forever(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield TextMessageStartEvent(message_id="m1", role="assistant")
+        yield TextMessageContentEvent(message_id="m1", delta="thinking")
+        asked.set()
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        yield TextMessageContentEvent(message_id="m1", delta=" more")  # never reached
+
+    b_may_finish = asyncio.Event()
+
+    async def replica_b_agent(_: RunContext) -> AsyncIterator[AgentOutput]:
+        await b_may_finish.wait()
+        yield StateSnapshotEvent(snapshot={"by": "b"})
+
+    def host(agent: Agent, holder: str) -> RunHost:
+        return RunHost(
+            agent=agent,
+            service=service,
+            threads=threads,
+            keepalive_seconds=10,
+            lease_seconds=0.3,
+            lease_holder=holder,
+        )
+
+    a = host(waits_forever, "replica-a:8787@i1/")
+    b = host(replica_b_agent, "replica-b:8787@i1/")
+    try:
+        first = asyncio.create_task(_run(a, _body("r-a", messages=USER)))
+        await asyncio.wait_for(asked.wait(), 10)
+        a_lease = await _lease_taken(a)
+        before = await threads.read_events("t1", after_sequence=0)
+        # Replica A's name starts again elsewhere: its predecessor's leases are freed at once.
+        assert await threads.release_instance_leases("replica-a:8787", keep="replica-a:8787@i2/")
+        second = asyncio.create_task(_run(b, _body("r-b")))
+        lost = await first
+        assert lost.error_code == "LEASE_LOST"
+        assert cancelled.is_set()
+        assert lost.text() == "thinking"
+        # A wrote nothing after the loss (its RUN_ERROR is not in the log either), and the
+        # store refuses anything it would still try.
+        after = await threads.read_events("t1", after_sequence=0)
+        assert [e for e in after if e.run_id == "r-a"] == [e for e in before if e.run_id == "r-a"]
+        with pytest.raises(LeaseLostError):
+            await threads.append_events("t1", lease_id=a_lease, run_id="r-a", events=['{"x":1}'])
+        assert a.leases.held == {}
+        # B's run goes on undisturbed and finishes.
+        b_may_finish.set()
+        assert (await second).last["type"] == "RUN_FINISHED"
+        record = await threads.get("t1")
+        assert record is not None
+        assert record.state == {"by": "b"}
+    finally:
+        await storage.close()
 
 
 async def _renewed_past(host: RunHost, clock: ManualClock) -> RunLease:

@@ -8,8 +8,9 @@ versioned task store stays the last guard (no write lands on a terminal task); t
 keeps two executors from interleaving their writes, which the SDK would otherwise settle by
 failing one request (or, on a third conflict, the task).
 
-The lease is never renewed: it expires after ``lease_seconds``, so a follow-up whose process
-died blocks the task only that long.
+The lease is an instance lease of the process's keeper (``core/leases.py``, the one AG-UI runs
+use): renewed while the follow-up runs, however long the executor takes; a follow-up whose
+process died frees the task within the short TTL, or at once when that replica restarts.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import timedelta
 
 from pausemesh.a2a.store import task_thread_id
-from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError
-from pausemesh.core.ids import uuid7
-from pausemesh.core.ports import Clock
-from pausemesh.core.threads import ThreadStore
+from pausemesh.core.leases import LeaseKeeper
 
 __all__ = ("FollowUpGate",)
 
@@ -32,16 +29,9 @@ _POLL_SECONDS = 0.02
 
 
 class FollowUpGate:
-    def __init__(
-        self,
-        threads: Callable[[], ThreadStore],
-        *,
-        lease_seconds: float = 30.0,
-        clock: Clock | None = None,
-    ) -> None:
-        self._threads = threads
-        self._lease = timedelta(seconds=lease_seconds)
-        self._clock = clock or SystemClock()
+    def __init__(self, leases: Callable[[], LeaseKeeper]) -> None:
+        # Resolved per follow-up: the runtime (and its keeper) exists only once the app runs.
+        self._leases = leases
 
     @asynccontextmanager
     async def hold(self, task_id: str, *, run_id: str) -> AsyncIterator[None]:
@@ -49,28 +39,30 @@ class FollowUpGate:
 
         An unknown task is let through: the SDK answers it with ``TaskNotFoundError``.
         """
-        threads = self._threads()
+        leases = self._leases()
         thread_id = task_thread_id(task_id)
-        lease_id = uuid7()
-        held = await self._acquire(threads, thread_id, lease_id=lease_id, run_id=run_id)
+        lease_id = leases.new_lease_id()
+        held = await self._acquire(leases, thread_id, lease_id=lease_id, run_id=run_id)
+        if held:
+            leases.hold(thread_id, lease_id)
         try:
             yield
         finally:
             if held:
-                await threads.release_lease(thread_id, lease_id=lease_id)
+                leases.drop(thread_id, lease_id)
+                await leases.threads.release_lease(thread_id, lease_id=lease_id)
 
-    async def _acquire(
-        self, threads: ThreadStore, thread_id: str, *, lease_id: str, run_id: str
-    ) -> bool:
+    @staticmethod
+    async def _acquire(leases: LeaseKeeper, thread_id: str, *, lease_id: str, run_id: str) -> bool:
         while True:
-            now = self._clock.now()
+            now = leases.clock.now()
             try:
-                await threads.acquire_lease(
+                await leases.threads.acquire_lease(
                     thread_id,
                     lease_id=lease_id,
                     run_id=run_id,
                     now=now,
-                    expires_at=now + self._lease,
+                    expires_at=now + leases.ttl,
                 )
             except ThreadBusyError:
                 await asyncio.sleep(_POLL_SECONDS)

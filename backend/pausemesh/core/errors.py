@@ -57,6 +57,7 @@ __all__ = (
     "IdempotencyConflictError",
     "InvalidInputError",
     "InvalidTransitionError",
+    "LeaseLostError",
     "NotAnApproverError",
     "NotStartedError",
     "OperationConflictError",
@@ -229,6 +230,16 @@ class ThreadBusyError(PauseMeshError):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__("Another run is active on this thread", thread_id=thread_id)
+
+
+class LeaseLostError(PauseMeshError):
+    """The lease this writer held was lost (it lapsed, or a restart freed it, and another
+    writer took it): the writer must stop, and the store refuses what it still writes."""
+
+    default_code = "LEASE_LOST"
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__("This run lost its lease on the thread", thread_id=thread_id)
 
 
 class OperationConflictError(PauseMeshError):

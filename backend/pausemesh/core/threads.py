@@ -65,7 +65,7 @@ AG-UI clients may not name them, so a chat run can never overwrite one."""
 
 DEFAULT_LEASE_SECONDS = 5
 """How long a run's lease lasts without renewal. The process holding it renews it every third of
-this while alive (``agui/run/keeper.py``), so this only bounds how long a run whose process died
+this while alive (``core/leases.py``), so this only bounds how long a run whose process died
 blocks its thread (``THREAD_BUSY``) when no restart of that process frees it sooner."""
 
 
@@ -238,7 +238,8 @@ class ThreadStore(Protocol):
     """Port for thread records and logs. Memory, SQLite and PostgreSQL implement it.
 
     Errors: ``ThreadNotFoundError`` for an unknown thread, ``ThreadBusyError`` when another
-    run holds a live lease, ``VersionConflictError`` when a CAS loses.
+    run holds a live lease, ``LeaseLostError`` for an append under a lease that no longer holds
+    the thread, ``VersionConflictError`` when a CAS loses.
     """
 
     async def create_or_load(
@@ -306,7 +307,8 @@ class ThreadStore(Protocol):
     ) -> list[int]:
         """Append events (JSON texts) in order; return their sequences (last_sequence + 1, …).
 
-        Fenced by the lease: ``ThreadBusyError`` if ``lease_id`` no longer holds the thread.
+        Fenced by the lease: ``LeaseLostError`` (``LEASE_LOST``) if ``lease_id`` does not hold
+        the thread (it lapsed or was freed, and maybe another writer took it).
         Wakes up ``wait_for_events`` waiters once committed.
         """
         ...

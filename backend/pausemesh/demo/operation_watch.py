@@ -7,7 +7,9 @@ pauses with a question nobody in the chat answers: its approver is
 ``operation_approver(operation id)``. This watcher decides that pause as soon as the outcome can
 be known:
 
-- the airline answers its status lookup (found, or never saw the key), or
+- the airline answers its status lookup: it found the booking, or it never saw the key while
+  the one permitted resend is still unused (after that resend, "never saw it" settles nothing:
+  the booking waits for an operator, never sent a third time nor declared failed), or
 - an operator recorded what happened (``pausemesh ops resolve``: the operation is completed);
 
 and that decision, like any decision made elsewhere, continues the thread by itself: the owed
@@ -34,7 +36,7 @@ from litestar.plugins import InitPlugin
 
 from pausemesh.core.approvers import operation_approver
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.core.operations import OperationLedger, OperationRecord
+from pausemesh.core.operations import RESENT, OperationLedger, OperationRecord, TargetFound
 from pausemesh.core.service import ContinuationService
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.reservations import Airline, airline
@@ -46,15 +48,20 @@ _log = logging.getLogger("pausemesh.demo")
 _RECENT: Final = 200
 
 
-async def _knowable(record: OperationRecord, desk: Airline) -> bool:
-    """Whether the outcome can be known now: recorded already, or the airline answers."""
+async def _knowable(record: OperationRecord, ledger: OperationLedger, desk: Airline) -> bool:
+    """Whether the outcome can be known now: recorded already, the airline found the booking,
+    or it never saw it while the one resend is still unused. Once that resend was used and
+    the airline still never saw the booking, only an operator can settle it."""
     if record.completed:
         return True
     try:
-        await desk.lookup(record.operation_id)
+        answer = await desk.lookup(record.operation_id)
     except Exception:  # noqa: BLE001 - no answer from the airline: still unknown, ask later
         return False
-    return True
+    if isinstance(answer, TargetFound):
+        return True
+    steps = await ledger.recoveries(record.operation_id)
+    return all(step.step != RESENT for step in steps)
 
 
 async def decide_known_outcomes(
@@ -66,7 +73,7 @@ async def decide_known_outcomes(
     for record in await ledger.list(BOOKING_DOMAIN, limit=_RECENT):
         waiter = operation_approver(record.operation_id)
         waits = await service.pending_approvals(principal=waiter)
-        if not waits or not await _knowable(record, desk):
+        if not waits or not await _knowable(record, ledger, desk):
             continue
         for wait in waits:
             try:

@@ -78,6 +78,7 @@ from pausemesh.a2a.store import (
     is_terminal,
     principal_of_call,
 )
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
@@ -272,6 +273,13 @@ class A2APlugin(ProtocolMount):
             raise RuntimeError(msg)
         return threads
 
+    def _leases(self) -> LeaseKeeper:
+        leases = self.pausemesh.runtime.leases
+        if leases is None:
+            msg = "the A2A router needs the thread store"
+            raise RuntimeError(msg)
+        return leases
+
     def _push_store(self) -> PushStore | None:
         return self.pausemesh.runtime.storage.push
 
@@ -361,7 +369,7 @@ class A2APlugin(ProtocolMount):
                     push=self._push_store,
                     on_notice=None if dispatcher is None else dispatcher.wake,
                 ),
-                gate=FollowUpGate(self._threads),
+                gate=FollowUpGate(self._leases),
                 agent_card=card,
                 interrupted_task_timeout=_INTERRUPTED_TASK_TIMEOUT,
                 **push_options,

@@ -211,6 +211,7 @@ def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHo
                 lease_seconds=current.settings.lease_seconds,
                 keepalive_seconds=current.settings.keepalive_seconds,
                 lease_holder=current.instance.holder,
+                leases=current.leases,
                 run_timeout_seconds=current.settings.run_timeout_seconds,
                 drain=current.drain,
             )

@@ -169,6 +169,7 @@ class StarletteAgui:
                 lease_seconds=runtime.settings.lease_seconds,
                 keepalive_seconds=runtime.settings.keepalive_seconds,
                 lease_holder=runtime.instance.holder,
+                leases=runtime.leases,
                 run_timeout_seconds=runtime.settings.run_timeout_seconds,
                 drain=runtime.drain,
             )

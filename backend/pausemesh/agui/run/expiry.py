@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Final
 
 import anyio
@@ -44,9 +44,10 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.ports import Clock
 from pausemesh.core.service import ContinuationService
-from pausemesh.core.threads import IssuedCohort, ThreadRecord, ThreadStore, cohort_deadline
+from pausemesh.core.threads import IssuedCohort, ThreadRecord, cohort_deadline
 
 __all__ = ("EXPIRED_EVENT", "close_lapsed", "close_lapsed_cohorts", "has_lapsed")
 
@@ -54,7 +55,6 @@ _log = logging.getLogger("pausemesh.agui")
 
 EXPIRED_EVENT: Final = "pausemesh.interrupts_expired"
 _LAPSED: Final = frozenset({"expired", "cancelled"})
-_LEASE: Final = timedelta(seconds=30)
 _BATCH: Final = 100
 
 
@@ -76,7 +76,7 @@ async def _lapsed_statuses(
 
 
 async def close_lapsed(
-    threads: ThreadStore,
+    leases: LeaseKeeper,
     service: ContinuationService,
     thread_id: str,
     *,
@@ -85,7 +85,12 @@ async def close_lapsed(
     """Close ``thread_id``'s open cohort if every question of it has lapsed; True if closed.
 
     A thread with a run in progress is left alone (that run's resume deals with the cohort).
+    The close holds the thread's lease like a run: an instance lease of ``leases``' holder,
+    renewed by that keeper while held (so a sweep whose process died frees the thread within
+    the short TTL, or at once when that replica restarts). Lost meanwhile, the close writes
+    nothing more (``LEASE_LOST``).
     """
+    threads = leases.threads
     clock = clock or service.clock
     record = await threads.get(thread_id)
     if record is None or record.open_receipt is None:
@@ -95,14 +100,15 @@ async def close_lapsed(
     statuses = await _lapsed_statuses(service, record, cohort)
     if statuses is None:
         return False
-    lease_id = uuid.uuid4().hex
+    lease_id = leases.new_lease_id()
     run_id = f"pausemesh-expiry-{uuid.uuid4().hex}"
     try:
         record = await threads.acquire_lease(
-            thread_id, lease_id=lease_id, run_id=run_id, now=now, expires_at=now + _LEASE
+            thread_id, lease_id=lease_id, run_id=run_id, now=now, expires_at=now + leases.ttl
         )
     except (ThreadBusyError, ThreadNotFoundError):
         return False
+    leases.hold(thread_id, lease_id)
     try:
         if record.open_receipt is None or record.open_receipt.receipt != cohort.receipt:
             return False  # closed or replaced while we looked
@@ -134,6 +140,7 @@ async def close_lapsed(
         _log.info("closed lapsed interrupts %s on thread %s", ids, thread_id)
         return True
     finally:
+        leases.drop(thread_id, lease_id)
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await threads.release_lease(thread_id, lease_id=lease_id)
 
@@ -145,14 +152,15 @@ def has_lapsed(record: ThreadRecord, now: datetime) -> bool:
 
 
 async def close_lapsed_cohorts(
-    threads: ThreadStore, service: ContinuationService, *, now: datetime | None = None
+    leases: LeaseKeeper, service: ContinuationService, *, now: datetime | None = None
 ) -> int:
-    """One sweep: close every thread cohort whose deadlines have all passed; how many closed."""
+    """One sweep: close every thread cohort whose deadlines have all passed; how many closed.
+    Each close holds an instance lease of ``leases`` (see ``close_lapsed``)."""
     closed = 0
-    due = await threads.lapsed_cohorts(now=now or service.clock.now(), limit=_BATCH)
+    due = await leases.threads.lapsed_cohorts(now=now or service.clock.now(), limit=_BATCH)
     for thread_id in due:
         try:
-            closed += await close_lapsed(threads, service, thread_id)
+            closed += await close_lapsed(leases, service, thread_id)
         except PauseMeshError as error:
             _log.warning("could not close lapsed interrupts on thread %s: %s", thread_id, error)
     return closed

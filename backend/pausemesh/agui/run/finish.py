@@ -78,6 +78,7 @@ async def _save_end(
         open_receipt=open_cohort,
         closed_receipt=closed_cohort,
     )
+    run.check_lease()
     try:
         run.record = await run.host.threads.save(record, now=now, agent_title=run.agent_title)
     except VersionConflictError:

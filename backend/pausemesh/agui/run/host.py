@@ -23,7 +23,6 @@ from pausemesh.agui.agent import Agent
 from pausemesh.agui.events import Interrupt, Message
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run.expiry import close_lapsed, has_lapsed
-from pausemesh.agui.run.keeper import LeaseKeeper
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
 from pausemesh.agui.run.tail_reads import SharedReads
@@ -32,6 +31,7 @@ from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
 from pausemesh.core.instance import new_holder
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
@@ -68,6 +68,7 @@ class RunHost:
         keepalive_seconds: float = 15.0,
         queue_size: int = 256,
         lease_holder: str | None = None,
+        leases: LeaseKeeper | None = None,
         run_timeout_seconds: float | None = None,
         drain: Drain | None = None,
     ) -> None:
@@ -80,15 +81,16 @@ class RunHost:
         if keepalive_seconds <= 0 or lease_seconds <= 0:
             msg = "keepalive_seconds and lease_seconds must be positive"
             raise ValueError(msg)
-        self.lease = timedelta(seconds=lease_seconds)
-        # A host built without a runtime instance (tests, embedding) still gets a holder of its
-        # own; it only lacks a predecessor to free at start-up.
-        self.leases = LeaseKeeper(
+        # The process's keeper (``Runtime.leases``: the expiry sweep and A2A follow-ups hold
+        # their leases through it too). A host built without one (tests, embedding) gets a
+        # keeper and a holder of its own; it only lacks a predecessor to free at start-up.
+        self.leases = leases or LeaseKeeper(
             threads,
             clock=self.clock,
-            ttl=self.lease,
+            ttl=timedelta(seconds=lease_seconds),
             holder=lease_holder or new_holder(f"runhost-{uuid.uuid4().hex[:8]}"),
         )
+        self.lease = self.leases.ttl
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size
         # None: an agent may run as long as it likes (embedders who bound runs themselves).
@@ -106,7 +108,7 @@ class RunHost:
         shows a lapsed question as pending, even between two sweeps)."""
         record = await self.threads.get(thread_id)
         if record is not None and has_lapsed(record, self.clock.now()):
-            await close_lapsed(self.threads, self.service, thread_id, clock=self.clock)
+            await close_lapsed(self.leases, self.service, thread_id, clock=self.clock)
             record = await self.threads.get(thread_id)
         return record
 
@@ -218,9 +220,9 @@ class RunHost:
                 count(THREAD_BUSY)
             yield encode_frame(AguiRunError.from_error(error).to_event())
             return
-        self.leases.hold(thread_id, lease_id)
-        count(RUNS_STARTED)
         run = LeasedRun(self, record, run_input, principal, lease_id, roles=roles)
+        self.leases.hold(thread_id, lease_id, on_lost=run.lose_lease)
+        count(RUNS_STARTED)
         # The run's span is made current only while the run works (between two frames), never
         # across a ``yield``: the consumer of this generator keeps its own context.
         run_span = tracer().start_span(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ("DECIDED_ELSEWHERE_EVENT", "LeasedRun", "decided_elsewhere_event")
 
 DECIDED_ELSEWHERE_EVENT = "pausemesh.decided_elsewhere"
+_LEASE_LOST = "This run lost its lease on the thread (another run took it) and stopped"
 
 _log = logging.getLogger("pausemesh.agui")
 
@@ -99,6 +100,33 @@ class LeasedRun:
         self.error_code: str | None = None
         # The last ``ThreadTitle`` the agent yielded (checked), saved with the transcript.
         self.agent_title: str | None = None
+        # Set by the lease keeper when a renewal finds the lease taken: the run writes nothing
+        # more, and whatever runs its agent stops it (``on_lease_lost``).
+        self.lease_lost = False
+        self._stops: list[Callable[[], None]] = []
+
+    # -- the lease ------------------------------------------------------------------------
+
+    def lose_lease(self) -> None:
+        """The keeper found this run's lease gone: stop the agent now, write nothing more."""
+        if self.lease_lost:
+            return
+        self.lease_lost = True
+        _log.warning("run %s lost its lease on thread %s; stopping it", self.run_id, self.thread_id)
+        for stop in self._stops:
+            stop()
+
+    def on_lease_lost(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call ``stop`` when the lease is lost (at once if it already is); returns the undo."""
+        self._stops.append(stop)
+        if self.lease_lost:
+            stop()
+        return lambda: self._stops.remove(stop)
+
+    def check_lease(self) -> None:
+        """``AguiRunError`` ``LEASE_LOST`` once the lease is lost (before any write)."""
+        if self.lease_lost:
+            raise AguiRunError("LEASE_LOST", _LEASE_LOST)
 
     # -- output ---------------------------------------------------------------------------
 
@@ -106,6 +134,7 @@ class LeasedRun:
         """Append ``events`` to the thread log, then return their frames (id = sequence)."""
         if not events:
             return b""
+        self.check_lease()
         texts = [encode_event(e) for e in events]
         sequences = await self.host.threads.append_events(
             self.thread_id,
@@ -116,7 +145,7 @@ class LeasedRun:
         return b"".join(encode_frame(t, s) for t, s in zip(texts, sequences, strict=True))
 
     async def _error_frame(self, error: AguiRunError) -> bytes:
-        if self.started:
+        if self.started and not self.lease_lost:
             with contextlib.suppress(PauseMeshError):
                 return await self.emit([error.to_event()])
         return encode_frame(error.to_event())
@@ -127,6 +156,8 @@ class LeasedRun:
                 async for chunk in frames:
                     yield chunk
         except PauseMeshError as error:  # AguiRunError is one too
+            if error.code == "LEASE_LOST":
+                self.lease_lost = True  # the store refused a write: nothing more is written
             refusal = AguiRunError.from_error(error)
             self.outcome, self.error_code = "error", refusal.code
             yield await self._error_frame(refusal)

@@ -127,6 +127,8 @@ async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) 
     run = LeasedRun(
         host, record, run_input, record.owner, lease_id, roles=await _roles(host, record)
     )
+    # From now on a lost lease stops this run at once (its agent, its writes).
+    host.leases.hold(thread_id, lease_id, on_lost=run.lose_lease)
     async with contextlib.aclosing(run.frames()) as frames:
         async for _ in frames:
             pass  # every frame is in the thread log already; tails read it from there

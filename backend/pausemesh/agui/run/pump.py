@@ -1,7 +1,9 @@
 """The agent pump: the host's agent runs in its own task; its output goes out in batches.
 
 Events are folded into the run's transcript and sent (logged first); pause requests and the
-agent's thread title are kept for the finish; keep-alives fill the silences (the lease keeper renews the lease on its own).
+agent's thread title are kept for the finish; keep-alives fill the silences (the lease keeper
+renews the lease on its own). When the keeper finds the lease lost, the agent's task is
+cancelled at once and the run ends with ``LEASE_LOST``.
 """
 
 from __future__ import annotations
@@ -65,10 +67,18 @@ async def agent_frames(
             await queue.put(_DONE)
 
     task = asyncio.create_task(produce(), name=f"pausemesh-agent-{run.thread_id}")
+
+    def stop_agent() -> None:
+        # The lease is gone: the agent stops now, not at its next output.
+        task.cancel()
+        _nudge(queue)
+
+    unlost = run.on_lease_lost(stop_agent)
     clock = _Deadlines(run)
     unwatch = None if host.drain is None else host.drain.watch(lambda: _nudge(queue))
     try:
         while True:
+            run.check_lease()
             try:
                 async with asyncio.timeout(clock.wait()):
                     item = await queue.get()
@@ -76,6 +86,7 @@ async def agent_frames(
                 if not clock.over():
                     yield KEEPALIVE_FRAME
                 continue  # past a deadline, ``clock.wait`` ends the run
+            run.check_lease()
             if isinstance(item, _Wake):
                 continue
             batch: list[_Item] = [item]
@@ -96,6 +107,7 @@ async def agent_frames(
             if isinstance(batch[-1], _Done):
                 return
     finally:
+        unlost()
         if unwatch is not None:
             unwatch()
         # Not awaited: the agent's own cleanup must not hold up (or swallow) ours.

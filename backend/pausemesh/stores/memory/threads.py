@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.errors import (
+    LeaseLostError,
     StoreError,
     ThreadBusyError,
     ThreadNotFoundError,
@@ -177,7 +178,7 @@ class InMemoryThreadStore:
     ) -> list[int]:
         current = self._require(thread_id)
         if current.lease is None or current.lease.lease_id != lease_id:
-            raise ThreadBusyError(thread_id)
+            raise LeaseLostError(thread_id)
         first = current.last_sequence + 1
         sequences = list(range(first, first + len(events)))
         log = self._logs[thread_id]

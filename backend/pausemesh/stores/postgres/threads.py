@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.errors import (
+    LeaseLostError,
     StoreError,
     ThreadBusyError,
     ThreadNotFoundError,
@@ -345,7 +346,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         if not texts:
             record = await self._load(thread_id)
             if record.lease is None or record.lease.lease_id != lease_id:
-                raise ThreadBusyError(thread_id)
+                raise LeaseLostError(thread_id)
             return []
         await self.database.ensure_schema()
         row = await self.database.fetchrow(
@@ -353,7 +354,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         )
         if row is None:
             await self._load(thread_id)
-            raise ThreadBusyError(thread_id)
+            raise LeaseLostError(thread_id)
         last = int(row[0])
         # Local waiters need not wait for the notification's round trip.
         self.listener.wake(thread_id)

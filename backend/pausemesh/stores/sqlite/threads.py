@@ -16,7 +16,12 @@ from typing import Any
 
 import msgspec
 
-from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError, VersionConflictError
+from pausemesh.core.errors import (
+    LeaseLostError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    VersionConflictError,
+)
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
     RunLease,
@@ -266,7 +271,7 @@ class SqliteThreadStore:
             ).fetchone()
             if row is None:
                 _load(conn, thread_id)
-                raise ThreadBusyError(thread_id)
+                raise LeaseLostError(thread_id)
             conn.execute("UPDATE agui_change_clock SET value = value + 1")
             first = row[0] - len(texts) + 1
             sequences = list(range(first, row[0] + 1))
