@@ -5,9 +5,7 @@ scoped to their principal, and follow-ups to one task take turns."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
@@ -19,15 +17,6 @@ from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.threads import ThreadStore, lease_holder
-from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
-
-
-@pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
-async def threads_fixture(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[ThreadStore]:
-    async with open_thread_store(request.param, tmp_path) as store:
-        yield store
 
 
 def caller(principal: str | None = "alice") -> ServerCallContext:

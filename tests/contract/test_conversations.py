@@ -3,9 +3,7 @@ questions, and the retention purge with its dry run."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -19,17 +17,8 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.threads import CohortReceipt, IssuedCohort, ReceiptInterrupt, ThreadStore
 from pausemesh.stores.memory import InMemoryEventStore
-from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
-async def threads_fixture(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[ThreadStore]:
-    async with open_thread_store(request.param, tmp_path) as store:
-        yield store
 
 
 @pytest.fixture(name="clock")

@@ -9,9 +9,8 @@ predecessor's at once; what the dead holder still tries to write is refused.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import msgspec
@@ -31,17 +30,8 @@ from pausemesh.core.threads import (
     lease_holder,
 )
 from pausemesh.stores.memory import InMemoryEventStore
-from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 TTL = timedelta(seconds=5)
-
-
-@pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
-async def threads_fixture(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[ThreadStore]:
-    async with open_thread_store(request.param, tmp_path) as store:
-        yield store
 
 
 def _keeper(threads: ThreadStore, clock: ManualClock, name: str, instance: str) -> LeaseKeeper:

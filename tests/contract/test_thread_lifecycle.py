@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -22,7 +21,6 @@ from pausemesh.core.threads import (
 from pausemesh.stores.memory import InMemoryThreadStore
 from pausemesh.stores.postgres import PostgresThreadStore
 from pausemesh.stores.sqlite import SqliteThreadStore
-from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -50,14 +48,6 @@ def _cohort(thread_id: str, *ids: str) -> IssuedCohort:
         ),
         interrupts=tuple({"id": i, "reason": "input_required"} for i in ids),
     )
-
-
-@pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
-async def threads_fixture(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[ThreadStore]:
-    async with open_thread_store(request.param, tmp_path) as store:
-        yield store
 
 
 async def _touch(

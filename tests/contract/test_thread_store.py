@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -23,7 +21,6 @@ from pausemesh.core.threads import (
     RunLease,
     ThreadStore,
 )
-from tests.support.thread_stores import THREAD_STORE_FACTORIES, open_thread_store
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=2)
@@ -44,14 +41,6 @@ COHORT = IssuedCohort(
     ),
     interrupts=({"id": "c1", "reason": "input_required", "message": "Which?"},),
 )
-
-
-@pytest.fixture(name="threads", params=sorted(THREAD_STORE_FACTORIES))
-async def threads_fixture(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[ThreadStore]:
-    async with open_thread_store(request.param, tmp_path) as store:
-        yield store
 
 
 async def _leased(threads: ThreadStore, thread_id: str = "t1", lease_id: str = "L1") -> None:
