@@ -1,5 +1,6 @@
-"""A host that runs the PauseMesh plugin under its own server drains it with
-``PauseMeshPlugin.begin_shutdown()`` (docs/security.md), as ``pausemesh serve`` does on SIGTERM.
+"""A host that runs PauseMesh under its own server drains it with ``begin_shutdown()``
+(``PauseMeshPlugin`` on Litestar, ``StarletteAgui`` on Starlette; docs/security.md), as
+``pausemesh serve`` does on SIGTERM.
 
 In-process over a real SQLite file: a run in flight past the grace ends with ``RUN_ERROR``
 ``SERVER_SHUTTING_DOWN``, a run asked for during the drain is refused with 503 and
@@ -10,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from asgi_lifespan import LifespanManager
 from litestar import Litestar
+from starlette.applications import Starlette
 
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
+from pausemesh.web.agui_starlette import StarletteAgui
 from tests.support.agui import run_body
 from tests.support.limits_agent import agent
 from tests.support.rest import assert_problem
@@ -32,10 +37,22 @@ def _events(raw: str) -> list[dict[str, Any]]:
     return [json.loads(line[6:]) for line in raw.split("\n") if line.startswith("data: ")]
 
 
-async def test_a_host_drains_the_plugin_with_begin_shutdown(tmp_path: Path) -> None:
-    settings = Settings(database_path=str(tmp_path / "p.db"), shutdown_grace_seconds=0.5)
+def _litestar(settings: Settings) -> tuple[Any, Callable[[], None]]:
     plugin = PauseMeshPlugin(PauseMeshConfig(settings=settings, agent=agent))
-    app = Litestar(plugins=[plugin])
+    return Litestar(plugins=[plugin]), plugin.begin_shutdown
+
+
+def _starlette(settings: Settings) -> tuple[Any, Callable[[], None]]:
+    agui = StarletteAgui(settings, agent=agent)
+    return Starlette(routes=agui.routes(), lifespan=agui.lifespan), agui.begin_shutdown
+
+
+@pytest.mark.parametrize("make_host", [_litestar, _starlette], ids=["litestar", "starlette"])
+async def test_a_host_drains_pausemesh_with_begin_shutdown(
+    tmp_path: Path, make_host: Callable[[Settings], tuple[Any, Callable[[], None]]]
+) -> None:
+    settings = Settings(database_path=str(tmp_path / "p.db"), shutdown_grace_seconds=0.5)
+    app, begin_shutdown = make_host(settings)
     transport = httpx.ASGITransport(app=app)
     async with (
         LifespanManager(app),
@@ -49,8 +66,8 @@ async def test_a_host_drains_the_plugin_with_begin_shutdown(tmp_path: Path) -> N
             if (await client.get("/agui/threads/t-slow")).is_success:
                 break
             await asyncio.sleep(0.05)
-        plugin.begin_shutdown()
-        plugin.begin_shutdown()  # a second signal changes nothing
+        begin_shutdown()
+        begin_shutdown()  # a second signal changes nothing
         refused = await client.post(
             "/agui", json=run_body("t-new", "r-new", messages=_user("hello"))
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -90,6 +91,9 @@ def _decode_title(body: bytes) -> ThreadTitleBody:
         msg = "The request body is not valid JSON"
         raise InvalidInputError(msg, code="MALFORMED_JSON") from None
     return strict_body(data, ThreadTitleBody)
+
+
+_log = logging.getLogger("pausemesh.agui")
 
 
 class _GuardedEventSource(EventSourceResponse):
@@ -195,6 +199,16 @@ class StarletteAgui:
                         await sweeper
                 self._host = None
                 self._limits = None
+
+    def begin_shutdown(self) -> None:
+        """Start draining, as ``PauseMeshPlugin.begin_shutdown`` does for Litestar: no new runs
+        or tails (503 ``SERVER_SHUTTING_DOWN``), tails end now, in-flight runs get
+        ``PAUSEMESH_SHUTDOWN_GRACE_SECONDS``. Call it on the app's event loop when the host's
+        server is told to stop (before it waits for open requests)."""
+        drain = None if self._host is None else self._host.drain
+        if drain is not None and not drain.draining:
+            _log.info("shutting down: no new runs; in-flight runs may finish")
+            drain.begin(self.settings.shutdown_grace_seconds)
 
     @asynccontextmanager
     async def lifespan(self, _app: object) -> AsyncIterator[None]:
