@@ -25,14 +25,13 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
 
 import msgspec
 from sse_starlette import EventSourceResponse
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
 
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conversations
@@ -58,6 +57,8 @@ from pausemesh.web.schemas import ThreadTitleBody, strict_body
 from pausemesh.web.served_agent import served_agent
 
 __all__ = ("StarletteAgui", "StarlettePrincipalResolver")
+
+_log = logging.getLogger("pausemesh.agui")
 
 StarlettePrincipalResolver = Callable[[Request], Awaitable[str | Identity | None]]
 
@@ -91,30 +92,6 @@ def _decode_title(body: bytes) -> ThreadTitleBody:
         msg = "The request body is not valid JSON"
         raise InvalidInputError(msg, code="MALFORMED_JSON") from None
     return strict_body(data, ThreadTitleBody)
-
-
-_log = logging.getLogger("pausemesh.agui")
-
-
-class _GuardedEventSource(EventSourceResponse):
-    """sse-starlette's response behind the same ``SendTimeoutGuard`` as the Litestar routes:
-    a stalled reader is dropped with one warning (its run ends, its lease and slot are
-    freed), where sse-starlette's own ``send_timeout`` raises out of the app with a
-    traceback at ERROR."""
-
-    def __init__(
-        self, content: AsyncGenerator[bytes, None], *, guard_timeout: float, **kwargs: Any
-    ) -> None:
-        super().__init__(content, **kwargs)
-        # One ASGI callable seen through two frameworks' type aliases (Litestar's TypedDict
-        # messages, Starlette's mappings): the same dicts at run time.
-        self._guard: Any = SendTimeoutGuard(cast("Any", self._respond), timeout=guard_timeout)
-
-    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await super().__call__(scope, receive, send)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guard(scope, receive, send)
 
 
 class StarletteAgui:
@@ -220,9 +197,14 @@ class StarletteAgui:
         """``POST {prefix}``, ``POST {prefix}/connect``, ``GET {prefix}/threads`` (the list),
         ``GET|PATCH|DELETE {prefix}/threads/{id}`` and ``GET {prefix}/threads/{id}/events``."""
         prefix = prefix.rstrip("/")
+        # The Litestar routes' send timeout, one guard per route: a stalled reader is dropped
+        # with one warning (sse-starlette's own ``send_timeout`` raises out of the app instead).
+        guard = [Middleware(SendTimeoutGuard, timeout=self.send_timeout)]
         return [
-            Route(prefix, self._guard(self._run), methods=["POST"]),
-            Route(f"{prefix}/connect", self._guard(self._connect), methods=["POST"]),
+            Route(prefix, self._guard(self._run), methods=["POST"], middleware=guard),
+            Route(
+                f"{prefix}/connect", self._guard(self._connect), methods=["POST"], middleware=guard
+            ),
             Route(f"{prefix}/threads", self._guard(self._threads), methods=["GET"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._thread), methods=["GET"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._rename), methods=["PATCH"]),
@@ -231,6 +213,7 @@ class StarletteAgui:
                 f"{prefix}/threads/{{thread_id}}/events",
                 self._guard(self._events),
                 methods=["GET"],
+                middleware=guard,
             ),
         ]
 
@@ -298,9 +281,7 @@ class StarletteAgui:
     def _stream(self, frames: AsyncGenerator[bytes, None]) -> EventSourceResponse:
         # The run host yields finished LF-framed SSE bytes (ids and keep-alives included);
         # sse-starlette passes bytes through untouched, and its pings use the same LF framing.
-        return _GuardedEventSource(
-            frames, headers=SSE_HEADERS, sep=LINE_SEPARATOR, guard_timeout=self.send_timeout
-        )
+        return EventSourceResponse(frames, headers=SSE_HEADERS, sep=LINE_SEPARATOR)
 
     def _conversations(self) -> Conversations:
         host = self.host
