@@ -43,26 +43,18 @@ class FollowUpGate:
         thread_id = task_thread_id(task_id)
         lease_id = leases.new_lease_id()
         held = await self._acquire(leases, thread_id, lease_id=lease_id, run_id=run_id)
-        if held:
-            leases.hold(thread_id, lease_id)
         try:
             yield
         finally:
             if held:
-                leases.drop(thread_id, lease_id)
-                await leases.threads.release_lease(thread_id, lease_id=lease_id)
+                await leases.release(thread_id, lease_id)
 
     @staticmethod
     async def _acquire(leases: LeaseKeeper, thread_id: str, *, lease_id: str, run_id: str) -> bool:
         while True:
-            now = leases.clock.now()
             try:
-                await leases.threads.acquire_lease(
-                    thread_id,
-                    lease_id=lease_id,
-                    run_id=run_id,
-                    now=now,
-                    expires_at=now + leases.ttl,
+                await leases.acquire(
+                    thread_id, lease_id=lease_id, run_id=run_id, now=leases.clock.now()
                 )
             except ThreadBusyError:
                 await asyncio.sleep(_POLL_SECONDS)

@@ -19,12 +19,15 @@ The renewal task runs only while some lease is held, so the keeper needs no star
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+import anyio
 
 from pausemesh.core.ports import Clock
-from pausemesh.core.threads import ThreadStore, new_lease_id
+from pausemesh.core.threads import ThreadRecord, ThreadStore, new_lease_id
 
 __all__ = ("LeaseKeeper",)
 
@@ -57,6 +60,24 @@ class LeaseKeeper:
 
     def new_lease_id(self) -> str:
         return new_lease_id(self.holder)
+
+    async def acquire(
+        self, thread_id: str, *, lease_id: str, run_id: str, now: datetime
+    ) -> ThreadRecord:
+        """Take ``thread_id``'s lease for ``run_id`` (one TTL from ``now``; ``THREAD_BUSY``
+        while another holds it) and renew it from now on; ``hold`` again to add ``on_lost``."""
+        record = await self.threads.acquire_lease(
+            thread_id, lease_id=lease_id, run_id=run_id, now=now, expires_at=now + self.ttl
+        )
+        self.hold(thread_id, lease_id)
+        return record
+
+    async def release(self, thread_id: str, lease_id: str) -> None:
+        """Stop renewing ``lease_id`` and give it back; runs even in a cancelled scope (a client
+        that went away), and a store that cannot be reached leaves it to lapse after the TTL."""
+        self.drop(thread_id, lease_id)
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self.threads.release_lease(thread_id, lease_id=lease_id)
 
     def hold(
         self, thread_id: str, lease_id: str, *, on_lost: Callable[[], None] | None = None

@@ -20,13 +20,11 @@ shows a question whose deadline has passed even between sweeps.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from datetime import datetime
 from typing import Final
 
-import anyio
 import msgspec
 
 from pausemesh.agui.events import (
@@ -103,12 +101,9 @@ async def close_lapsed(
     lease_id = leases.new_lease_id()
     run_id = f"pausemesh-expiry-{uuid.uuid4().hex}"
     try:
-        record = await threads.acquire_lease(
-            thread_id, lease_id=lease_id, run_id=run_id, now=now, expires_at=now + leases.ttl
-        )
+        record = await leases.acquire(thread_id, lease_id=lease_id, run_id=run_id, now=now)
     except (ThreadBusyError, ThreadNotFoundError):
         return False
-    leases.hold(thread_id, lease_id)
     try:
         if record.open_receipt is None or record.open_receipt.receipt != cohort.receipt:
             return False  # closed or replaced while we looked
@@ -140,9 +135,7 @@ async def close_lapsed(
         _log.info("closed lapsed interrupts %s on thread %s", ids, thread_id)
         return True
     finally:
-        leases.drop(thread_id, lease_id)
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await threads.release_lease(thread_id, lease_id=lease_id)
+        await leases.release(thread_id, lease_id)
 
 
 def has_lapsed(record: ThreadRecord, now: datetime) -> bool:

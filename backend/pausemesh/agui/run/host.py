@@ -15,7 +15,6 @@ import uuid
 from collections.abc import AsyncGenerator
 from datetime import timedelta
 
-import anyio
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
@@ -90,7 +89,6 @@ class RunHost:
             ttl=timedelta(seconds=lease_seconds),
             holder=lease_holder or new_holder(f"runhost-{uuid.uuid4().hex[:8]}"),
         )
-        self.lease = self.leases.ttl
         self.keepalive_seconds = keepalive_seconds
         self.queue_size = queue_size
         # None: an agent may run as long as it likes (embedders who bound runs themselves).
@@ -208,12 +206,8 @@ class RunHost:
             record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
             if record.owner != principal:
                 raise ThreadNotFoundError(thread_id)
-            record = await self.threads.acquire_lease(
-                thread_id,
-                lease_id=lease_id,
-                run_id=run_input.run_id,
-                now=now,
-                expires_at=now + self.lease,
+            record = await self.leases.acquire(
+                thread_id, lease_id=lease_id, run_id=run_input.run_id, now=now
             )
         except PauseMeshError as error:
             if error.code == "THREAD_BUSY":
@@ -254,6 +248,4 @@ class RunHost:
                 run_span.set_status(Status(StatusCode.ERROR))
             run_span.end()
             # Runs even when the client went away and the scope is cancelled.
-            self.leases.drop(thread_id, lease_id)
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await self.threads.release_lease(thread_id, lease_id=lease_id)
+            await self.leases.release(thread_id, lease_id)

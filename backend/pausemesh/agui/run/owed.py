@@ -28,8 +28,6 @@ import uuid
 from enum import Enum
 from typing import TYPE_CHECKING
 
-import anyio
-
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run import resume_phase
 from pausemesh.agui.run.leased import LeasedRun
@@ -91,23 +89,18 @@ async def continue_thread(host: RunHost, thread_id: str) -> Owed:
     lease_id = host.leases.new_lease_id()
     now = host.clock.now()
     try:
-        record = await host.threads.acquire_lease(
-            thread_id, lease_id=lease_id, run_id=run_id, now=now, expires_at=now + host.lease
-        )
+        record = await host.leases.acquire(thread_id, lease_id=lease_id, run_id=run_id, now=now)
     except ThreadBusyError:
         return Owed.BUSY
     except ThreadNotFoundError:
         return Owed.DONE
-    host.leases.hold(thread_id, lease_id)
     try:
         # Under the lease: another run may have continued it between our look and the lease.
         if await _decided(host.service, record):
             await _run(host, record, run_id, lease_id)
         return Owed.DONE
     finally:
-        host.leases.drop(thread_id, lease_id)
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await host.threads.release_lease(thread_id, lease_id=lease_id)
+        await host.leases.release(thread_id, lease_id)
 
 
 async def _roles(host: RunHost, record: ThreadRecord) -> frozenset[str]:
