@@ -25,9 +25,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
+from pausemesh.core.errors import ReplyTooLateError
 from pausemesh.core.operations import OperationBegin, OperationRecord
 
-__all__ = ("Dispatch", "FencedOperations", "Resolution", "UnknownDeclaration")
+__all__ = (
+    "Dispatch",
+    "FencedOperations",
+    "Resolution",
+    "UnknownDeclaration",
+    "check_reply_in_time",
+)
 
 
 class Dispatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -56,6 +63,20 @@ class UnknownDeclaration(msgspec.Struct, frozen=True, kw_only=True, rename="came
     declared_by: str
     reason: str
     declared_at: datetime
+
+
+def check_reply_in_time(
+    record: OperationRecord, *, declared: bool, now: datetime, deadline: datetime
+) -> None:
+    """``ReplyTooLateError`` for a reply to an attempt without an outcome that some process
+    declared unknown (``declared``), or that comes at or after ``deadline``. An operation that
+    has its outcome is left to the ledger's completion (a repeat of the same reply is fine)."""
+    if record.completed:
+        return
+    if declared:
+        raise ReplyTooLateError(record.operation_id, declared=True)
+    if now >= deadline:
+        raise ReplyTooLateError(record.operation_id, declared=False)
 
 
 @runtime_checkable

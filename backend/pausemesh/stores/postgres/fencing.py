@@ -16,8 +16,13 @@ from datetime import datetime
 from typing import Any
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError, ReplyTooLateError, RuntimeNotCurrentError
-from pausemesh.core.fencing import Dispatch, Resolution, UnknownDeclaration
+from pausemesh.core.errors import InvalidInputError, RuntimeNotCurrentError
+from pausemesh.core.fencing import (
+    Dispatch,
+    Resolution,
+    UnknownDeclaration,
+    check_reply_in_time,
+)
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
@@ -206,11 +211,10 @@ class PostgresFencedOperations:
             async with conn.transaction():
                 record = await self._get_locked(conn, operation_id)
                 await self._fence(conn, record.domain, worker, epoch)
-                if not record.completed:
-                    if await conn.fetchval(self._sql_declared, operation_id) is not None:
-                        raise ReplyTooLateError(operation_id, declared=True)
-                    if now >= deadline:
-                        raise ReplyTooLateError(operation_id, declared=False)
+                declared = not record.completed and (
+                    await conn.fetchval(self._sql_declared, operation_id) is not None
+                )
+                check_reply_in_time(record, declared=declared, now=now, deadline=deadline)
                 return await self._complete(conn, record, attempt_id, result, digest, now)
 
         return await self.database.run(op)

@@ -13,8 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from pausemesh.core.canonical import canonical_json
-from pausemesh.core.errors import InvalidInputError, ReplyTooLateError, RuntimeNotCurrentError
-from pausemesh.core.fencing import Dispatch, Resolution, UnknownDeclaration
+from pausemesh.core.errors import InvalidInputError, RuntimeNotCurrentError
+from pausemesh.core.fencing import (
+    Dispatch,
+    Resolution,
+    UnknownDeclaration,
+    check_reply_in_time,
+)
 from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
@@ -127,11 +132,8 @@ class SqliteFencedOperations:
         def op(conn: sqlite3.Connection) -> OperationRecord:
             record = begun(operation_id, select_operation(conn, operation_id))
             _fence(conn, record.domain, worker, epoch)
-            if not record.completed:
-                if _declared(conn, operation_id):
-                    raise ReplyTooLateError(operation_id, declared=True)
-                if now >= deadline:
-                    raise ReplyTooLateError(operation_id, declared=False)
+            declared = not record.completed and _declared(conn, operation_id)
+            check_reply_in_time(record, declared=declared, now=now, deadline=deadline)
             return complete_in(conn, operation_id, attempt_id, result_json, digest, now)
 
         return await self.database.write(op)
