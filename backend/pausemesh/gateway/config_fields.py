@@ -29,7 +29,6 @@ NAME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 MAX_TEXT: Final = 2048
 _MAX_KEY = 200
 _MIN_TIMEOUT = 0.1
-_MAX_TIMEOUT = MAX_TIMEOUT_SECONDS
 
 
 class Problems:
@@ -86,8 +85,10 @@ def timeout(errors: Problems, raw: Mapping[str, Any], where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         errors.add(f"{where}.timeout_seconds", "must be a number")
         return DEFAULT_TIMEOUT_SECONDS
-    if not _MIN_TIMEOUT <= value <= _MAX_TIMEOUT:
-        errors.add(f"{where}.timeout_seconds", f"must be between {_MIN_TIMEOUT} and {_MAX_TIMEOUT}")
+    if not _MIN_TIMEOUT <= value <= MAX_TIMEOUT_SECONDS:
+        errors.add(
+            f"{where}.timeout_seconds", f"must be between {_MIN_TIMEOUT} and {MAX_TIMEOUT_SECONDS}"
+        )
     return float(value)
 
 
