@@ -23,7 +23,14 @@ from types import TracebackType
 
 import httpx
 
-__all__ = ("ServerProcess", "free_port", "held_request", "read_response", "stalled_post")
+__all__ = (
+    "ServerProcess",
+    "assert_clean_exit",
+    "free_port",
+    "held_request",
+    "read_response",
+    "stalled_post",
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,6 +72,18 @@ def stalled_post(
     head = sock.recv(1024)
     assert head.startswith(b"HTTP/1.1 200"), head
     return sock
+
+
+def assert_clean_exit(
+    code: int | None, log: str, *, took: float | None = None, grace: float | None = None
+) -> None:
+    """A drained server's end: exit code 0, no ERROR line and no traceback in its log and, when
+    ``took`` (seconds from the signal to the exit) and ``grace`` are given, within grace + 2 s."""
+    if took is not None and grace is not None:
+        assert took <= grace + 2, log
+    assert code == 0, log
+    assert " ERROR " not in log, log
+    assert "Traceback" not in log, log
 
 
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
