@@ -147,22 +147,31 @@ def schema_fixture() -> Iterator[str]:
         asyncio.run(drop_schema(schema))
 
 
-@pytest.mark.postgres
-def test_a_live_run_keeps_its_thread_past_the_ttl_and_a_dead_ones_thread_moves_to_another_replica(
-    schema: str, airline: Airline
-) -> None:
+def _two_replicas(
+    schema: str, airline: Airline, *, latency: str, lease: str
+) -> tuple[ServerProcess, ServerProcess]:
+    """Two demo replicas on one PostgreSQL schema and one airline file, started (the caller
+    closes them): the airline answers after ``latency`` s, run leases last ``lease`` s."""
     env = {
         "PAUSEMESH_DATABASE_SCHEMA": schema,
         "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
         "PAUSEMESH_LOG_LEVEL": "warning",
         "PAUSEMESH_DEMO_AIRLINE_PATH": str(airline.path),
-        "PAUSEMESH_DEMO_AIRLINE_LATENCY_SECONDS": "8",
-        "PAUSEMESH_LEASE_SECONDS": "2",
+        "PAUSEMESH_DEMO_AIRLINE_LATENCY_SECONDS": latency,
+        "PAUSEMESH_LEASE_SECONDS": lease,
     }
     args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
-    first, second = ServerProcess(args, env=env), ServerProcess(args, env=env)
-    first.start()
-    second.start()
+    replicas = ServerProcess(args, env=env), ServerProcess(args, env=env)
+    for replica in replicas:
+        replica.start()
+    return replicas
+
+
+@pytest.mark.postgres
+def test_a_live_run_keeps_its_thread_past_the_ttl_and_a_dead_ones_thread_moves_to_another_replica(
+    schema: str, airline: Airline
+) -> None:
+    first, second = _two_replicas(schema, airline, latency="8", lease="2")
     try:
         thread_id = new_thread()
         with httpx.Client(base_url=first.base_url, timeout=STUCK) as client:
@@ -221,19 +230,9 @@ def test_a_replica_sigkilled_mid_run_leaves_the_thread_answerable_on_the_other_w
     (the lease TTL, 4 s here, bounds it) and books once. Then the same replica dies mid-run
     again and restarts: the restart frees its predecessor's lease at once (the row's lease is
     gone, which a lapse never does) and the thread answers on its first attempt."""
-    env = {
-        "PAUSEMESH_DATABASE_SCHEMA": schema,
-        "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
-        "PAUSEMESH_LOG_LEVEL": "warning",
-        "PAUSEMESH_DEMO_AIRLINE_PATH": str(airline.path),
-        # Half before the booking reaches the airline: a kill after RUN_STARTED lands there.
-        "PAUSEMESH_DEMO_AIRLINE_LATENCY_SECONDS": "4",
-        "PAUSEMESH_LEASE_SECONDS": "4",
-    }
-    args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
-    doomed, survivor = ServerProcess(args, env=env), ServerProcess(args, env=env)
-    doomed.start()
-    survivor.start()
+    # Half the latency passes before the booking reaches the airline: a kill after
+    # RUN_STARTED lands there.
+    doomed, survivor = _two_replicas(schema, airline, latency="4", lease="4")
     try:
         thread_id = new_thread()
         with httpx.Client(base_url=doomed.base_url, timeout=STUCK) as client:
