@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import msgspec
 import pytest
@@ -158,16 +158,34 @@ async def _lapsed_thread(
     return "t1", service
 
 
-async def test_an_expiry_close_holds_an_instance_lease_and_writes_nothing_once_a_restart_freed_it(
-    threads: ThreadStore,
-) -> None:
+class _StalledClose(NamedTuple):
+    clock: ManualClock
+    thread_id: str
+    keeper: LeaseKeeper
+    paused: _PausedAppends
+    closing: asyncio.Task[bool]
+    lease_id: str
+
+
+async def _close_stalled_at_its_append(threads: ThreadStore) -> _StalledClose:
+    """An expiry close by replica-a's instance i1, held at its append under its lease."""
     clock = ManualClock()
     thread_id, service = await _lapsed_thread(threads, clock)
     paused = _PausedAppends(threads)
-    sweeper = _keeper(cast("ThreadStore", paused), clock, "replica-a:8787", "i1")
-    closing = asyncio.create_task(close_lapsed(sweeper, service, thread_id))
+    keeper = _keeper(cast("ThreadStore", paused), clock, "replica-a:8787", "i1")
+    closing = asyncio.create_task(close_lapsed(keeper, service, thread_id))
     await asyncio.wait_for(paused.reached.wait(), 10)
-    lease_id, expires_at = await _held_lease(threads, thread_id)
+    lease_id, _ = await _held_lease(threads, thread_id)
+    return _StalledClose(clock, thread_id, keeper, paused, closing, lease_id)
+
+
+async def test_an_expiry_close_holds_an_instance_lease_and_writes_nothing_once_a_restart_freed_it(
+    threads: ThreadStore,
+) -> None:
+    clock, thread_id, sweeper, paused, closing, lease_id = await _close_stalled_at_its_append(
+        threads
+    )
+    _, expires_at = await _held_lease(threads, thread_id)
     assert lease_id.startswith(sweeper.holder)
     assert expires_at == clock.now() + TTL  # the short TTL, not a fixed 30 s
     assert sweeper.held == {thread_id: lease_id}
@@ -194,13 +212,7 @@ async def test_an_expiry_close_holds_an_instance_lease_and_writes_nothing_once_a
 async def test_an_expiry_close_whose_instance_died_frees_the_thread_after_the_ttl(
     threads: ThreadStore,
 ) -> None:
-    clock = ManualClock()
-    thread_id, service = await _lapsed_thread(threads, clock)
-    paused = _PausedAppends(threads)
-    dead = _keeper(cast("ThreadStore", paused), clock, "replica-a:8787", "i1")
-    closing = asyncio.create_task(close_lapsed(dead, service, thread_id))
-    await asyncio.wait_for(paused.reached.wait(), 10)
-    lease_id, _ = await _held_lease(threads, thread_id)
+    clock, thread_id, dead, _, closing, lease_id = await _close_stalled_at_its_append(threads)
     dead.drop(thread_id, lease_id)  # its process is gone: nobody renews the lease
     now = clock.now()
     with pytest.raises(ThreadBusyError):  # live until its TTL has passed
