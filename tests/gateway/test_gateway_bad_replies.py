@@ -5,16 +5,12 @@ again. Real processes: a gateway over streamable HTTP or stdio, upstream MCP ser
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from pausemesh.gateway.dispatcher import MAX_RETAINED_BYTES
-from tests.support.gateway import UPSTREAM, GatewayCase, call, gateway_client, invoice
-from tests.support.server import free_port
+from tests.support.gateway import GatewayCase, call, gateway_client, http_upstream, invoice
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -65,30 +61,12 @@ async def test_an_oversized_upstream_reply_is_outcome_unknown_over_http_and_neve
 async def test_an_http_upstream_that_does_not_answer_in_time_is_outcome_unknown(
     case: GatewayCase,
 ) -> None:
-    port = free_port()
     release = case.root / "release"
     case.set_control(hold=str(release))
-    upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole test
-        [sys.executable, str(UPSTREAM), "--http", str(port)],
-        env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
-        case.jobs[0]["timeout_seconds"] = 1
-        for _ in range(300):
-            try:
-                case.pin()
-                break
-            except subprocess.CalledProcessError:
-                await asyncio.sleep(0.2)
-        async with gateway_client(case.stdio()) as client:
-            first, repeats, status = await _three_calls_and_status(client)
-            release.touch()  # the upstream finishes now; the gateway no longer listens
-    finally:
-        upstream.kill()
-        upstream.wait()
+    case.jobs[0]["timeout_seconds"] = 1
+    async with http_upstream(case), gateway_client(case.stdio()) as client:
+        first, repeats, status = await _three_calls_and_status(client)
+        release.touch()  # the upstream finishes now; the gateway no longer listens
     assert (first["status"], first["reason"]) == ("OUTCOME_UNKNOWN", "UPSTREAM_TIMEOUT")
     assert {r["status"] for r in repeats} == {"OUTCOME_UNKNOWN"}
     assert status["declaredUnknown"]["reason"] == "UPSTREAM_TIMEOUT"

@@ -16,8 +16,7 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.gateway import UPSTREAM, GatewayCase, call, gateway_client, invoice
-from tests.support.server import free_port
+from tests.support.gateway import GatewayCase, call, gateway_client, http_upstream, invoice
 
 # Each test starts several Python processes (gateway, upstream); on a loaded machine that is slow.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -152,27 +151,9 @@ async def test_ops_resolve_records_an_audited_resolution_and_later_calls_reconci
 
 
 async def test_an_upstream_over_streamable_http_is_called_once(case: GatewayCase) -> None:
-    port = free_port()
-    upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole test
-        [sys.executable, str(UPSTREAM), "--http", str(port)],
-        env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
-        for _ in range(300):
-            try:
-                case.pin()
-                break
-            except subprocess.CalledProcessError:
-                await asyncio.sleep(0.2)
-        async with gateway_client(case.stdio()) as client:
-            first = await call(client, "create_invoice", invoice())
-            second = await call(client, "create_invoice", invoice())
-    finally:
-        upstream.kill()
-        upstream.wait()
+    async with http_upstream(case), gateway_client(case.stdio()) as client:
+        first = await call(client, "create_invoice", invoice())
+        second = await call(client, "create_invoice", invoice())
     assert (first["status"], second["status"]) == ("RESPONSE_RETAINED", "RECONCILIATION_ONLY")
     assert len(case.lines()) == 1
 

@@ -3,6 +3,7 @@ real ``pausemesh gateway`` processes, called with the official ``mcp`` client.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
-from tests.support.server import REPO_ROOT, ServerProcess
+from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
 __all__ = ("GatewayCase", "call", "gateway_client", "structured")
 
@@ -166,6 +167,31 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
 async def gateway_client(target: Any, **options: Any) -> AsyncIterator[Client]:
     async with Client(target, **options) as client:
         yield client
+
+
+@asynccontextmanager
+async def http_upstream(case: GatewayCase) -> AsyncIterator[None]:
+    """The case's upstream served over streamable HTTP for the block, the case pointed at it and
+    pinned once it answers (set the jobs first: the pin records them)."""
+    port = free_port()
+    upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole block
+        [sys.executable, str(UPSTREAM), "--http", str(port)],
+        env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(300):
+            try:
+                case.pin()
+                break
+            except subprocess.CalledProcessError:
+                await asyncio.sleep(0.2)
+        yield
+    finally:
+        upstream.kill()
+        upstream.wait()
 
 
 def invoice(order_id: str = "A-1", amount: int = 100) -> dict[str, Any]:
