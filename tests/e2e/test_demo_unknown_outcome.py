@@ -114,6 +114,24 @@ async def _log(demo: Demo) -> list[dict[str, Any]]:
     return [msgspec.json.decode(e.event_json) for e in entries]
 
 
+def _said(log: list[dict[str, Any]]) -> str:
+    """What the assistant said in the thread log (its text deltas, in order)."""
+    return "".join(e.get("delta", "") for e in log if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+async def _operator_records(demo: Demo, operation: str, booking: Any, reason: str) -> None:
+    """What `pausemesh ops resolve` records, then the watcher's pass that decides the wait."""
+    assert demo.storage.fencing is not None
+    await demo.storage.fencing.resolve(
+        operation,
+        result={"resolvedResult": booking},
+        resolved_by="operator",
+        reason=reason,
+        now=demo.host.clock.now(),
+    )
+    assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
+
+
 async def _snapshot(demo: Demo) -> dict[str, Any]:
     assert demo.storage.threads is not None
     record = await demo.storage.threads.get(THREAD)
@@ -152,7 +170,7 @@ async def _continues_with_the_booking(demo: Demo, operation: str) -> None:
     log = await _log(demo)
     continued = [e for e in log if e["type"] == "RUN_STARTED" and "continue" in e["runId"]]
     assert len(continued) == 1
-    said = "".join(e.get("delta", "") for e in log if e["type"] == "TEXT_MESSAGE_CONTENT")
+    said = _said(log)
     assert said.count("Booked flight PM202 to Lisbon") == 1
     assert list(demo.desk.bookings()) == [operation]  # one booking at the airline
     # Nothing is owed any more: a second sweep runs nothing.
@@ -177,17 +195,8 @@ async def test_an_unknown_outcome_found_later_by_the_airline_continues_the_threa
 async def test_an_operators_resolution_continues_the_thread(demo: Demo) -> None:
     question, operation = await _crashed_booking(demo, reached_airline=True)
     await _answer_meets_an_unknown_outcome(demo, question, operation)
-    assert demo.storage.fencing is not None
-    booking = demo.desk.bookings()[operation]
-    # What `pausemesh ops resolve` records, after someone phoned the airline.
-    await demo.storage.fencing.resolve(
-        operation,
-        result={"resolvedResult": booking},
-        resolved_by="operator",
-        reason="confirmed by phone",
-        now=demo.host.clock.now(),
-    )
-    assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
+    # Someone phoned the airline, which has the booking.
+    await _operator_records(demo, operation, demo.desk.bookings()[operation], "confirmed by phone")
     await _continues_with_the_booking(demo, operation)
 
 
@@ -214,22 +223,12 @@ async def test_a_booking_whose_one_resend_never_reached_the_airline_waits_for_an
     assert snapshot["state"]["unconfirmedBookings"] == [{"flight": "PM202", "operation": operation}]
     assert demo.desk.bookings() == {}
     assert [r.step for r in await demo.ledger.recoveries(operation)] == ["RESENT"]
-    said = "".join(
-        e.get("delta", "") for e in await _log(demo) if e["type"] == "TEXT_MESSAGE_CONTENT"
-    )
+    said = _said(await _log(demo))
     assert "could not" not in said
     assert "not book" not in said
     # The operator books it by phone and records what happened: the thread continues.
     booking = await demo.desk.book(operation, "Lisbon", "PM202")
-    assert demo.storage.fencing is not None
-    await demo.storage.fencing.resolve(
-        operation,
-        result={"resolvedResult": booking},
-        resolved_by="operator",
-        reason="booked by phone",
-        now=demo.host.clock.now(),
-    )
-    assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 1
+    await _operator_records(demo, operation, booking, "booked by phone")
     await _continues_with_the_booking(demo, operation)
 
 
@@ -272,7 +271,7 @@ async def test_an_operator_who_finds_no_booking_resolves_it_from_the_cli_and_the
     assert snapshot["state"]["bookings"] == []
     assert "unconfirmedBookings" not in snapshot["state"]
     log = await _log(demo)
-    said = "".join(e.get("delta", "") for e in log if e["type"] == "TEXT_MESSAGE_CONTENT")
+    said = _said(log)
     assert f"An operator recorded that flight PM202 was not booked (operation {operation})" in said
     assert "RUN_ERROR" not in [e["type"] for e in log]
     assert demo.desk.bookings() == {}  # nothing was sent to the airline again
