@@ -13,18 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.gateway import GatewayCase, call, gateway_client, invoice
+from tests.support.gateway import GatewayCase, call, gateway_client, invoice, until_lines
 
 # Each test starts several Python processes (gateway, upstream, CLI); on a loaded machine that is slow.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
-
-
-async def _until_lines(case: GatewayCase, count: int) -> None:
-    for _ in range(600):
-        if len(case.lines()) >= count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the upstream never got call {count}")
 
 
 def _resolve(case: GatewayCase, op: str, result: Any = None) -> subprocess.CompletedProcess[str]:
@@ -67,7 +59,7 @@ async def test_ops_resolve_refuses_an_operation_a_current_worker_is_dispatching_
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio()) as client:
         in_flight = asyncio.create_task(call(client, "create_invoice", invoice()))
-        await _until_lines(case, 1)
+        await until_lines(case, 1)
         listed = json.loads(case.cli("ops", "list").stdout)
         op = listed[0]["operationId"]
         refused = _resolve(case, op)

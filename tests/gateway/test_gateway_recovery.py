@@ -16,20 +16,19 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.gateway import GatewayCase, call, gateway_client, http_upstream, invoice
+from tests.support.gateway import (
+    GatewayCase,
+    call,
+    gateway_client,
+    http_upstream,
+    invoice,
+    until_lines,
+)
 
 # Each test starts several Python processes (gateway, upstream); on a loaded machine that is slow.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 KEY = {"job": "create_invoice", "order_id": "A-1"}
-
-
-async def _until_lines(case: GatewayCase, count: int) -> None:
-    for _ in range(600):
-        if len(case.lines()) >= count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the upstream never got call {count}")
 
 
 async def test_a_gateway_killed_mid_call_leaves_a_sticky_unknown_that_status_and_why_explain(
@@ -44,7 +43,7 @@ async def test_a_gateway_killed_mid_call_leaves_a_sticky_unknown_that_status_and
                 await call(client, "create_invoice", invoice())
 
         in_flight = asyncio.create_task(doomed_call())
-        await _until_lines(case, 1)
+        await until_lines(case, 1)
         server.kill()
         # The client sees its connection drop (an ExceptionGroup from its task group).
         with contextlib.suppress(Exception):
@@ -71,7 +70,7 @@ async def test_a_retired_worker_cannot_record_its_late_reply_and_the_replacement
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio()) as retired:
         in_flight = asyncio.create_task(call(retired, "create_invoice", invoice()))
-        await _until_lines(case, 1)
+        await until_lines(case, 1)
         retire = case.cli("gateway", "retire", "--worker", "gw-1")
         release.touch()  # the upstream answers only now, after the retirement
         late = await in_flight

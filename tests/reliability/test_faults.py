@@ -92,6 +92,26 @@ def _assert_nothing_lost(report: FaultReport, steps: dict[str, list[str]]) -> No
     )
 
 
+def _faults_on(
+    replicas: int, args: list[str], env: dict[str, str], airline: Airline
+) -> FaultReport:
+    """Start ``replicas`` demo processes, run the fault client against them, close them."""
+    servers = [ServerProcess(args, env=env, startup_timeout=STARTUP) for _ in range(replicas)]
+    try:
+        for server in servers:
+            server.start()
+        return run_faults(
+            servers,
+            airline,
+            conversations=CONVERSATIONS,
+            concurrency=CONCURRENCY,
+            latency=LATENCY,
+        )
+    finally:
+        for server in servers:
+            server.close()
+
+
 @pytest.fixture(name="schema")
 def schema_fixture() -> Iterator[str]:
     asyncio.run(require_postgres())
@@ -109,20 +129,7 @@ def test_three_postgres_replicas_killed_in_turn_lose_nothing(schema: str, tmp_pa
     # One environment for all three: they share the server key and the airline.
     env = _env(airline, PAUSEMESH_DATABASE_SCHEMA=schema)
     args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
-    servers = [ServerProcess(args, env=env, startup_timeout=STARTUP) for _ in range(3)]
-    try:
-        for server in servers:
-            server.start()
-        report = run_faults(
-            servers,
-            airline,
-            conversations=CONVERSATIONS,
-            concurrency=CONCURRENCY,
-            latency=LATENCY,
-        )
-    finally:
-        for server in servers:
-            server.close()
+    report = _faults_on(3, args, env, airline)
     storage = open_postgres_storage(DATABASE_URL, schema=schema)
     _assert_nothing_lost(report, asyncio.run(_recovery_steps(storage, report)))
 
@@ -132,19 +139,6 @@ def test_two_processes_on_one_sqlite_file_killed_in_turn_lose_nothing(tmp_path: 
     database = tmp_path / "demo.db"
     env = _env(airline)
     args = ["demo", "--no-browser", "--database-path", str(database)]
-    servers = [ServerProcess(args, env=env, startup_timeout=STARTUP) for _ in range(2)]
-    try:
-        for server in servers:
-            server.start()
-        report = run_faults(
-            servers,
-            airline,
-            conversations=CONVERSATIONS,
-            concurrency=CONCURRENCY,
-            latency=LATENCY,
-        )
-    finally:
-        for server in servers:
-            server.close()
+    report = _faults_on(2, args, env, airline)
     storage = open_sqlite_storage(str(database))
     _assert_nothing_lost(report, asyncio.run(_recovery_steps(storage, report)))

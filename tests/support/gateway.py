@@ -194,6 +194,15 @@ async def http_upstream(case: GatewayCase) -> AsyncIterator[None]:
         upstream.wait()
 
 
+async def until_lines(case: GatewayCase, count: int) -> None:
+    """Wait until the upstream has recorded ``count`` real calls (a minute at most)."""
+    for _ in range(600):
+        if len(case.lines()) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the upstream never got call {count}")
+
+
 def invoice(order_id: str = "A-1", amount: int = 100) -> dict[str, Any]:
     return {"order_id": order_id, "amount": amount}
 
