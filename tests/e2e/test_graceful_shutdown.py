@@ -53,15 +53,19 @@ async def _read_stream(
     return raw
 
 
-async def test_sigterm_finishes_short_runs_ends_long_ones_and_closes_tails(tmp_path: Path) -> None:
+def _server(tmp_path: Path, *, grace: float) -> ServerProcess:
+    """``pausemesh serve`` with the limits agent, a grace of ``grace`` s, keep-alives every 0.5 s."""
     env = {
-        "PAUSEMESH_SHUTDOWN_GRACE_SECONDS": "3",
+        "PAUSEMESH_SHUTDOWN_GRACE_SECONDS": str(grace),
         "PAUSEMESH_KEEPALIVE_SECONDS": "0.5",
         "PAUSEMESH_DATA_DIR": str(tmp_path),
     }
-    server = ServerProcess(
-        ["serve", "--agent", _AGENT, "--database-path", str(tmp_path / "pausemesh.db")], env=env
-    )
+    args = ["serve", "--agent", _AGENT, "--database-path", str(tmp_path / "pausemesh.db")]
+    return ServerProcess(args, env=env)
+
+
+async def test_sigterm_finishes_short_runs_ends_long_ones_and_closes_tails(tmp_path: Path) -> None:
+    server = _server(tmp_path, grace=3)
     with server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
             # A thread with history, so its tail replays something before it idles.
@@ -132,14 +136,7 @@ async def test_sigterm_with_a_short_grace_exits_in_time_and_the_thread_works_aft
     tmp_path: Path,
 ) -> None:
     grace = 2.0
-    env = {
-        "PAUSEMESH_SHUTDOWN_GRACE_SECONDS": str(grace),
-        "PAUSEMESH_KEEPALIVE_SECONDS": "0.5",
-        "PAUSEMESH_DATA_DIR": str(tmp_path),
-    }
-    server = ServerProcess(
-        ["serve", "--agent", _AGENT, "--database-path", str(tmp_path / "pausemesh.db")], env=env
-    )
+    server = _server(tmp_path, grace=str(grace))
     with server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
             first = await client.post("/agui", json=run_body("t-a", "r-0", messages=_user("hi")))
