@@ -77,7 +77,9 @@ async def _recovery_steps(
             return Counter()
         steps: Counter[str] = Counter()
         for operation in report.operations.values():
-            steps.update(step.step for step in await ledger.recoveries(operation))
+            for step in await ledger.recoveries(operation):
+                # A resend after one a kill cut off is counted apart too.
+                steps.update([step.step] if step.number == 1 else [step.step, "RESENT again"])
         return steps
     finally:
         await storage.close()
@@ -117,7 +119,8 @@ def _print(label: str, report: FaultReport, steps: Counter[str]) -> None:
         f"{label}: {report.conversations} conversations in {report.seconds:.1f} s"
         f" = {report.per_second:.2f}/s; kills {report.kills}"
         f" ({report.kills_after_run_started} right after RUN_STARTED);"
-        f" RESENT {steps['RESENT']}, RECOVERED {steps['RECOVERED']};"
+        f" RESENT {steps['RESENT']} (after a cut-off resend {steps['RESENT again']}),"
+        f" RECOVERED {steps['RECOVERED']};"
         f" airline bookings {len(report.airline_bookings)};"
         f" booked once {report.booked_once},"
         f" waiting for an operator {len(report.awaiting_operator)}, lost {len(report.lost)},"

@@ -19,9 +19,11 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.operations import (
     EXECUTE,
+    MAX_RESENDS,
     OUTCOME_UNKNOWN,
     RECONCILIATION_ONLY,
     RECOVERED,
+    RESEND_SETTLE,
     RESENT,
     OperationLedger,
     TargetAnswer,
@@ -312,17 +314,67 @@ async def test_a_target_that_never_saw_the_key_gets_it_once_more_and_only_once(
     assert [r.step for r in await ledger.recoveries(op)] == [RESENT, RECOVERED]
 
 
-async def test_a_resend_is_used_once_even_when_the_target_still_never_saw_it(
+async def test_a_resend_that_died_is_followed_by_another_only_after_it_settled(
     ledger: OperationLedger,
 ) -> None:
     target = KeyedTarget()
     op = await _unknown(ledger)
-    assert await ledger.claim_resend(op, attempt_id=(await _attempt(ledger, op)), now=NOW)
+    # Resend 1 was claimed, and its process died before the target saw it.
+    assert await ledger.claim_resend(op, attempt_id=await _attempt(ledger, op), number=1, now=NOW)
+
+    async def again(at: datetime) -> str:
+        clock = ManualClock(at)
+        book = target.action(op)
+        result = await run_once(
+            ledger, "travel", "booking:t1", "book", ARGS, book, clock=clock, lookup=target.lookup
+        )
+        return result.decision
+
+    # "Never saw it" while resend 1 may still be on its way settles nothing.
+    with pytest.raises(OutcomeUnknownError):
+        await again(NOW + RESEND_SETTLE - timedelta(seconds=1))
+    assert target.sends == 0
+    # Once it settled, a fresh "never saw it" permits resend 2: sent once, under the same key.
+    assert await again(NOW + RESEND_SETTLE) == RESENT
+    assert target.sends == 1
+    steps = await ledger.recoveries(op)
+    assert [(r.step, r.number) for r in steps] == [(RESENT, 1), (RESENT, 2)]
+    assert await again(NOW + 3 * RESEND_SETTLE) == RECONCILIATION_ONLY
+    assert target.sends == 1
+
+
+async def test_after_the_last_permitted_resend_never_saw_it_sends_nothing(
+    ledger: OperationLedger,
+) -> None:
+    target = KeyedTarget()
+    op = await _unknown(ledger)
+    attempt = await _attempt(ledger, op)
+    for number in range(1, MAX_RESENDS + 1):
+        assert await ledger.claim_resend(op, attempt_id=attempt, number=number, now=NOW)
     with pytest.raises(OutcomeUnknownError):
         await run_once(
-            ledger, "travel", "booking:t1", "book", ARGS, target.action(op), lookup=target.lookup
-        )
+            ledger, "travel", "booking:t1", "book", ARGS, target.action(op),
+            clock=ManualClock(NOW + 100 * RESEND_SETTLE), lookup=target.lookup,
+        )  # fmt: skip
     assert target.sends == 0
+    assert len(await ledger.recoveries(op)) == MAX_RESENDS
+
+
+async def test_claim_resend_records_each_number_once_and_only_the_next_one(
+    ledger: OperationLedger,
+) -> None:
+    op = await _unknown(ledger)
+    attempt = await _attempt(ledger, op)
+    assert not await ledger.claim_resend(op, attempt_id=attempt, number=2, now=NOW)
+    assert await ledger.claim_resend(op, attempt_id=attempt, number=1, now=NOW)
+    assert not await ledger.claim_resend(op, attempt_id=attempt, number=1, now=LATER)
+    assert not await ledger.claim_resend(op, attempt_id=attempt, number=3, now=LATER)
+    assert await ledger.claim_resend(op, attempt_id=attempt, number=2, now=LATER)
+    steps = await ledger.recoveries(op)
+    assert [(r.step, r.number, r.recorded_at) for r in steps] == [
+        (RESENT, 1, NOW),
+        (RESENT, 2, LATER),
+    ]
 
 
 async def test_a_silent_target_leaves_the_outcome_unknown_and_sends_nothing(
@@ -369,7 +421,7 @@ async def test_many_concurrent_recoveries_send_at_most_once(ledger: OperationLed
 async def test_claim_resend_is_refused_to_a_foreign_attempt(ledger: OperationLedger) -> None:
     op = await _unknown(ledger)
     with pytest.raises(OperationConflictError):
-        await ledger.claim_resend(op, attempt_id="not-the-attempt", now=NOW)
+        await ledger.claim_resend(op, attempt_id="not-the-attempt", number=1, now=NOW)
 
 
 async def _attempt(ledger: OperationLedger, op: str) -> str:

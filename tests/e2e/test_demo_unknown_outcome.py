@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,13 @@ from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.run.owed import continue_owed_runs
 from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.core import ContinuationService, KeyedTokenIssuer
-from pausemesh.core.operations import OperationLedger, TargetAnswer, operation_id
+from pausemesh.core.operations import (
+    MAX_RESENDS,
+    RESEND_SETTLE,
+    OperationLedger,
+    TargetAnswer,
+    operation_id,
+)
 from pausemesh.demo.agent import UNKNOWN_EVENT, travel_agent
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.operation_watch import decide_known_outcomes
@@ -200,21 +207,59 @@ async def test_an_operators_resolution_continues_the_thread(demo: Demo) -> None:
     await _continues_with_the_booking(demo, operation)
 
 
-async def test_a_booking_whose_one_resend_never_reached_the_airline_waits_for_an_operator(
+async def _claim_resends(demo: Demo, operation: str, numbers: range, at: datetime) -> None:
+    """Stage resends that were claimed at ``at`` and died before the airline saw them."""
+    record = await demo.ledger.get(operation)
+    assert record is not None
+    for number in numbers:
+        assert await demo.ledger.claim_resend(
+            operation, attempt_id=record.attempt_id, number=number, now=at
+        )
+
+
+async def test_a_resend_that_died_long_ago_is_followed_by_one_more_and_the_booking_is_made(
     demo: Demo,
 ) -> None:
     question, operation = await _crashed_booking(demo, reached_airline=False)
-    # The one permitted resend was claimed, and its run died before the airline saw it.
-    record = await demo.ledger.get(operation)
-    assert record is not None
-    assert await demo.ledger.claim_resend(
-        operation, attempt_id=record.attempt_id, now=demo.host.clock.now()
-    )
+    # Resend 1 was claimed a while ago and its run died before the airline saw it.
+    settled = demo.host.clock.now() - 2 * RESEND_SETTLE
+    await _claim_resends(demo, operation, range(1, 2), settled)
+    demo.desk.answering = True  # the airline answers: it never saw the booking
+    entry = {"interruptId": question, "status": "resolved", "payload": {"flight": "PM202"}}
+    run = await _run(demo.host, n=2, resume=[entry])
+    assert "Booked flight PM202 to Lisbon" in run.text()
+    assert list(demo.desk.bookings()) == [operation]  # one booking at the airline
+    steps = await demo.ledger.recoveries(operation)
+    assert [(r.step, r.number) for r in steps] == [("RESENT", 1), ("RESENT", 2)]
+    assert (await _snapshot(demo))["pendingInterrupts"] == []
+
+
+async def test_a_resend_that_just_died_makes_the_booking_wait_and_the_watcher_decides_nothing(
+    demo: Demo,
+) -> None:
+    question, operation = await _crashed_booking(demo, reached_airline=False)
+    await _claim_resends(demo, operation, range(1, 2), demo.host.clock.now())
+    demo.desk.answering = True
+    # It may still be on its way to the airline: "never saw it" now permits no other resend.
+    await _answer_meets_an_unknown_outcome(demo, question, operation)
+    assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 0
+    assert await continue_owed_runs(demo.host) == 0
+    assert demo.desk.bookings() == {}
+    assert [r.number for r in await demo.ledger.recoveries(operation)] == [1]
+
+
+async def test_a_booking_whose_every_resend_never_reached_the_airline_waits_for_an_operator(
+    demo: Demo,
+) -> None:
+    question, operation = await _crashed_booking(demo, reached_airline=False)
+    # Every permitted resend was claimed, and each one's run died before the airline saw it.
+    settled = demo.host.clock.now() - 2 * RESEND_SETTLE
+    await _claim_resends(demo, operation, range(1, MAX_RESENDS + 1), settled)
     demo.desk.answering = True  # the airline answers: it never saw the booking
     await _answer_meets_an_unknown_outcome(demo, question, operation)
     waiting = (await _snapshot(demo))["pendingInterrupts"]
-    # "Never saw it" after the resend was used settles nothing: no decision, no run, no
-    # second resend, nothing declared failed. The question waits for an operator.
+    # "Never saw it" after the last resend settles nothing: no decision, no run, no further
+    # resend, nothing declared failed. The question waits for an operator.
     for _ in range(3):
         assert await decide_known_outcomes(demo.host.service, demo.ledger, demo.desk) == 0
         assert await continue_owed_runs(demo.host) == 0
@@ -222,7 +267,8 @@ async def test_a_booking_whose_one_resend_never_reached_the_airline_waits_for_an
     assert snapshot["pendingInterrupts"] == waiting
     assert snapshot["state"]["unconfirmedBookings"] == [{"flight": "PM202", "operation": operation}]
     assert demo.desk.bookings() == {}
-    assert [r.step for r in await demo.ledger.recoveries(operation)] == ["RESENT"]
+    steps = await demo.ledger.recoveries(operation)
+    assert [r.step for r in steps] == ["RESENT"] * MAX_RESENDS
     said = _said(await _log(demo))
     assert "could not" not in said
     assert "not book" not in said

@@ -19,6 +19,7 @@ from pausemesh.core.model import ContinuationCancelled
 from pausemesh.stores.postgres import PostgresDatabase, PostgresEventStore, open_postgres_store
 from pausemesh.stores.postgres.migrate import migrate
 from pausemesh.stores.postgres.schema import LEDGER_TABLE, POSTGRES_MIGRATIONS
+from pausemesh.stores.postgres.storage import open_postgres_storage
 from tests.support.postgres import (
     DATABASE_URL,
     drop_schema,
@@ -266,3 +267,36 @@ async def test_an_append_onto_a_head_that_lags_its_events_is_corrupt_not_a_crash
         with pytest.raises(StoreError) as caught:
             await store.load(continuation_id)
         assert caught.value.code == "CORRUPT_STREAM"
+
+
+async def test_migration_14_keeps_a_claimed_resend_as_number_one_and_stays_append_only(
+    schema: str, admin: asyncpg.Connection
+) -> None:
+    await migrate(
+        DATABASE_URL, schema=schema, migrations=[m for m in POSTGRES_MIGRATIONS if m.version < 14]
+    )
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    await admin.execute(
+        f'INSERT INTO "{schema}".operations (operation_id, domain, business_key, tool,'
+        " arguments_json, terms_hash, attempt_id, attempted_at)"
+        " VALUES ('op:x', 'travel', 'k', 'book', '{}', 't', 'a1', $1)",
+        now,
+    )
+    await admin.execute(
+        f'INSERT INTO "{schema}".operation_recoveries (operation_id, step, recorded_at)'
+        " VALUES ('op:x', 'RESENT', $1)",
+        now,
+    )
+    await migrate(DATABASE_URL, schema=schema)
+    storage = await open_postgres_storage(DATABASE_URL, schema=schema)
+    try:
+        ledger = storage.operations
+        assert ledger is not None
+        assert [(r.step, r.number) for r in await ledger.recoveries("op:x")] == [("RESENT", 1)]
+        assert not await ledger.claim_resend("op:x", attempt_id="a1", number=1, now=now)
+        assert await ledger.claim_resend("op:x", attempt_id="a1", number=2, now=now)
+    finally:
+        await storage.close()
+    for statement in ("UPDATE {} SET number = 5", "DELETE FROM {}"):
+        with pytest.raises(asyncpg.RaiseError):
+            await admin.execute(statement.format(f'"{schema}".operation_recoveries'))

@@ -58,9 +58,9 @@ class FaultReport:
     operations: dict[str, str] = field(default_factory=dict)
     airline_bookings: list[str] = field(default_factory=list)
     # Conversations whose booking waits for an operator: its outcome is unknown, the airline
-    # never saw it, and (the ledger's audit says, see the test) its one resend was used up,
-    # i.e. a second kill hit the resend before it reached the airline. Shown in the thread as
-    # "checking with the airline"; never resent a second time, never declared failed.
+    # never saw it, and (the ledger's audit says, see the test) every permitted resend was
+    # used up, i.e. kills hit each resend before it reached the airline. Shown in the thread
+    # as "checking with the airline"; never resent again, never declared failed.
     awaiting_operator: list[str] = field(default_factory=list)
 
     @property
@@ -266,6 +266,24 @@ def _snapshot(fleet: _Fleet, thread_id: str) -> dict[str, Any]:
     raise AssertionError(msg)
 
 
+def _checking(snapshot: dict[str, Any]) -> bool:
+    """Whether the thread waits only for an unknown booking outcome to become known."""
+    questions = snapshot.get("pendingInterrupts") or []
+    return bool(questions) and all(q.get("reason") == "operation_unknown" for q in questions)
+
+
+def _settled_snapshot(fleet: _Fleet, thread_id: str) -> dict[str, Any]:
+    """The thread once it no longer waits for an unknown outcome that can become known: the
+    watcher decides it when the airline answers and a resend is permitted (a resend a kill cut
+    off must settle first, ``RESEND_SETTLE``), and the thread continues by itself."""
+    deadline = time.monotonic() + STUCK
+    snapshot = _snapshot(fleet, thread_id)
+    while _checking(snapshot) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        snapshot = _snapshot(fleet, thread_id)
+    return snapshot
+
+
 def run_faults(
     servers: list[ServerProcess],
     airline: Airline,
@@ -340,7 +358,7 @@ def _check(
     report.airline_bookings = sorted(desk)
     for thread_id in threads:
         interrupt = interrupts.get(thread_id)
-        snapshot = _snapshot(fleet, thread_id)
+        snapshot = _settled_snapshot(fleet, thread_id)
         state = snapshot.get("state") or {}
         booked = [b for b in state.get("bookings", []) if b.get("flight") == flights[thread_id]]
         key = (
@@ -350,11 +368,7 @@ def _check(
             report.operations[thread_id] = key
         at_airline = key is not None and key in desk
         open_questions = snapshot.get("pendingInterrupts") or []
-        if (
-            open_questions
-            and not at_airline
-            and all(q.get("reason") == "operation_unknown" for q in open_questions)
-        ):
+        if _checking(snapshot) and not at_airline:
             report.awaiting_operator.append(thread_id)
             continue
         if open_questions or state.get("unconfirmedBookings"):

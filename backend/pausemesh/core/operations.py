@@ -23,9 +23,16 @@ target that keeps its effects keyed by the operation id can declare a ``StatusLo
 - ``TargetFound(result)``: the effect happened; its result becomes the recorded outcome,
   audited as ``RECOVERED`` (``OperationRecovery``);
 - ``TargetNeverSaw()``: the target confirms it never saw the key; the action may be sent
-  again under the same key, **once** per operation (the ``RESENT`` audit entry is claimed
-  before dispatch, so of any number of callers exactly one resends);
+  again under the same key, **once** per such confirmation (the numbered ``RESENT`` audit
+  entry is claimed before dispatch, so of any number of callers exactly one resends);
 - no answer (the lookup raises): still ``OUTCOME_UNKNOWN``.
+
+A resend can die too before it reaches the target (its process is killed). Its claim then
+stands, and only a *fresh* "never saw it" (asked after that claim, once the claim is
+``RESEND_SETTLE`` old, so a resend still on its way is not overtaken) permits the next one,
+at most ``MAX_RESENDS`` in all (``next_resend``). Each resend is sent under the same key to a
+target that keeps its effects by that key, so even a late earlier resend cannot make a
+second effect; and none is blind.
 
 Targets without a lookup stay sticky; an operator settles them.
 """
@@ -35,7 +42,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -54,9 +61,11 @@ from pausemesh.core.validation import check_id, check_payload
 
 __all__ = (
     "EXECUTE",
+    "MAX_RESENDS",
     "OUTCOME_UNKNOWN",
     "RECONCILIATION_ONLY",
     "RECOVERED",
+    "RESEND_SETTLE",
     "RESENT",
     "OperationBegin",
     "OperationDecision",
@@ -74,6 +83,7 @@ __all__ = (
     "check_terms",
     "decide",
     "new_attempt",
+    "next_resend",
     "operation_id",
     "result_hash",
     "run_once",
@@ -86,6 +96,13 @@ OUTCOME_UNKNOWN: Final = "OUTCOME_UNKNOWN"
 
 RECOVERED: Final = "RECOVERED"
 RESENT: Final = "RESENT"
+
+# How many resends an operation may get in all, each after its own "never saw it".
+MAX_RESENDS: Final = 3
+# How old the last resend's claim must be before a fresh "never saw it" permits another: its
+# sender had that long to reach the target (a live run renews its lease; a dead one's lapses
+# within seconds), so an answer inside it may just predate a resend still on its way.
+RESEND_SETTLE: Final = timedelta(seconds=10)
 
 OperationDecision = Literal["EXECUTE", "RECONCILIATION_ONLY", "OUTCOME_UNKNOWN"]
 RecoveryStep = Literal["RECOVERED", "RESENT"]
@@ -135,11 +152,13 @@ class OperationResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class OperationRecovery(msgspec.Struct, frozen=True, kw_only=True):
-    """One audited recovery step of an operation (write-once per operation and step)."""
+    """One audited recovery step of an operation (write-once per operation, step and number).
+    ``number`` counts the resends (1, 2, ...); a ``RECOVERED`` step is always 1."""
 
     operation_id: str
     step: RecoveryStep
     recorded_at: datetime
+    number: int = 1
 
 
 class TargetFound(msgspec.Struct, frozen=True, kw_only=True):
@@ -253,9 +272,13 @@ class OperationLedger(Protocol):
         ``RECOVERED`` step in the same transaction. Same errors as ``complete``."""
         ...
 
-    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
-        """Record the one ``RESENT`` step before a resend; True only for the caller that
-        recorded it. ``OperationConflictError`` for a foreign ``attempt_id``."""
+    async def claim_resend(
+        self, operation_id: str, *, attempt_id: str, number: int, now: datetime
+    ) -> bool:
+        """Record ``RESENT`` step ``number`` before that resend: True only for the caller that
+        recorded it, and only while the operation has exactly ``number - 1`` resends (so a
+        caller that read the audit before another claim cannot claim after it).
+        ``OperationConflictError`` for a foreign ``attempt_id``."""
         ...
 
     async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
@@ -297,6 +320,26 @@ def check_completion(record: OperationRecord, attempt_id: str, digest: str) -> b
     return True
 
 
+def next_resend(
+    steps: Sequence[OperationRecovery],
+    now: datetime,
+    *,
+    settle: timedelta = RESEND_SETTLE,
+    limit: int = MAX_RESENDS,
+) -> int | None:
+    """The number of the resend a fresh "never saw it" permits now, given the operation's
+    audit ``steps``; None while the last resend is younger than ``settle``, after ``limit``
+    resends, or once the outcome was recovered."""
+    if any(step.step == RECOVERED for step in steps):
+        return None
+    resends = [step for step in steps if step.step == RESENT]
+    if len(resends) >= limit:
+        return None
+    if resends and now - max(step.recorded_at for step in resends) < settle:
+        return None
+    return len(resends) + 1
+
+
 async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, terms, action
     ledger: OperationLedger,
     domain: str,
@@ -318,7 +361,7 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
 
     With a ``lookup`` (a cooperating target keyed by the operation id) an unknown outcome is
     asked for first (see the module docstring); ``OutcomeUnknownError`` only when the target
-    gives no answer, or it never saw the key and the one resend was already used.
+    gives no answer, or it never saw the key and ``next_resend`` permits no resend now.
     """
     with span("operation.run_once", domain=domain, tool=tool) as current:
         try:
@@ -368,8 +411,12 @@ async def _recover(
     lookup: StatusLookup,
     now: Callable[[], datetime],
 ) -> OperationResult:
-    """Ask the cooperating target about an unknown outcome; resend at most once, never blindly."""
+    """Ask the cooperating target about an unknown outcome; resend only after a fresh "never
+    saw it" that ``next_resend`` permits, never blindly."""
     operation = record.operation_id
+    # Read before asking: a claim made after this read makes ours fail, so the answer below
+    # is always newer than the last resend the claim builds on.
+    steps = await ledger.recoveries(operation)
     try:
         answer = await lookup(operation)
     except Exception:  # noqa: BLE001 - no answer from the target: the outcome stays unknown
@@ -381,9 +428,12 @@ async def _recover(
         )
         _log.info("operation %s recovered from the target's status lookup", operation)
         return OperationResult(decision=RECOVERED, result=recovered.result, record=recovered)
-    if not await ledger.claim_resend(operation, attempt_id=record.attempt_id, now=now()):
+    number = next_resend(steps, now())
+    if number is None or not await ledger.claim_resend(
+        operation, attempt_id=record.attempt_id, number=number, now=now()
+    ):
         raise OutcomeUnknownError(operation)
-    _log.info("operation %s never reached the target; sending it once more", operation)
+    _log.info("operation %s never reached the target; resend %d", operation, number)
     result = await action()
     completed = await ledger.complete(
         operation, attempt_id=record.attempt_id, result=result, now=now()

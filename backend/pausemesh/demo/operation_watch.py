@@ -7,9 +7,10 @@ pauses with a question nobody in the chat answers: its approver is
 ``operation_approver(operation id)``. This watcher decides that pause as soon as the outcome can
 be known:
 
-- the airline answers its status lookup: it found the booking, or it never saw the key while
-  the one permitted resend is still unused (after that resend, "never saw it" settles nothing:
-  the booking waits for an operator, never sent a third time nor declared failed), or
+- the airline answers its status lookup: it found the booking, or it never saw the key and
+  the ledger permits a resend now (``next_resend``: none yet, or the last one died before it
+  reached the airline and is old enough; at most ``MAX_RESENDS``; after those, "never saw
+  it" settles nothing: the booking waits for an operator, never declared failed), or
 - an operator recorded what happened (``pausemesh ops resolve``: the operation is completed);
 
 and that decision, like any decision made elsewhere, continues the thread by itself: the owed
@@ -35,8 +36,9 @@ from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 
 from pausemesh.core.approvers import operation_approver
+from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.core.operations import RESENT, OperationLedger, OperationRecord, TargetFound
+from pausemesh.core.operations import OperationLedger, OperationRecord, TargetFound, next_resend
 from pausemesh.core.service import ContinuationService
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.reservations import Airline, airline
@@ -50,18 +52,17 @@ _RECENT: Final = 200
 
 async def _knowable(record: OperationRecord, ledger: OperationLedger, desk: Airline) -> bool:
     """Whether the outcome can be known now: recorded already, the airline found the booking,
-    or it never saw it while the one resend is still unused. Once that resend was used and
-    the airline still never saw the booking, only an operator can settle it."""
+    or it never saw it and the ledger permits a resend now. Once every permitted resend was
+    used and the airline still never saw the booking, only an operator can settle it."""
     if record.completed:
         return True
+    # Read before asking, as ``run_once`` does: the answer is newer than every resend seen.
+    steps = await ledger.recoveries(record.operation_id)
     try:
         answer = await desk.lookup(record.operation_id)
     except Exception:  # noqa: BLE001 - no answer from the airline: still unknown, ask later
         return False
-    if isinstance(answer, TargetFound):
-        return True
-    steps = await ledger.recoveries(record.operation_id)
-    return all(step.step != RESENT for step in steps)
+    return isinstance(answer, TargetFound) or next_resend(steps, SystemClock().now()) is not None
 
 
 async def decide_known_outcomes(

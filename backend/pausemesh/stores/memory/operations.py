@@ -32,7 +32,7 @@ class InMemoryOperationLedger:
     def __init__(self) -> None:
         # Insertion order is attempt order; no await between read and write, so it is atomic.
         self._records: dict[str, OperationRecord] = {}
-        self._recoveries: dict[tuple[str, RecoveryStep], OperationRecovery] = {}
+        self._recoveries: dict[tuple[str, RecoveryStep, int], OperationRecovery] = {}
         self._closed = False
 
     def _check_open(self) -> None:
@@ -74,11 +74,13 @@ class InMemoryOperationLedger:
         self._records[operation_id] = completed
         return completed
 
-    def _audit(self, operation_id: str, step: RecoveryStep, now: datetime) -> bool:
-        if (operation_id, step) in self._recoveries:
+    def _audit(self, operation_id: str, step: RecoveryStep, now: datetime, number: int = 1) -> bool:
+        if (operation_id, step, number) in self._recoveries:
             return False
-        entry = OperationRecovery(operation_id=operation_id, step=step, recorded_at=now)
-        self._recoveries[operation_id, step] = entry
+        entry = OperationRecovery(
+            operation_id=operation_id, step=step, recorded_at=now, number=number
+        )
+        self._recoveries[operation_id, step, number] = entry
         return True
 
     async def recover(
@@ -88,17 +90,22 @@ class InMemoryOperationLedger:
         self._audit(operation_id, RECOVERED, now)
         return completed
 
-    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+    async def claim_resend(
+        self, operation_id: str, *, attempt_id: str, number: int, now: datetime
+    ) -> bool:
         self._check_open()
         record = begun(operation_id, self._records.get(operation_id))
         if record.attempt_id != attempt_id:
             raise OperationConflictError(operation_id)
-        return self._audit(operation_id, RESENT, now)
+        resends = sum(
+            1 for op, step, _ in self._recoveries if op == operation_id and step == RESENT
+        )
+        return resends == number - 1 and self._audit(operation_id, RESENT, now, number)
 
     async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
         self._check_open()
         # Insertion order is the order the steps were recorded in.
-        return [e for (op, _), e in self._recoveries.items() if op == operation_id]
+        return [e for (op, _, _), e in self._recoveries.items() if op == operation_id]
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         self._check_open()

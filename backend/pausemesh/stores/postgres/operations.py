@@ -98,14 +98,18 @@ class PostgresOperationLedger(SharedDatabaseStore):
             WHERE operation_id = $1 AND result_hash = $2
             ON CONFLICT DO NOTHING
         """
+        # Only the next number (never a gap), and each number once (the primary key): a
+        # claim read from an audit older than another claim records nothing.
         self._sql_claim_resend = f"""
-            INSERT INTO {q}.operation_recoveries (operation_id, step, recorded_at)
-            SELECT $1, '{RESENT}', $3 FROM {q}.operations
+            INSERT INTO {q}.operation_recoveries (operation_id, step, number, recorded_at)
+            SELECT $1, '{RESENT}', $3, $4 FROM {q}.operations
             WHERE operation_id = $1 AND attempt_id = $2
+              AND (SELECT count(*) FROM {q}.operation_recoveries
+                   WHERE operation_id = $1 AND step = '{RESENT}') = $3 - 1
             ON CONFLICT DO NOTHING RETURNING operation_id
         """
         self._sql_recoveries = f"""
-            SELECT operation_id, step, recorded_at FROM {q}.operation_recoveries
+            SELECT operation_id, step, recorded_at, number FROM {q}.operation_recoveries
             WHERE operation_id = $1 ORDER BY position
         """
         self._sql_list = f"""
@@ -188,12 +192,16 @@ class PostgresOperationLedger(SharedDatabaseStore):
         check_completion(record, attempt_id, digest)
         return record
 
-    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+    async def claim_resend(
+        self, operation_id: str, *, attempt_id: str, number: int, now: datetime
+    ) -> bool:
         record = begun(operation_id, await self.get(operation_id))
         if record.attempt_id != attempt_id:
             raise OperationConflictError(operation_id)
         await self.database.ensure_schema()
-        row = await self.database.fetchrow(self._sql_claim_resend, operation_id, attempt_id, now)
+        row = await self.database.fetchrow(
+            self._sql_claim_resend, operation_id, attempt_id, number, now
+        )
         return row is not None
 
     async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
@@ -201,7 +209,7 @@ class PostgresOperationLedger(SharedDatabaseStore):
             return builtins.list(await conn.fetch(self._sql_recoveries, operation_id))
 
         return [
-            OperationRecovery(operation_id=r[0], step=r[1], recorded_at=r[2])
+            OperationRecovery(operation_id=r[0], step=r[1], recorded_at=r[2], number=r[3])
             for r in await self.database.run(op, read=True)
         ]
 

@@ -576,6 +576,22 @@ _CONTINUATION_ERASURE = Migration(
 )
 
 
+# Numbered resends (issue 18): a resend that itself died before reaching the target may be
+# followed by another after a fresh "never saw it" (``core/operations.next_resend``). Adding a
+# column with a constant default rewrites nothing and fires no row trigger.
+_RESEND_NUMBERS = Migration(
+    version=14,
+    name="operation_resend_numbers",
+    statements=(
+        """
+        ALTER TABLE {schema}.operation_recoveries
+            ADD COLUMN number INTEGER NOT NULL DEFAULT 1 CHECK (number >= 1)
+        """,
+        "ALTER TABLE {schema}.operation_recoveries DROP CONSTRAINT operation_recoveries_pkey",
+        "ALTER TABLE {schema}.operation_recoveries ADD PRIMARY KEY (operation_id, step, number)",
+    ),
+)
+
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -589,6 +605,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _OPERATION_UNKNOWNS,
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
+    _RESEND_NUMBERS,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a

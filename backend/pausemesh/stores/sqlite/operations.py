@@ -176,23 +176,34 @@ class SqliteOperationLedger:
 
         return await self.database.write(op)
 
-    async def claim_resend(self, operation_id: str, *, attempt_id: str, now: datetime) -> bool:
+    async def claim_resend(
+        self, operation_id: str, *, attempt_id: str, number: int, now: datetime
+    ) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
             record = begun(operation_id, select_operation(conn, operation_id))
             if record.attempt_id != attempt_id:
                 raise OperationConflictError(operation_id)
-            return _audit(conn, operation_id, RESENT, now)
+            # Only the next number: a claim read from an older audit records nothing.
+            cursor = conn.execute(
+                "INSERT INTO operation_recoveries (operation_id, step, number, recorded_at_us)"
+                " SELECT ?1, ?2, ?3, ?4 WHERE (SELECT count(*) FROM operation_recoveries"
+                " WHERE operation_id = ?1 AND step = ?2) = ?3 - 1 ON CONFLICT DO NOTHING",
+                (operation_id, RESENT, number, epoch_us(now)),
+            )
+            return cursor.rowcount == 1
 
         return await self.database.write(op)
 
     async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
         rows = await self.database.read(
-            "SELECT operation_id, step, recorded_at_us FROM operation_recoveries"
+            "SELECT operation_id, step, recorded_at_us, number FROM operation_recoveries"
             " WHERE operation_id = ? ORDER BY rowid",
             (operation_id,),
         )
         return [
-            OperationRecovery(operation_id=r[0], step=r[1], recorded_at=from_epoch_us(r[2]))
+            OperationRecovery(
+                operation_id=r[0], step=r[1], recorded_at=from_epoch_us(r[2]), number=r[3]
+            )
             for r in rows
         ]
 

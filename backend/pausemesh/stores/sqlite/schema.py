@@ -420,6 +420,42 @@ _CONTINUATION_ERASURE = Migration(
     ),
 )
 
+# Numbered resends (issue 18): a resend that itself died before reaching the target may be
+# followed by another after a fresh "never saw it" (``core/operations.next_resend``). SQLite
+# cannot change a UNIQUE constraint in place, so the table is rebuilt (rows in their order);
+# DROP TABLE runs no DELETE trigger, and the append-only triggers come back with it.
+_RESEND_NUMBERS = Migration(
+    version=14,
+    name="operation_resend_numbers",
+    statements=(
+        """
+        CREATE TABLE operation_recoveries_numbered (
+            operation_id TEXT NOT NULL REFERENCES operations (operation_id),
+            -- RESENT n is claimed before resend n; RECOVERED comes with the outcome
+            step TEXT NOT NULL CHECK (step IN ('RECOVERED', 'RESENT')),
+            recorded_at_us INTEGER NOT NULL,
+            -- the resend's number (1, 2, ...); always 1 for RECOVERED
+            number INTEGER NOT NULL DEFAULT 1 CHECK (number >= 1),
+            UNIQUE (operation_id, step, number)
+        ) STRICT
+        """,
+        """
+        INSERT INTO operation_recoveries_numbered (operation_id, step, recorded_at_us)
+        SELECT operation_id, step, recorded_at_us FROM operation_recoveries ORDER BY rowid
+        """,
+        "DROP TABLE operation_recoveries",
+        "ALTER TABLE operation_recoveries_numbered RENAME TO operation_recoveries",
+        """
+        CREATE TRIGGER operation_recoveries_no_update BEFORE UPDATE ON operation_recoveries
+        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
+        """,
+        """
+        CREATE TRIGGER operation_recoveries_no_delete BEFORE DELETE ON operation_recoveries
+        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
+        """,
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -433,4 +469,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _OPERATION_UNKNOWNS,
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
+    _RESEND_NUMBERS,
 )
