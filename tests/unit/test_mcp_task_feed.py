@@ -8,6 +8,7 @@ PostgreSQL in ``tests/protocols/test_mcp_tasks.py`` and
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any, cast
 
@@ -15,6 +16,8 @@ import pytest
 from litestar.types import Scope
 
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
+from pausemesh.core.instance import ProcessInstance
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.observer import CollectingObserver
 from pausemesh.mcp.task_feed import TaskFeed, TaskStatusObserver, feed_thread_id
 from pausemesh.mcp.tasks import McpTasks, TaskEntry
@@ -34,9 +37,22 @@ def clock_fixture() -> ManualClock:
     return ManualClock()
 
 
+def _keeper(
+    threads: InMemoryThreadStore, clock: ManualClock, instance: ProcessInstance
+) -> LeaseKeeper:
+    return LeaseKeeper(threads, clock=clock, ttl=timedelta(seconds=3), holder=instance.holder)
+
+
+def _feed(
+    threads: InMemoryThreadStore, clock: ManualClock, keeper: LeaseKeeper | None = None
+) -> TaskFeed:
+    keeper = keeper or _keeper(threads, clock, ProcessInstance.start(None))
+    return TaskFeed(lambda: threads, lambda: clock, lambda: keeper)
+
+
 @pytest.fixture(name="feed")
 def feed_fixture(threads: InMemoryThreadStore, clock: ManualClock) -> TaskFeed:
-    return TaskFeed(lambda: threads, lambda: clock)
+    return _feed(threads, clock)
 
 
 @pytest.fixture(name="service")
@@ -105,6 +121,38 @@ async def test_a_cancel_hints_only_the_owners_feed(
     await feed.close()
 
 
+class _DyingThreads(InMemoryThreadStore):
+    """The in-memory thread store; while ``dying``, a lease given back never arrives (the
+    process was killed before it gave it back)."""
+
+    dying = True
+
+    async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
+        if not self.dying:
+            await super().release_lease(thread_id, lease_id=lease_id)
+
+
+async def test_a_publisher_that_died_holding_a_feed_does_not_block_its_restarted_replica(
+    clock: ManualClock,
+) -> None:
+    threads = _DyingThreads()
+    before = ProcessInstance.start("replica-a")
+    await _feed(threads, clock, _keeper(threads, clock, before)).publish("task-1", "alice")
+    record = await threads.get(feed_thread_id("alice"))
+    assert record is not None
+    assert record.lease is not None  # the dead process's lease, under its instance
+    # The replica restarts under the same name and frees its predecessor's leases at once
+    # (the clock does not move: nothing lapsed), so the next hint goes through.
+    threads.dying = False
+    after = ProcessInstance.start("replica-a")
+    assert await threads.release_instance_leases("replica-a", keep=after.holder) == 1
+    feed = _feed(threads, clock, _keeper(threads, clock, after))
+    await feed.publish("task-2", "alice")
+    hints = await threads.read_events(feed_thread_id("alice"), after_sequence=0)
+    assert [json.loads(h.event_json)["taskId"] for h in hints] == ["task-1", "task-2"]
+    await feed.close()
+
+
 def test_each_owner_has_its_own_fixed_size_feed() -> None:
     ids = {feed_thread_id(owner) for owner in ("alice", "bob", None, "x" * 5000)}
 
@@ -147,7 +195,7 @@ async def test_a_pause_that_is_not_mcps_costs_the_feed_no_read_when_it_changes(
     clock: ManualClock,
 ) -> None:
     threads = _CountingThreads()
-    feed = TaskFeed(lambda: threads, lambda: clock)
+    feed = _feed(threads, clock)
     service = ContinuationService(
         store=InMemoryEventStore(),
         clock=clock,

@@ -10,6 +10,11 @@ across PostgreSQL replicas), so a process with live sessions of that owner follo
 per owner (``follow``) and never polls per session or per task. A hint carries no status:
 the follower re-reads the task, so a late or repeated hint is harmless.
 
+Publishers take the feed's lease through the process's ``LeaseKeeper`` (``core/leases.py``),
+as runs do: a publisher killed between taking it and giving it back leaves it to lapse within
+the keeper's short TTL, and a restarted replica frees it at once, so a dead process never
+holds an owner's feed for long.
+
 Continuation transitions reach the feed through ``TaskStatusObserver`` (the service's
 observer, in the process that made the transition). A process that dies between a
 transition and its hint loses that hint: status notifications are best effort, as the spec
@@ -22,14 +27,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
 from typing import Final
 
 import msgspec
 
 from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError
-from pausemesh.core.ids import uuid7
+from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.observations import ContinuationTransitionedObservation, Observation
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.threads import MCP_TASK_FEED_PREFIX, MCP_TASK_PREFIX, ThreadStore
@@ -40,7 +44,6 @@ __all__ = ("TaskFeed", "TaskStatusObserver", "feed_thread_id")
 _log = logging.getLogger("pausemesh.mcp")
 
 _RUN_ID: Final = "mcp-task-status"
-_LEASE = timedelta(seconds=5)
 _BUSY_PAUSE_SECONDS = 0.01
 _BUSY_TRIES = 500
 # A follower with nothing new sends nothing; it re-reads the head this often anyway.
@@ -62,25 +65,29 @@ def feed_thread_id(owner: str | None) -> str:
 class TaskFeed:
     """Publishes task hints to their owner's feed and follows an owner's feed."""
 
-    def __init__(self, threads: Callable[[], ThreadStore | None], clock: Callable[[], Clock]):
+    def __init__(
+        self,
+        threads: Callable[[], ThreadStore | None],
+        clock: Callable[[], Clock],
+        leases: Callable[[], LeaseKeeper | None],
+    ) -> None:
         self._threads = threads
         self._clock = clock
+        self._leases = leases
         self._pending: set[asyncio.Task[None]] = set()
 
     async def publish(self, task_id: str, owner: str | None) -> None:
         """Append a hint for ``task_id`` to ``owner``'s feed (waits out a concurrent append)."""
-        threads = self._threads()
-        if threads is None:
+        threads, leases = self._threads(), self._leases()
+        if threads is None or leases is None:
             return
         thread_id = feed_thread_id(owner)
-        now = self._clock().now()
-        await threads.create_or_load(thread_id, owner=owner, now=now)
-        lease_id = uuid7()
+        await threads.create_or_load(thread_id, owner=owner, now=self._clock().now())
+        lease_id = leases.new_lease_id()
         for _ in range(_BUSY_TRIES):
-            now = self._clock().now()
             try:
-                await threads.acquire_lease(
-                    thread_id, lease_id=lease_id, run_id=_RUN_ID, now=now, expires_at=now + _LEASE
+                await leases.acquire(
+                    thread_id, lease_id=lease_id, run_id=_RUN_ID, now=self._clock().now()
                 )
             except ThreadBusyError:
                 await asyncio.sleep(_BUSY_PAUSE_SECONDS)
@@ -91,7 +98,7 @@ class TaskFeed:
                     thread_id, lease_id=lease_id, run_id=_RUN_ID, events=[event]
                 )
             finally:
-                await threads.release_lease(thread_id, lease_id=lease_id)
+                await leases.release(thread_id, lease_id)
             return
         _log.warning("MCP task status hint dropped: the owner's feed stayed busy")
 

@@ -228,6 +228,7 @@ class McpPlugin(McpRules):
         self.feed = TaskFeed(
             lambda: self.pausemesh.runtime.storage.threads,
             lambda: self.pausemesh.runtime.service.clock,
+            lambda: self.pausemesh.runtime.leases,
         )
         self.tasks = McpTaskEndpoint(
             McpTasks(
