@@ -6,6 +6,18 @@ from pausemesh.stores.migrations import Migration
 
 __all__ = ("SQLITE_MIGRATIONS",)
 
+
+def _append_only(table: str) -> tuple[str, ...]:
+    """The two triggers that refuse UPDATE and DELETE on ``table`` (its rows are write-once)."""
+    return tuple(
+        f"""
+        CREATE TRIGGER {table}_no_{verb} BEFORE {verb.upper()} ON {table}
+        BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END
+        """
+        for verb in ("update", "delete")
+    )
+
+
 _CONTINUATIONS = Migration(
     version=1,
     name="continuation_streams",
@@ -31,14 +43,7 @@ _CONTINUATIONS = Migration(
             PRIMARY KEY (continuation_id, version)
         ) STRICT, WITHOUT ROWID
         """,
-        """
-        CREATE TRIGGER continuation_events_no_update BEFORE UPDATE ON continuation_events
-        BEGIN SELECT RAISE(ABORT, 'continuation_events is append-only'); END
-        """,
-        """
-        CREATE TRIGGER continuation_events_no_delete BEFORE DELETE ON continuation_events
-        BEGIN SELECT RAISE(ABORT, 'continuation_events is append-only'); END
-        """,
+        *_append_only("continuation_events"),
         """
         CREATE TRIGGER continuation_streams_no_delete BEFORE DELETE ON continuation_streams
         BEGIN SELECT RAISE(ABORT, 'continuation_streams rows are never deleted'); END
@@ -79,14 +84,7 @@ _AGUI_THREADS = Migration(
             PRIMARY KEY (thread_id, sequence)
         ) STRICT, WITHOUT ROWID
         """,
-        """
-        CREATE TRIGGER agui_thread_events_no_update BEFORE UPDATE ON agui_thread_events
-        BEGIN SELECT RAISE(ABORT, 'agui_thread_events is append-only'); END
-        """,
-        """
-        CREATE TRIGGER agui_thread_events_no_delete BEFORE DELETE ON agui_thread_events
-        BEGIN SELECT RAISE(ABORT, 'agui_thread_events is append-only'); END
-        """,
+        *_append_only("agui_thread_events"),
     ),
 )
 
@@ -192,14 +190,7 @@ _RECOVERIES = Migration(
             UNIQUE (operation_id, step)
         ) STRICT
         """,
-        """
-        CREATE TRIGGER operation_recoveries_no_update BEFORE UPDATE ON operation_recoveries
-        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
-        """,
-        """
-        CREATE TRIGGER operation_recoveries_no_delete BEFORE DELETE ON operation_recoveries
-        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
-        """,
+        *_append_only("operation_recoveries"),
     ),
 )
 
@@ -229,14 +220,7 @@ _THREAD_LIFECYCLE = Migration(
             erased_at_us INTEGER NOT NULL
         ) STRICT, WITHOUT ROWID
         """,
-        """
-        CREATE TRIGGER agui_thread_erasures_no_update BEFORE UPDATE ON agui_thread_erasures
-        BEGIN SELECT RAISE(ABORT, 'agui_thread_erasures is append-only'); END
-        """,
-        """
-        CREATE TRIGGER agui_thread_erasures_no_delete BEFORE DELETE ON agui_thread_erasures
-        BEGIN SELECT RAISE(ABORT, 'agui_thread_erasures is append-only'); END
-        """,
+        *_append_only("agui_thread_erasures"),
         "DROP TRIGGER agui_thread_events_no_delete",
         """
         CREATE TRIGGER agui_thread_events_no_delete BEFORE DELETE ON agui_thread_events
@@ -311,14 +295,7 @@ _APPROVALS = Migration(
             PRIMARY KEY (approver, continuation_id)
         ) STRICT, WITHOUT ROWID
         """,
-        """
-        CREATE TRIGGER continuation_approvers_no_update BEFORE UPDATE ON continuation_approvers
-        BEGIN SELECT RAISE(ABORT, 'continuation_approvers is append-only'); END
-        """,
-        """
-        CREATE TRIGGER continuation_approvers_no_delete BEFORE DELETE ON continuation_approvers
-        BEGIN SELECT RAISE(ABORT, 'continuation_approvers is append-only'); END
-        """,
+        *_append_only("continuation_approvers"),
     ),
 )
 
@@ -395,14 +372,7 @@ _CONTINUATION_ERASURE = Migration(
             erased_at_us INTEGER NOT NULL
         ) STRICT, WITHOUT ROWID
         """,
-        """
-        CREATE TRIGGER continuation_erasures_no_update BEFORE UPDATE ON continuation_erasures
-        BEGIN SELECT RAISE(ABORT, 'continuation_erasures is append-only'); END
-        """,
-        """
-        CREATE TRIGGER continuation_erasures_no_delete BEFORE DELETE ON continuation_erasures
-        BEGIN SELECT RAISE(ABORT, 'continuation_erasures is append-only'); END
-        """,
+        *_append_only("continuation_erasures"),
         # A thread's questions, found without a scan (created events only).
         """
         CREATE INDEX continuation_events_by_correlation
@@ -445,14 +415,7 @@ _RESEND_NUMBERS = Migration(
         """,
         "DROP TABLE operation_recoveries",
         "ALTER TABLE operation_recoveries_numbered RENAME TO operation_recoveries",
-        """
-        CREATE TRIGGER operation_recoveries_no_update BEFORE UPDATE ON operation_recoveries
-        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
-        """,
-        """
-        CREATE TRIGGER operation_recoveries_no_delete BEFORE DELETE ON operation_recoveries
-        BEGIN SELECT RAISE(ABORT, 'operation_recoveries is append-only'); END
-        """,
+        *_append_only("operation_recoveries"),
     ),
 )
 
