@@ -124,6 +124,11 @@ async def _operation(storage: Any, operation_id: str) -> dict[str, Any]:
         raise _NotFoundError(f"no operation {operation_id!r}")
     body = await inspect_operation(storage.operations, storage.fencing, record.domain, operation_id)
     body["domain"] = record.domain
+    # How a lost outcome was recovered or sent again (``core/operations.py``), oldest first.
+    body["recoveries"] = [
+        {"step": r.step, "number": r.number, "recordedAt": r.recorded_at.isoformat()}
+        for r in await storage.operations.recoveries(operation_id)
+    ]
     body["explanation"] = explain(body)
     return body
 

@@ -93,6 +93,10 @@ async def _seed_and_read_secrets(deployment: Deployment) -> None:
         begun = await storage.operations.begin(
             "billing", "invoice:A-1", tool="create_invoice", arguments={"order": "A-1"}, now=now
         )
+        # Its first attempt's outcome was lost, and it was sent once more.
+        await storage.operations.claim_resend(
+            begun.record.operation_id, attempt_id=begun.record.attempt_id, number=1, now=now
+        )
         await storage.operations.complete(
             begun.record.operation_id,
             attempt_id=begun.record.attempt_id,
@@ -205,6 +209,7 @@ def test_inspect_operation_shows_digests_never_the_retained_body(deployment: Dep
     assert body["status"] == "RESPONSE_RETAINED"
     assert body["operationId"] == deployment.operation_id
     assert body["domain"] == "billing"
+    assert [(r["step"], r["number"]) for r in body["recoveries"]] == [("RESENT", 1)]
     assert isinstance(body["explanation"], str)
     text = deployment.cli("inspect", "operation", deployment.operation_id)
     assert text.returncode == 0, text.stderr
