@@ -65,16 +65,17 @@ def tracer_provider(environ: Mapping[str, str] | None = None) -> Any:
 
     With no ``OTEL_TRACES_SAMPLER`` (or its default, ``parentbased_always_on``) the sampler is
     ``FollowParent``: the SDK default's decisions, at about half its cost per span. Any other
-    sampler named there is the SDK's own. Imports the SDK: call it only when tracing is wanted.
+    sampler named there is the SDK's own. The provider is ``LeanTracerProvider``
+    (``pausemesh.otel_tracer``): the SDK's, recording the same spans with less work per span.
+    Imports the SDK: call it only when tracing is wanted.
     """
-    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-
     from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415 - imports the SDK
+    from pausemesh.otel_tracer import LeanTracerProvider  # noqa: PLC0415 - imports the SDK
 
     env = os.environ if environ is None else environ
     named = env.get("OTEL_TRACES_SAMPLER", "").strip().lower()
     default = named in {"", "parentbased_always_on"}
-    return TracerProvider(sampler=FollowParent() if default else None)
+    return LeanTracerProvider(sampler=FollowParent() if default else None)
 
 
 def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+from pausemesh.otel import tracer_provider
 from tests.support.server import ServerProcess
 
 __all__ = ("SPANS_FILE_ENV", "TracedServer", "read_spans")
@@ -97,7 +98,7 @@ def read_spans(path: Path) -> list[dict[str, Any]]:
 def main(argv: Sequence[str]) -> int:
     import os  # noqa: PLC0415 - only the launched process needs it
 
-    provider = TracerProvider()
+    provider = tracer_provider()  # what configure_tracing installs
     provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(os.environ[SPANS_FILE_ENV])))
     trace.set_tracer_provider(provider)
     from pausemesh.cli import main as pausemesh_main  # noqa: PLC0415 - after the provider is set
