@@ -19,16 +19,17 @@ It relies on the SDK's private span and attribute internals, pinned in ``require
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from time import time_ns
+from typing import Any
 
 from opentelemetry import context as context_api
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import (
     EventBase,
     Tracer,
     TracerProvider,
     _Span,
 )
+from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import (
@@ -59,28 +60,29 @@ _FLAGS = {
 }
 
 
-def _plain(attributes: Mapping[str, Any], max_value_len: int | None) -> bool:
-    """Whether the SDK's cleaning would keep every pair as it is (and drop none)."""
-    for key, value in attributes.items():
-        kind = type(value)
-        if kind is str:
-            if max_value_len is not None and len(value) > max_value_len:
-                return False
-        elif kind not in _NUMBERS:
-            return False
-        if type(key) is not str or not key:
-            return False
-    return True
-
-
-def _add(target: BoundedAttributes, attributes: Mapping[str, Any]) -> None:
-    """``target._set_items(attributes)``, without cleaning values that need none."""
+def _add(target: Any, attributes: Mapping[str, Any]) -> None:
+    """``target._set_items(attributes)`` (a ``BoundedAttributes``), without cleaning values
+    that need none: when every key is a non-empty ``str`` and every value a ``str`` (within the
+    length limit), ``int``, ``float`` or ``bool``, the SDK's cleaning keeps each pair as it is."""
     stored = target._dict  # noqa: SLF001 - the SDK's storage (see the module's docstring)
-    if (
-        target._immutable  # noqa: SLF001 - the SDK's path raises
-        or (target.maxlen is not None and len(stored) + len(attributes) > target.maxlen)
-        or not _plain(attributes, target.max_value_len)
-    ):
+    limit = target.max_value_len
+    plain = not target._immutable and (  # noqa: SLF001 - (the SDK's path raises)
+        target.maxlen is None or len(stored) + len(attributes) <= target.maxlen
+    )
+    if plain:
+        for key, value in attributes.items():
+            kind = type(value)
+            if kind is str:
+                if limit is not None and len(value) > limit:
+                    plain = False
+                    break
+            elif kind not in _NUMBERS:
+                plain = False
+                break
+            if type(key) is not str or not key:
+                plain = False
+                break
+    if not plain:
         target._set_items(attributes)  # noqa: SLF001
         return
     with target._lock:  # noqa: SLF001
@@ -117,13 +119,29 @@ class _LeanSpan(_Span):
         with self._lock:
             ended = self._end_time is not None
             if not ended:
-                _add(cast("BoundedAttributes", self._attributes), attributes)
+                _add(self._attributes, attributes)
         if ended:
             super().set_attributes(attributes)  # the SDK's warning, nothing set
 
-    def _readable_span(self) -> _LeanSpan:
-        # Called once, by ``end``, for the processors: the ended span is read-only already.
-        return self
+    def end(self, end_time: int | None = None) -> None:
+        """The SDK's ``end``, handing the processors this span (read-only once ended) rather
+        than a ``ReadableSpan`` copy of it."""
+        with self._lock:
+            if self._start_time is None or self._end_time is not None:
+                ended = True
+            else:
+                ended = False
+                self._end_time = end_time if end_time is not None else time_ns()
+                frozen: Any = self._attributes  # its changes are refused from now on
+                frozen._immutable = True  # noqa: SLF001
+        if ended:
+            super().end(end_time)  # the SDK's error or warning
+            return
+        if self._record_end_metrics:
+            self._record_end_metrics()
+        processor = self._span_processor
+        processor._on_ending(self)  # noqa: SLF001
+        processor.on_end(self)
 
 
 class _LeanTracer(Tracer):
@@ -138,7 +156,7 @@ class _LeanTracer(Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> ApiSpan:
-        if links or not self._is_enabled():
+        if links or not self._tracer_config.is_enabled:
             return super().start_span(
                 name,
                 context,
@@ -172,7 +190,10 @@ class _LeanTracer(Tracer):
             trace_flags=_FLAGS[sampled, random],
             trace_state=trace_state,
         )
-        record_end_metrics = self._tracer_metrics.start_span(parent, decision)
+        metrics = self._tracer_metrics  # the SDK's own metrics, when they are on
+        record_end_metrics = (
+            None if type(metrics) is NoOpTracerMetrics else metrics.start_span(parent, decision)
+        )
         if decision is Decision.DROP:
             return NonRecordingSpan(context=span_context)
         span = _LeanSpan(
@@ -191,8 +212,10 @@ class _LeanTracer(Tracer):
             record_end_metrics=record_end_metrics,
         )
         if recorded:
-            _add(cast("BoundedAttributes", span._attributes), recorded)  # noqa: SLF001
-        span.start(start_time=start_time, parent_context=context)
+            _add(span._attributes, recorded)  # noqa: SLF001
+        # ``Span.start``, without its lock and started-twice check (nothing else has it yet).
+        span._start_time = start_time if start_time is not None else time_ns()  # noqa: SLF001
+        self.span_processor.on_start(span, parent_context=context)
         return span
 
 

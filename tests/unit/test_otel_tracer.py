@@ -109,6 +109,7 @@ def _steps(tracer: trace.Tracer) -> None:
     request.set_attributes({"http.response.status_code": 201, "http.response.body.size": 42})
     request.set_status(Status(StatusCode.ERROR, "TypeError"))
     request.end()
+    request.end()  # a warning from both, nothing else
     request.set_attribute("after.end", 1)  # ignored by both
     request.set_attributes({"after.end": 2})
 
