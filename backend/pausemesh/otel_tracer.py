@@ -11,6 +11,8 @@ span limit the SDK reads (``OTEL_*``) applies unchanged; per span, the SDK's tra
   stored directly, within the same count and length limits; anything else takes the SDK's path;
 - copies the ended span into a new ``ReadableSpan`` for the processors: an ended span is already
   read-only (the SDK ignores every change after ``end``), so the span itself is handed over.
+- builds each span through two ``__init__`` layers, four locks and two bounded lists: here its
+  fields are set directly, with one lock, and the event and link lists are made on first use.
 
 It relies on the SDK's private span and attribute internals, pinned in ``requirements.lock``;
 ``tests/unit/test_otel_setup.py`` checks its spans against the SDK tracer's, field by field.
@@ -19,10 +21,12 @@ It relies on the SDK's private span and attribute internals, pinned in ``require
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from threading import Lock
 from time import time_ns
 from typing import Any
 
 from opentelemetry import context as context_api
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import (
     EventBase,
     Tracer,
@@ -37,6 +41,8 @@ from opentelemetry.trace import (
     NonRecordingSpan,
     SpanContext,
     SpanKind,
+    Status,
+    StatusCode,
     TraceFlags,
     get_current_span,
 )
@@ -48,6 +54,7 @@ from pausemesh.otel_sampler import FollowParent
 __all__ = ("LeanTracerProvider",)
 
 _NUMBERS = frozenset({int, float, bool})
+_UNSET = Status(StatusCode.UNSET)
 
 # (sampled, random trace id) -> the new span's flags, made once (the SDK makes them per span).
 _FLAGS = {
@@ -95,12 +102,6 @@ def _add(target: Any, attributes: Mapping[str, Any]) -> None:
 class _LeanSpan(_Span):
     """The SDK's span; clean attributes stored directly, its event and link lists made on
     first use (most spans have none), and itself handed to the processors when it ends."""
-
-    def _new_events(self) -> Any:
-        return ()  # an empty tuple reads as the empty list: no events, none dropped
-
-    def _new_links(self, links: Sequence[Link]) -> Any:
-        return super()._new_links(links) if links else ()
 
     def _add_event(self, event: EventBase) -> None:
         self._make_list("_events", self._limits.max_events)
@@ -196,25 +197,40 @@ class _LeanTracer(Tracer):
         )
         if decision is Decision.DROP:
             return NonRecordingSpan(context=span_context)
-        span = _LeanSpan(
-            name=name,
-            context=span_context,
-            parent=parent,
-            sampler=sampler,
-            resource=self.resource,
-            span_processor=self.span_processor,
-            kind=kind,
-            instrumentation_info=self.instrumentation_info,
-            record_exception=record_exception,
-            set_status_on_exception=set_status_on_exception,
-            limits=self._span_limits,
-            instrumentation_scope=self._instrumentation_scope,
-            record_end_metrics=record_end_metrics,
+        # What ``Span.__init__`` (and ``ReadableSpan.__init__`` under it) sets, written out:
+        # its chain of calls, checks and lists is a third of a span's cost. The unit test
+        # checks that the fields are the SDK span's, so an SDK upgrade that adds one fails it.
+        span = object.__new__(_LeanSpan)
+        span._name = name
+        span._context = span_context
+        span._kind = kind
+        span._instrumentation_info = self.instrumentation_info
+        span._instrumentation_scope = self._instrumentation_scope
+        span._parent = parent
+        span._start_time = start_time if start_time is not None else time_ns()
+        span._end_time = None
+        span._resource = self.resource
+        span._status = _UNSET
+        span._sampler = sampler
+        span._trace_config = None
+        span._record_exception = record_exception
+        span._set_status_on_exception = set_status_on_exception
+        span._span_processor = self.span_processor
+        limits = self._span_limits
+        span._limits = limits
+        span._lock = Lock()
+        span._attributes = BoundedAttributes(
+            limits.max_span_attributes,
+            None,
+            immutable=False,
+            max_value_len=limits.max_span_attribute_length,
         )
+        span._events = ()  # made on first use (``_add_event``), as the links
+        span._links = ()
+        span._record_end_metrics = record_end_metrics
         if recorded:
-            _add(span._attributes, recorded)  # noqa: SLF001
-        # ``Span.start``, without its lock and started-twice check (nothing else has it yet).
-        span._start_time = start_time if start_time is not None else time_ns()  # noqa: SLF001
+            _add(span._attributes, recorded)
+        # ``Span.start`` (the start time is set above; nothing else has the span yet).
         self.span_processor.on_start(span, parent_context=context)
         return span
 

@@ -188,3 +188,12 @@ def test_the_lean_provider_hands_every_processor_the_ended_span() -> None:
     assert finished.to_json()  # an exporter's view of it works
     with pytest.raises(TypeError):
         finished.attributes["pausemesh.continuation_id"] = "c-2"  # type: ignore[index]
+
+
+def test_a_lean_span_has_the_fields_of_an_sdk_span() -> None:
+    # The lean tracer sets a span's fields itself: an SDK upgrade that adds one must fail here.
+    lean = LeanTracerProvider(sampler=FollowParent()).get_tracer("pausemesh").start_span("a")
+    sdk = TracerProvider(sampler=FollowParent()).get_tracer("pausemesh").start_span("a")
+    assert sorted(vars(lean)) == sorted(vars(sdk))
+    lean.end()
+    sdk.end()
