@@ -15,7 +15,7 @@ span limit the SDK reads (``OTEL_*``) applies unchanged; per span, the SDK's tra
   fields are set directly, with one lock, and the event and link lists are made on first use.
 
 It relies on the SDK's private span and attribute internals, pinned in ``requirements.lock``;
-``tests/unit/test_otel_setup.py`` checks its spans against the SDK tracer's, field by field.
+``tests/unit/test_otel_tracer.py`` checks its spans against the SDK tracer's, field by field.
 """
 
 from __future__ import annotations
