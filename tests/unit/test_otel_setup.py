@@ -104,23 +104,12 @@ def test_the_default_sampler_is_follow_parent_and_a_named_one_is_the_sdks(
 def test_follow_parent_decides_like_the_sdk_default_sampler(
     parent_flags: int | None, remote: bool
 ) -> None:
-    from opentelemetry import trace  # noqa: PLC0415
     from opentelemetry.sdk.trace.sampling import DEFAULT_ON  # noqa: PLC0415
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags  # noqa: PLC0415
-    from opentelemetry.trace.span import TraceState  # noqa: PLC0415
 
     from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415
+    from tests.support.spans import parent_context  # noqa: PLC0415 - imports the SDK
 
-    context = None
-    if parent_flags is not None:
-        parent = SpanContext(
-            trace_id=0x1234,
-            span_id=0x5678,
-            is_remote=remote,
-            trace_flags=TraceFlags(parent_flags),
-            trace_state=TraceState([("vendor", "value")]),
-        )
-        context = trace.set_span_in_context(NonRecordingSpan(parent))
+    context = None if parent_flags is None else parent_context(parent_flags, remote=remote)
     attributes = {"pausemesh.continuation_id": "c-1"}
     ours = FollowParent().should_sample(context, 0x1234, "step", attributes=attributes)
     sdk = DEFAULT_ON.should_sample(context, 0x1234, "step", attributes=attributes)

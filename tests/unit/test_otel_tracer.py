@@ -14,17 +14,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
 from opentelemetry.trace import (
     Link,
-    NonRecordingSpan,
-    SpanContext,
     SpanKind,
     Status,
     StatusCode,
     TraceFlags,
 )
-from opentelemetry.trace.span import TraceState
 
 from pausemesh.otel_sampler import FollowParent
 from pausemesh.otel_tracer import LeanTracerProvider
+from tests.support.spans import PARENT_STATE, parent_context
 
 Scenario = Callable[[trace.Tracer], None]
 
@@ -132,17 +130,10 @@ def _unclean(tracer: trace.Tracer) -> None:
 
 def _remote_parents(tracer: trace.Tracer) -> None:
     for flags in (TraceFlags.SAMPLED, TraceFlags.DEFAULT):
-        parent = SpanContext(
-            trace_id=0x1234,
-            span_id=0x5678,
-            is_remote=True,
-            trace_flags=TraceFlags(flags),
-            trace_state=TraceState([("vendor", "value")]),
-        )
-        context = trace.set_span_in_context(NonRecordingSpan(parent))
+        context = parent_context(flags)
         child = tracer.start_span("child", context=context, attributes={"pausemesh.n": 1})
         child.end()
-        assert child.get_span_context().trace_state == parent.trace_state
+        assert child.get_span_context().trace_state == PARENT_STATE
         assert child.is_recording() is False  # ended, or dropped with the unsampled parent
 
 
