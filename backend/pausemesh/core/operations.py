@@ -78,6 +78,7 @@ __all__ = (
     "TargetAnswer",
     "TargetFound",
     "TargetNeverSaw",
+    "ask_target",
     "begun",
     "check_completion",
     "check_terms",
@@ -404,6 +405,28 @@ async def _run_once(  # noqa: PLR0917 - run_once's arguments, passed on
     return OperationResult(decision=EXECUTE, result=record.result, record=record)
 
 
+async def ask_target(
+    ledger: OperationLedger,
+    operation_id: str,
+    lookup: StatusLookup,
+    now: Callable[[], datetime],
+) -> TargetFound | int | None:
+    """What a cooperating target's answer about an unknown outcome permits now: its result
+    (``TargetFound``), the number of the resend ``next_resend`` permits after a fresh "never
+    saw it", or None (no resend permitted now, or no answer: the outcome stays unknown)."""
+    # Read before asking: a claim made after this read makes a claim built on it fail, so the
+    # answer below is always newer than the last resend that claim builds on.
+    steps = await ledger.recoveries(operation_id)
+    try:
+        answer = await lookup(operation_id)
+    except Exception:  # noqa: BLE001 - no answer from the target: the outcome stays unknown
+        _log.warning("status lookup for operation %s got no answer", operation_id, exc_info=True)
+        return None
+    if isinstance(answer, TargetFound):
+        return answer
+    return next_resend(steps, now())
+
+
 async def _recover(
     ledger: OperationLedger,
     record: OperationRecord,
@@ -414,26 +437,18 @@ async def _recover(
     """Ask the cooperating target about an unknown outcome; resend only after a fresh "never
     saw it" that ``next_resend`` permits, never blindly."""
     operation = record.operation_id
-    # Read before asking: a claim made after this read makes ours fail, so the answer below
-    # is always newer than the last resend the claim builds on.
-    steps = await ledger.recoveries(operation)
-    try:
-        answer = await lookup(operation)
-    except Exception:  # noqa: BLE001 - no answer from the target: the outcome stays unknown
-        _log.warning("status lookup for operation %s got no answer", operation, exc_info=True)
-        raise OutcomeUnknownError(operation) from None
-    if isinstance(answer, TargetFound):
+    permitted = await ask_target(ledger, operation, lookup, now)
+    if isinstance(permitted, TargetFound):
         recovered = await ledger.recover(
-            operation, attempt_id=record.attempt_id, result=answer.result, now=now()
+            operation, attempt_id=record.attempt_id, result=permitted.result, now=now()
         )
         _log.info("operation %s recovered from the target's status lookup", operation)
         return OperationResult(decision=RECOVERED, result=recovered.result, record=recovered)
-    number = next_resend(steps, now())
-    if number is None or not await ledger.claim_resend(
-        operation, attempt_id=record.attempt_id, number=number, now=now()
+    if permitted is None or not await ledger.claim_resend(
+        operation, attempt_id=record.attempt_id, number=permitted, now=now()
     ):
         raise OutcomeUnknownError(operation)
-    _log.info("operation %s never reached the target; resend %d", operation, number)
+    _log.info("operation %s never reached the target; resend %d", operation, permitted)
     result = await action()
     completed = await ledger.complete(
         operation, attempt_id=record.attempt_id, result=result, now=now()

@@ -38,7 +38,7 @@ from litestar.plugins import InitPlugin
 from pausemesh.core.approvers import operation_approver
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.core.operations import OperationLedger, OperationRecord, TargetFound, next_resend
+from pausemesh.core.operations import OperationLedger, OperationRecord, ask_target
 from pausemesh.core.service import ContinuationService
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.reservations import Airline, airline
@@ -56,13 +56,8 @@ async def _knowable(record: OperationRecord, ledger: OperationLedger, desk: Airl
     used and the airline still never saw the booking, only an operator can settle it."""
     if record.completed:
         return True
-    # Read before asking, as ``run_once`` does: the answer is newer than every resend seen.
-    steps = await ledger.recoveries(record.operation_id)
-    try:
-        answer = await desk.lookup(record.operation_id)
-    except Exception:  # noqa: BLE001 - no answer from the airline: still unknown, ask later
-        return False
-    return isinstance(answer, TargetFound) or next_resend(steps, SystemClock().now()) is not None
+    # The decision ``run_once`` will make (no answer from the airline: still unknown, ask later).
+    return await ask_target(ledger, record.operation_id, desk.lookup, SystemClock().now) is not None
 
 
 async def decide_known_outcomes(
