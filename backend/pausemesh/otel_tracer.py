@@ -67,29 +67,29 @@ _FLAGS = {
 }
 
 
+def _plain(attributes: Mapping[str, Any], limit: int | None) -> bool:
+    """Whether every key is a non-empty ``str`` and every value a ``str`` within ``limit``, an
+    ``int``, a ``float`` or a ``bool``: pairs the SDK's cleaning keeps as they are."""
+    for key, value in attributes.items():
+        if type(key) is not str or not key:
+            return False
+        kind = type(value)
+        if kind is str:
+            if limit is not None and len(value) > limit:
+                return False
+        elif kind not in _NUMBERS:
+            return False
+    return True
+
+
 def _add(target: Any, attributes: Mapping[str, Any]) -> None:
     """``target._set_items(attributes)`` (a ``BoundedAttributes``), without cleaning values
-    that need none: when every key is a non-empty ``str`` and every value a ``str`` (within the
-    length limit), ``int``, ``float`` or ``bool``, the SDK's cleaning keeps each pair as it is."""
+    that need none (``_plain``) when they all fit within its count limit."""
     stored = target._dict  # noqa: SLF001 - the SDK's storage (see the module's docstring)
-    limit = target.max_value_len
-    plain = not target._immutable and (  # noqa: SLF001 - (the SDK's path raises)
+    fits = not target._immutable and (  # noqa: SLF001 - (the SDK's path raises)
         target.maxlen is None or len(stored) + len(attributes) <= target.maxlen
     )
-    if plain:
-        for key, value in attributes.items():
-            kind = type(value)
-            if kind is str:
-                if limit is not None and len(value) > limit:
-                    plain = False
-                    break
-            elif kind not in _NUMBERS:
-                plain = False
-                break
-            if type(key) is not str or not key:
-                plain = False
-                break
-    if not plain:
+    if not (fits and _plain(attributes, target.max_value_len)):
         target._set_items(attributes)  # noqa: SLF001
         return
     with target._lock:  # noqa: SLF001
