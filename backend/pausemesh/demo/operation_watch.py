@@ -36,9 +36,9 @@ from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 
 from pausemesh.core.approvers import operation_approver
-from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.core.operations import OperationLedger, OperationRecord, ask_target
+from pausemesh.core.ports import Clock
 from pausemesh.core.service import ContinuationService
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.reservations import Airline, airline
@@ -50,14 +50,16 @@ _log = logging.getLogger("pausemesh.demo")
 _RECENT: Final = 200
 
 
-async def _knowable(record: OperationRecord, ledger: OperationLedger, desk: Airline) -> bool:
+async def _knowable(
+    record: OperationRecord, ledger: OperationLedger, desk: Airline, clock: Clock
+) -> bool:
     """Whether the outcome can be known now: recorded already, the airline found the booking,
     or it never saw it and the ledger permits a resend now. Once every permitted resend was
     used and the airline still never saw the booking, only an operator can settle it."""
     if record.completed:
         return True
     # The decision ``run_once`` will make (no answer from the airline: still unknown, ask later).
-    return await ask_target(ledger, record.operation_id, desk.lookup, SystemClock().now) is not None
+    return await ask_target(ledger, record.operation_id, desk.lookup, clock.now) is not None
 
 
 async def decide_known_outcomes(
@@ -69,7 +71,7 @@ async def decide_known_outcomes(
     for record in await ledger.list(BOOKING_DOMAIN, limit=_RECENT):
         waiter = operation_approver(record.operation_id)
         waits = await service.pending_approvals(principal=waiter)
-        if not waits or not await _knowable(record, ledger, desk):
+        if not waits or not await _knowable(record, ledger, desk, service.clock):
             continue
         for wait in waits:
             try:
