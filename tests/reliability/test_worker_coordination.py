@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pausemesh.cli_workers import claim_slot
-from pausemesh.stores.file_lock import FileJobLock, FileLock
+from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
 from tests.support.postgres import migrated_database
@@ -57,6 +58,53 @@ def test_a_killed_holder_frees_the_file_lock(tmp_path: Path) -> None:
         holder.wait(STUCK)
         assert holder.stdout is not None
         holder.stdout.close()
+
+
+def test_one_write_turn_at_a_time_and_a_waiting_taker_gets_it_when_it_is_given(
+    tmp_path: Path,
+) -> None:
+    first, second = WriteTurn(tmp_path / "a.db"), WriteTurn(tmp_path / "a.db")
+    try:
+        assert first.take(wait=False)
+        assert not second.take(wait=False)
+        taken = threading.Event()
+        waiter = threading.Thread(target=lambda: second.take(wait=True) and taken.set())
+        waiter.start()
+        assert not taken.wait(0.2)  # still first's turn
+        first.give()
+        assert taken.wait(STUCK)
+        waiter.join(STUCK)
+        assert not first.take(wait=False)
+        second.give()
+        assert first.take(wait=False)
+        first.give()
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_a_write_waits_for_another_process_turn_and_commits_once_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """A lone write does not block the loop while another process has the turn: the writer
+    thread waits for it, and the write commits as soon as it is given."""
+    database = await SqliteDatabase(tmp_path / "turns.db").open()
+    other = WriteTurn(tmp_path / "turns.db")  # another process's turn on the same file
+    try:
+        assert other.take(wait=False)
+        write = asyncio.ensure_future(
+            database.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+        )
+        await asyncio.sleep(0.2)  # the loop keeps running meanwhile
+        assert not write.done()
+        other.give()
+        await asyncio.wait_for(write, STUCK)
+        assert await database.read("SELECT count(*) FROM t") == [(0,)]
+        assert other.take(wait=False)  # the writer gave the turn back after its commit
+        other.give()
+    finally:
+        other.close()
+        await database.close()
 
 
 def test_workers_claim_distinct_slots_and_a_freed_slot_is_claimed_again(tmp_path: Path) -> None:

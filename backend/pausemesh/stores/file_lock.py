@@ -12,7 +12,7 @@ import fcntl
 import os
 from pathlib import Path
 
-__all__ = ("FileJobLock", "FileLock")
+__all__ = ("FileJobLock", "FileLock", "WriteTurn")
 
 
 class FileLock:
@@ -60,3 +60,42 @@ class FileJobLock:
 
     async def close(self) -> None:
         self._lock.release()
+
+
+class WriteTurn:
+    """Whose turn it is to write one SQLite file, among the processes of this machine.
+
+    SQLite's own lock makes a second writer retry on a timer (its busy handler, or
+    ``SqliteDatabase._begin``): a process that finds the lock taken sleeps at least a
+    millisecond, several times an fsync, and every request of its group waits with it. A
+    blocking ``flock`` taken around each transaction wakes the next writer as soon as the
+    holder releases it. SQLite's lock still guards the file against anyone not taking turns.
+    """
+
+    def __init__(self, database_path: str | Path) -> None:
+        path = Path(f"{database_path}.write.lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def take(self, *, wait: bool) -> bool:
+        """Take the turn; without ``wait``, False at once if another process has it."""
+        if self._fd is None:
+            return True  # closed: SQLite's own lock still decides
+        if wait:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            return True
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def give(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)

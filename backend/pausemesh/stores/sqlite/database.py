@@ -21,6 +21,7 @@ import aiosqlite
 
 from pausemesh.core.errors import PauseMeshError, StoreError
 from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, leaf_span, observe
+from pausemesh.stores.file_lock import WriteTurn
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 
@@ -145,6 +146,7 @@ class SqliteDatabase:
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
         self._read_only = False
+        self._turn: WriteTurn | None = None
 
     async def open(self) -> SqliteDatabase:
         if self.path == ":memory:" or "mode=memory" in self.path:
@@ -153,6 +155,7 @@ class SqliteDatabase:
             raise ValueError(msg)
         if not self.path.startswith("file:"):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._turn = WriteTurn(self.path)
         raw_connect = _connect_raw(self.path, self._busy_timeout_ms)
         holder: list[sqlite3.Connection] = []
 
@@ -358,6 +361,19 @@ class SqliteDatabase:
         raises rolls back only its own writes; a lone op that raises rolls back the
         transaction.
         """
+        turn = self._turn
+        if turn is None:
+            return self._run_group_in_turn(ops, inline=inline)
+        if not turn.take(wait=not inline):
+            return None
+        try:
+            return self._run_group_in_turn(ops, inline=inline)
+        finally:
+            turn.give()
+
+    def _run_group_in_turn(
+        self, ops: list[WriteOp], *, inline: bool
+    ) -> list[tuple[bool, Any]] | None:
         conn = self._raw_writer
         assert conn is not None  # noqa: S101 - set in open()
         try:
@@ -410,3 +426,5 @@ class SqliteDatabase:
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 await self._writer.close()
+        if self._turn is not None:
+            self._turn.close()
