@@ -259,15 +259,19 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
 
     from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
 
-    from pausemesh.cli_workers import WORKER_ARGV_ENV  # noqa: PLC0415
+    from pausemesh.cli_workers import WORKER_ARGV_ENV, listener_for_workers  # noqa: PLC0415
 
     _check_start(settings)
     os.environ[WORKER_ARGV_ENV] = json.dumps(list(argv))
     config = _uvicorn_config(
         "pausemesh.cli_workers:worker_app", settings, factory=True, workers=settings.workers
     )
+    try:
+        listener = listener_for_workers(settings.host, settings.port)
+    except OSError as error:
+        raise CliError(f"cannot listen on {settings.host}:{settings.port}: {error}") from None
     _announce(settings)
-    Multiprocess(config, sockets=[config.bind_socket()]).run()
+    Multiprocess(config, sockets=[listener or config.bind_socket()]).run()
 
 
 @dataclass(frozen=True, slots=True)

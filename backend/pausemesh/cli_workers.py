@@ -1,6 +1,7 @@
 """``pausemesh serve|demo --workers N``: N worker processes on one port, one shared store.
 
-uvicorn's supervisor binds the port once and spawns N processes that accept on it; each builds
+uvicorn's supervisor spawns N processes, each listening on the port with its own socket
+(``listener_for_workers``); each builds
 its app through ``worker_app`` (an app factory: a spawned process cannot inherit the parent's
 app) from the same command line, passed in ``WORKER_ARGV_ENV``. Every worker claims a **slot**
 (``claim_slot``: a lock file per slot in the data directory), which names its instance
@@ -17,16 +18,70 @@ import json
 import os
 import re
 import socket
+import sys
 from pathlib import Path
 from typing import Any, Final
 
 from pausemesh.stores.file_lock import FileLock
 
-__all__ = ("WORKER_ARGV_ENV", "WorkerSlot", "claim_slot", "worker_app", "worker_slot")
+__all__ = (
+    "WORKER_ARGV_ENV",
+    "WorkerSlot",
+    "claim_slot",
+    "listener_for_workers",
+    "worker_app",
+    "worker_slot",
+)
 
 # Not a ``PAUSEMESH_`` name: settings ignore it, and a shell's setting can never leak into it.
 WORKER_ARGV_ENV: Final = "_PAUSEMESH_WORKER_ARGV"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class _ListenerPerWorker(socket.socket):
+    """The port's socket in the supervisor; each worker gets a new socket bound beside it.
+
+    With one listening socket shared by every worker, every idle worker is woken by a new
+    connection and the first one to run accepts all that are waiting: the bench's 16 keep-alive
+    connections, opened together, all landed on one worker (16 of 16, three runs of
+    ``bench/http.py --workers 2``) and the other worker idled. Each worker listening on its own
+    ``SO_REUSEPORT`` socket lets the kernel spread new connections over the workers instead.
+    uvicorn's supervisor hands its sockets to each spawned worker by pickling them, so this
+    socket pickles as "bind a new one at this address" (``_bind_beside``).
+    """
+
+    def __reduce__(self) -> tuple[Any, tuple[int, Any]]:
+        return _bind_beside, (int(self.family), self.getsockname())
+
+
+def _bind_reusing_port(sock: socket.socket, address: Any) -> socket.socket:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock
+
+
+def _bind_beside(family: int, address: Any) -> socket.socket:
+    """In a worker: its own listening socket on the supervisor's address (uvicorn listens)."""
+    return _bind_reusing_port(socket.socket(family=family), address)
+
+
+def listener_for_workers(host: str, port: int) -> socket.socket | None:
+    """The supervisor's socket for N workers on ``host:port``, or None where the kernel does not
+    spread connections over ``SO_REUSEPORT`` sockets (not Linux: uvicorn's one shared socket).
+
+    The port is first bound without ``SO_REUSEPORT``, so a port already served (by another
+    PauseMesh too) is refused here instead of joined; the supervisor then holds it, bound and
+    not listening (so no connection waits on it), until it exits.
+    """
+    if sys.platform != "linux" or not hasattr(socket, "SO_REUSEPORT"):
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family=family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+        address = probe.getsockname()
+    return _bind_reusing_port(_ListenerPerWorker(family=family), address)
 
 
 class WorkerSlot:

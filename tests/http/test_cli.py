@@ -139,3 +139,22 @@ def test_a_bad_flag_value_stops_the_server_naming_its_setting(tmp_path: Path) ->
     assert result.returncode == 2
     assert "PAUSEMESH_RATE_LIMIT" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_workers_refuse_a_port_in_use_instead_of_sharing_it(tmp_path: Path) -> None:
+    """Workers listen with ``SO_REUSEPORT``; a second server must not silently join them."""
+    args = ["serve", "--workers", "2", "--database-path", str(tmp_path / "a.db")]
+    with ServerProcess(args, ready_path="/readyz") as server:
+        second = _run(
+            "serve",
+            "--workers",
+            "2",
+            "--port",
+            str(server.port),
+            "--database-path",
+            str(tmp_path / "b.db"),
+        )
+        assert second.returncode == 2
+        assert f"cannot listen on 127.0.0.1:{server.port}" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert httpx.get(server.url("/healthz")).json() == {"status": "ok"}

@@ -143,6 +143,27 @@ async def assert_one_of_many_concurrent_resumes_wins(server: ServerProcess) -> N
     assert got.json()["continuation"]["resumePayload"] == winner["continuation"]["resumePayload"]
 
 
+def assert_connections_opened_together_reach_both_workers(server: ServerProcess) -> None:
+    """16 keep-alive connections opened at once, as a proxy's pool or the bench opens them."""
+    connections = 16
+    ready = threading.Barrier(connections)
+    workers: queue.Queue[int] = queue.Queue()
+
+    def connect() -> None:
+        with httpx.Client(base_url=server.base_url, timeout=STUCK) as client:
+            ready.wait(STUCK)
+            workers.put(_worker(client))
+
+    threads = [threading.Thread(target=connect) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(STUCK)
+    counts = collections.Counter(workers.get_nowait() for _ in range(connections))
+    # The kernel spreads them at random: all 16 on one of two workers has odds of 1 in 32,768.
+    assert len(counts) == 2, counts
+
+
 def _wait(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + STUCK
     while not condition():
@@ -210,6 +231,12 @@ def test_a_tail_on_one_sqlite_worker_sees_a_run_served_by_the_other(
     sqlite_demo: ServerProcess,
 ) -> None:
     assert_tail_on_one_worker_sees_the_run_of_the_other(sqlite_demo)
+
+
+def test_connections_opened_together_are_spread_over_both_sqlite_workers(
+    sqlite_demo: ServerProcess,
+) -> None:
+    assert_connections_opened_together_reach_both_workers(sqlite_demo)
 
 
 def test_two_sqlite_workers_sweep_each_due_continuation_and_question_once(
