@@ -162,13 +162,6 @@ def _check_start(settings: Settings, loopback_resolver: Any | None = None) -> An
         and is_loopback_host(settings.host)
     ):
         resolver = loopback_resolver
-    if (
-        resolver is None
-        and not settings.uses_bearer_auth
-        and loopback_resolver is not None
-        and is_loopback_host(settings.host)
-    ):
-        resolver = loopback_resolver
     authenticated = resolver is not None or settings.uses_bearer_auth
     if not authenticated and not is_loopback_host(settings.host) and not settings.insecure_no_auth:
         raise CliError(
