@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pausemesh.cli_workers import claim_slot
+from pausemesh.core.errors import StoreError
 from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
@@ -65,18 +66,19 @@ def test_one_write_turn_at_a_time_and_a_waiting_taker_gets_it_when_it_is_given(
 ) -> None:
     first, second = WriteTurn(tmp_path / "a.db"), WriteTurn(tmp_path / "a.db")
     try:
-        assert first.take(wait=False)
-        assert not second.take(wait=False)
+        assert first.take()
+        assert not second.take()
+        assert not second.take(within=0.05)  # first keeps it: the wait ends, refused
         taken = threading.Event()
-        waiter = threading.Thread(target=lambda: second.take(wait=True) and taken.set())
+        waiter = threading.Thread(target=lambda: second.take(within=STUCK) and taken.set())
         waiter.start()
         assert not taken.wait(0.2)  # still first's turn
         first.give()
         assert taken.wait(STUCK)
         waiter.join(STUCK)
-        assert not first.take(wait=False)
+        assert not first.take()
         second.give()
-        assert first.take(wait=False)
+        assert first.take()
         first.give()
     finally:
         first.close()
@@ -91,7 +93,7 @@ async def test_a_write_waits_for_another_process_turn_and_commits_once_it_is_giv
     database = await SqliteDatabase(tmp_path / "turns.db").open()
     other = WriteTurn(tmp_path / "turns.db")  # another process's turn on the same file
     try:
-        assert other.take(wait=False)
+        assert other.take()
         write = asyncio.ensure_future(
             database.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
         )
@@ -100,8 +102,25 @@ async def test_a_write_waits_for_another_process_turn_and_commits_once_it_is_giv
         other.give()
         await asyncio.wait_for(write, STUCK)
         assert await database.read("SELECT count(*) FROM t") == [(0,)]
-        assert other.take(wait=False)  # the writer gave the turn back after its commit
+        assert other.take()  # the writer gave the turn back after its commit
         other.give()
+    finally:
+        other.close()
+        await database.close()
+
+
+async def test_a_write_is_store_busy_when_another_process_keeps_the_turn(tmp_path: Path) -> None:
+    """A hung holder (a stopped process) costs the busy timeout and a ``STORE_BUSY``, as
+    SQLite's own lock would; nothing is written."""
+    database = await SqliteDatabase(tmp_path / "turns.db", busy_timeout_ms=200).open()
+    other = WriteTurn(tmp_path / "turns.db")
+    try:
+        assert other.take()
+        with pytest.raises(StoreError) as caught:
+            await database.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+        assert caught.value.code == "STORE_BUSY"
+        other.give()
+        assert await database.read("SELECT name FROM sqlite_master WHERE name = 't'") == []
     finally:
         other.close()
         await database.close()

@@ -364,8 +364,11 @@ class SqliteDatabase:
         turn = self._turn
         if turn is None:
             return self._run_group_in_turn(ops, inline=inline)
-        if not turn.take(wait=not inline):
-            return None
+        if not turn.take(within=0.0 if inline else self._busy_timeout_ms / 1000):
+            if inline:
+                return None
+            busy = StoreError("another process kept the SQLite write turn", code="STORE_BUSY")
+            return [(False, busy)] * len(ops)
         try:
             return self._run_group_in_turn(ops, inline=inline)
         finally:
