@@ -29,6 +29,7 @@ from tests.support.rest import assert_problem
 from tests.support.server import (
     ServerProcess,
     assert_clean_exit,
+    assert_dropped_reader_closed_quietly,
     held_request,
     read_response,
     stalled_post,
@@ -112,6 +113,7 @@ def test_an_a2a_stream_whose_reader_stops_reading_is_dropped_and_frees_its_slot(
         assert "dropped an SSE reader that accepted nothing for 1.0s" in server.output()
     finally:
         stalled.close()
+    assert_dropped_reader_closed_quietly(server)
 
 
 def test_sigterm_ends_an_open_a2a_stream_cleanly_and_exits_within_the_grace(

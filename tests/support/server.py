@@ -240,3 +240,13 @@ class ServerProcess:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def assert_dropped_reader_closed_quietly(server: ServerProcess) -> None:
+    """After the send timeout dropped a reader, the server closes its connection and says so
+    at INFO: no ERROR line (uvicorn's own for an unfinished response) is left in its log."""
+    deadline = time.monotonic() + 30
+    while "closed the connection of the dropped SSE reader" not in server.output():
+        assert time.monotonic() < deadline, server.output()[-3000:]
+        time.sleep(0.1)
+    assert "ERROR" not in server.output(), server.output()[-3000:]

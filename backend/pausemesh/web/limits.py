@@ -22,7 +22,8 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Final
 
 from litestar.enums import ScopeType
 from litestar.middleware import DefineMiddleware
@@ -38,6 +39,27 @@ from pausemesh.settings import Settings
 __all__ = ("Limits", "SendTimeoutGuard", "limit_key", "send_timeout_middleware")
 
 _log = logging.getLogger("pausemesh.web")
+
+# Set per request in the server's own task (the stream itself runs in a child task, which sees
+# the same event), so the server's log call after the app returns can tell a dropped reader.
+_DROPPED: ContextVar[asyncio.Event] = ContextVar("pausemesh_dropped_reader")
+_INCOMPLETE: Final = "ASGI callable returned without completing response."
+
+
+class _DroppedReaderClose(logging.Filter):
+    """uvicorn logs an ERROR for every response its app leaves unfinished and closes the
+    connection: for a reader the guard dropped on purpose (already logged as a warning) that
+    close is the intended end, so the line becomes an INFO saying so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        dropped = _DROPPED.get(None)
+        if record.msg == _INCOMPLETE and dropped is not None and dropped.is_set():
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg, record.args = "closed the connection of the dropped SSE reader", ()
+        return True
+
+
+_DROPPED_READER_CLOSE: Final = _DroppedReaderClose()
 
 
 def limit_key(principal: str | None, scope: Mapping[str, object]) -> str:
@@ -151,6 +173,7 @@ class SendTimeoutGuard:
         self._writing: dict[asyncio.Task[Any], float] = {}
         self._expired: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        logging.getLogger("uvicorn.error").addFilter(_DROPPED_READER_CLOSE)  # once: same object
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
@@ -204,6 +227,7 @@ class SendTimeoutGuard:
         streaming = False
         finished = False
         stalled = asyncio.Event()
+        _DROPPED.set(stalled)
         drain = None if self._drain is None else self._drain()
 
         async def timed_send(message: Message) -> None:
