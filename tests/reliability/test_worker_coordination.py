@@ -5,6 +5,7 @@ lock held by a killed process is a real subprocess)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,7 +19,8 @@ from pausemesh.cli_workers import claim_slot
 from pausemesh.core.errors import StoreError
 from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
-from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore, changes
+from pausemesh.stores.sqlite.wal_watch import watch_wal
 from tests.support.postgres import migrated_database
 
 NOW = datetime.now(UTC)
@@ -151,10 +153,13 @@ async def test_only_one_postgres_job_lock_holds_until_its_session_ends() -> None
             await second.close()
 
 
-@pytest.fixture(name="two_processes")
+@pytest.fixture(name="two_processes", params=["wal-events", "timer"])
 async def two_processes_fixture(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[SqliteThreadStore, SqliteThreadStore]]:
+    """Two stores on one file; ``timer``: where the kernel gives no word of WAL writes."""
+    if request.param == "timer":
+        monkeypatch.setattr(changes, "watch_wal", lambda _path: None)
     databases = [await SqliteDatabase(tmp_path / "shared.db").open() for _ in range(2)]
     try:
         yield SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
@@ -187,5 +192,61 @@ async def test_a_sqlite_tail_is_woken_by_an_append_another_process_committed(
     async with asyncio.timeout(STUCK):
         assert await t2
     assert [e.sequence for e in await a.read_events("t2", after_sequence=0)] == [1, 2]
+    await a.close()
+    await b.close()
+
+
+async def test_the_wal_watch_is_readable_once_another_connection_commits(tmp_path: Path) -> None:
+    database = await SqliteDatabase(tmp_path / "wal.db").open()
+    other = sqlite3.connect(tmp_path / "wal.db", isolation_level=None)
+    watch = watch_wal(database.path)
+    assert watch is not None  # Linux, a file path, the log exists while the database is open
+    try:
+        readable = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(watch.fd, lambda: watch.drain() and readable.set())
+        try:
+            await asyncio.sleep(0.1)
+            assert not readable.is_set()  # nothing written
+            other.execute("CREATE TABLE t (x INTEGER)")
+            await asyncio.wait_for(readable.wait(), STUCK)
+            readable.clear()
+            await asyncio.sleep(0.1)
+            assert not readable.is_set()  # drained: quiet until the next write
+            other.execute("INSERT INTO t VALUES (1)")
+            await asyncio.wait_for(readable.wait(), STUCK)
+        finally:
+            loop.remove_reader(watch.fd)
+    finally:
+        watch.close()
+        other.close()
+        await database.close()
+
+
+async def test_a_watcher_on_wal_events_does_not_look_while_nothing_is_written(
+    two_processes: tuple[SqliteThreadStore, SqliteThreadStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = two_processes
+    looks = 0
+    poll = changes.ChangeWatcher.poll
+
+    def counted(watcher: changes.ChangeWatcher) -> int:
+        nonlocal looks
+        looks += 1
+        return poll(watcher)
+
+    monkeypatch.setattr(changes.ChangeWatcher, "poll", counted)
+    await _leased(b, "t1")
+    waiting = asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2))
+    await asyncio.sleep(0.3)  # the timer would look about 15 times meanwhile
+    quiet = looks
+    await b.append_events("t1", lease_id="L", run_id="r", events=["{}"])
+    async with asyncio.timeout(STUCK):
+        assert await waiting
+    if changes.watch_wal is watch_wal:  # the kernel's word: no look until something is written
+        assert quiet == 0
+    else:
+        assert quiet > 0
     await a.close()
     await b.close()

@@ -2,11 +2,14 @@
 
 Several processes (``pausemesh serve --workers N``) append to one SQLite file. A process wakes
 its own tails when it commits; appends committed by the others are found by one watcher per
-process: every ``TICK_SECONDS`` it asks ``PRAGMA data_version`` (answered from the connection's
-memory, no I/O) whether any other connection committed, and only then reads which threads moved
-past the last change it saw (the change clock of migration ``thread_changes``, an index range
-scan). Only the tails of those threads are woken; an idle tail costs nothing here. The check is
-a timer callback of the loop (no task), and it runs only while some tail waits.
+process. It looks when the kernel says the file's write-ahead log was written (``wal_watch``:
+every commit writes it, whichever process makes it), at most once per ``TICK_SECONDS``; where
+that word is not available it looks every ``TICK_SECONDS`` instead. A look asks ``PRAGMA
+data_version`` (answered from the connection's memory, no I/O) whether any other connection
+committed, and only then reads which threads moved past the last change it saw (the change
+clock of migration ``thread_changes``, an index range scan). Only the tails of those threads
+are woken; an idle tail costs nothing here, and with no commits the watcher does not run at
+all. It runs only while some tail waits, as loop callbacks (no task).
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import contextlib
 from typing import Final
 
 from pausemesh.stores.sqlite.database import SqliteDatabase
+from pausemesh.stores.sqlite.wal_watch import WalWrites, watch_wal
 from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("TICK_SECONDS", "ChangeWatcher")
 
 TICK_SECONDS: Final = 0.02
-# Ticks without any waiter before the task ends (it restarts with the next waiter).
+# Looks without any waiter before the watcher stops (it starts again with the next waiter).
 _IDLE_TICKS: Final = 50
 
 
@@ -34,21 +38,31 @@ class ChangeWatcher:
         self.tick = tick
         self._seen = 0
         self._data_version = -1
-        # A timer callback, not a task: a check is one read that never waits, and an idle
-        # tail's process pays only this (no future, no task step per tick).
+        # Loop callbacks, not a task: a look is one read that never waits.
         self._timer: asyncio.TimerHandle | None = None
+        self._wal: WalWrites | None = None
+        self._running = False
+        self._last_look = 0.0
         self._idle = 0
 
     async def start(self) -> None:
         """Make sure the watcher runs; call it before a waiter reads the thread's head, so a
         commit after that read is past the watcher's mark."""
         self._idle = 0
-        if self._timer is not None:
+        if self._running:
             return
+        loop = asyncio.get_running_loop()
+        # Watch first, then take the marks: a commit between the two is both counted in the
+        # marks and announced, never neither.
+        self._wal = watch_wal(self.database.path)
         self._data_version = self._version()
         rows = self.database.read_now("SELECT value FROM agui_change_clock")
         self._seen = rows[0][0] if rows else 0
-        self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
+        self._running = True
+        if self._wal is not None:
+            loop.add_reader(self._wal.fd, self._written)
+        else:
+            self._timer = loop.call_later(self.tick, self._check)
 
     def _version(self) -> int:
         rows = self.database.read_now("PRAGMA data_version")
@@ -69,16 +83,41 @@ class ChangeWatcher:
             self._seen = max(self._seen, change)
         return len(rows)
 
-    def _check(self) -> None:
-        self._idle = 0 if self.notifier.watching else self._idle + 1
-        if self._idle >= _IDLE_TICKS:
-            self._timer = None  # ends; the next waiter starts it again
-            return
-        with contextlib.suppress(Exception):  # a failed check is retried next tick
-            self.poll()
-        self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
+    def _written(self) -> None:
+        """The log was written: look now, or one tick after the last look (so a busy file
+        costs at most one look per tick, as the timer did)."""
+        assert self._wal is not None  # noqa: S101 - the reader is added with it
+        if not self._wal.drain() or self._timer is not None:
+            return  # nothing new, or a look is already due
+        loop = asyncio.get_running_loop()
+        wait = self._last_look + self.tick - loop.time()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._check)
+        else:
+            self._check()
 
-    async def close(self) -> None:
+    def _check(self) -> None:
+        self._timer = None
+        self._last_look = asyncio.get_running_loop().time()
+        self._idle = 0 if self.notifier.watching else self._idle + 1
+        if self._idle >= _IDLE_TICKS or (self._wal is not None and not self.notifier.watching):
+            self._stop()  # the next waiter starts it again
+            return
+        with contextlib.suppress(Exception):  # a failed look is retried at the next one
+            self.poll()
+        if self._wal is None:
+            self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
+
+    def _stop(self) -> None:
+        self._running = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._wal is not None:
+            with contextlib.suppress(Exception):  # the loop may be closing
+                asyncio.get_running_loop().remove_reader(self._wal.fd)
+            self._wal.close()
+            self._wal = None
+
+    async def close(self) -> None:
+        self._stop()
