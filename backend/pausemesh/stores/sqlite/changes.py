@@ -55,8 +55,12 @@ class ChangeWatcher:
         # Watch first, then take the marks: a commit between the two is both counted in the
         # marks and announced, never neither.
         self._wal = watch_wal(self.database.path)
-        self._data_version = self._version()
-        rows = self.database.read_now("SELECT value FROM agui_change_clock")
+        try:
+            self._data_version = self._version()
+            rows = self.database.read_now("SELECT value FROM agui_change_clock")
+        except BaseException:
+            self._stop()  # the waiter hears the store's error; the next one starts afresh
+            raise
         self._seen = rows[0][0] if rows else 0
         self._running = True
         if self._wal is not None:
