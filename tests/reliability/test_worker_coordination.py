@@ -5,6 +5,10 @@ lock held by a killed process is a real subprocess)."""
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
+import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +23,7 @@ from pausemesh.cli_workers import claim_slot
 from pausemesh.core.errors import StoreError
 from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
-from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore, changes
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore, changes, wal_watch
 from pausemesh.stores.sqlite.wal_watch import watch_wal
 from tests.support.postgres import migrated_database
 
@@ -250,3 +254,30 @@ async def test_a_watcher_on_wal_events_does_not_look_while_nothing_is_written(
         assert quiet > 0
     await a.close()
     await b.close()
+
+
+FALLBACK = "the SQLite change watcher looks every 20 ms instead"
+
+
+class _RefusingLibc:
+    """A C library whose ``inotify_init1`` fails as at the per-user instance limit."""
+
+    def inotify_init1(self, _flags: int) -> int:
+        ctypes.set_errno(errno.EMFILE)
+        return -1
+
+
+async def test_a_refused_wal_watch_is_said_once_and_the_timer_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = await SqliteDatabase(tmp_path / "refused.db").open()
+    monkeypatch.setattr(wal_watch.ctypes, "CDLL", lambda *_args, **_kw: _RefusingLibc())
+    monkeypatch.setattr(wal_watch, "_said", [])
+    try:
+        with caplog.at_level(logging.WARNING, logger="pausemesh.stores"):
+            assert wal_watch.watch_wal(database.path) is None
+            assert wal_watch.watch_wal(database.path) is None
+        said = [r.getMessage() for r in caplog.records if "inotify refused" in r.getMessage()]
+        assert said == [f"inotify refused ({os.strerror(errno.EMFILE)}): {FALLBACK}"]
+    finally:
+        await database.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Final
 
 __all__ = ("WalWrites", "watch_wal")
 
+_log = logging.getLogger("pausemesh.stores")
 _IN_MODIFY: Final = 0x00000002
 # Enough for many queued events at once; each is 16 bytes plus a name (none for a file).
 _READ_SIZE: Final = 4096
@@ -58,8 +60,25 @@ def watch_wal(database_path: str) -> WalWrites | None:
     except (OSError, AttributeError):
         return None
     if fd < 0:
+        _refused(ctypes.get_errno())
         return None
     if int(libc.inotify_add_watch(fd, os.fsencode(wal), _IN_MODIFY)) < 0:
+        _refused(ctypes.get_errno())
         os.close(fd)
         return None
     return WalWrites(fd)
+
+
+_said: list[bool] = []
+
+
+def _refused(errno: int) -> None:
+    """Say once per process that the timer serves instead (usually a per-user limit:
+    ``fs.inotify.max_user_instances`` or ``max_user_watches``)."""
+    if _said:
+        return
+    _said.append(True)
+    _log.warning(
+        "inotify refused (%s): the SQLite change watcher looks every 20 ms instead",
+        os.strerror(errno),
+    )
