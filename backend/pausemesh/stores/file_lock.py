@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 from pathlib import Path
 from typing import Final
+
+from pausemesh.stores.backoff import attempts
 
 __all__ = ("FileJobLock", "FileLock", "WriteTurn")
 
@@ -92,18 +93,13 @@ class WriteTurn:
         """
         if self._fd is None:
             return True  # closed: SQLite's own lock still decides
-        deadline = time.monotonic() + within
-        pause = _FIRST_PAUSE
-        while True:
+        for _ in attempts(within, _FIRST_PAUSE, _PAUSE):
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(pause)  # a writer thread only: the event loop never waits here
-                pause = min(pause * 2, _PAUSE)
-            else:
-                return True
+                continue
+            return True
+        return False
 
     def give(self) -> None:
         if self._fd is not None:

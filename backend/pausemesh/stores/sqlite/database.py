@@ -21,6 +21,7 @@ import aiosqlite
 
 from pausemesh.core.errors import PauseMeshError, StoreError
 from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, leaf_span, observe
+from pausemesh.stores.backoff import attempts
 from pausemesh.stores.file_lock import WriteTurn
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
@@ -333,22 +334,19 @@ class SqliteDatabase:
         The writer connection's own busy timeout is 0 so that an inline (loop-thread) write
         never blocks the loop; the writer thread instead retries here until the timeout.
         """
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        pause = 0.001
-        while True:
+        busy: sqlite3.OperationalError | None = None
+        for _ in attempts(self._busy_timeout_ms / 1000 if wait else 0.0, 0.001, 0.05):
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as error:
                 if not _is_busy(error):
                     raise
-                if not wait:
-                    return False
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(pause)  # writer thread only: never the event loop
-                pause = min(pause * 2, 0.05)
-            else:
-                return True
+                busy = error
+                continue
+            return True
+        if wait and busy is not None:
+            raise busy
+        return False
 
     def _run_group(
         self, ops: list[WriteOp], *, inline: bool = False
