@@ -271,7 +271,7 @@ async def test_a_refused_wal_watch_is_said_once_and_the_timer_serves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     database = await SqliteDatabase(tmp_path / "refused.db").open()
-    monkeypatch.setattr(wal_watch.ctypes, "CDLL", lambda *_args, **_kw: _RefusingLibc())
+    monkeypatch.setattr(wal_watch, "_libc", _RefusingLibc)
     monkeypatch.setattr(wal_watch, "_said", [])
     try:
         with caplog.at_level(logging.WARNING, logger="pausemesh.stores"):

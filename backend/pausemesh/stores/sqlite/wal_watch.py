@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 __all__ = ("WalWrites", "watch_wal")
 
@@ -47,6 +48,12 @@ class WalWrites:
             os.close(self.fd)
 
 
+@functools.cache
+def _libc() -> Any:
+    """This process's C library, loaded once (a watcher starts again after every idle spell)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def watch_wal(database_path: str) -> WalWrites | None:
     """Watch ``<database_path>-wal`` for writes, or None where that cannot be done."""
     if sys.platform != "linux" or database_path.startswith("file:"):
@@ -55,7 +62,7 @@ def watch_wal(database_path: str) -> WalWrites | None:
     if not wal.exists():
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
     except (OSError, AttributeError):
         return None
