@@ -41,7 +41,6 @@ class ChangeWatcher:
         # Loop callbacks, not a task: a look is one read that never waits.
         self._timer: asyncio.TimerHandle | None = None
         self._wal: WalWrites | None = None
-        self._running = False
         self._last_look = 0.0
         self._idle = 0
 
@@ -49,8 +48,8 @@ class ChangeWatcher:
         """Make sure the watcher runs; call it before a waiter reads the thread's head, so a
         commit after that read is past the watcher's mark."""
         self._idle = 0
-        if self._running:
-            return
+        if self._wal is not None or self._timer is not None:
+            return  # running: woken by the log's writes, or a look is due
         loop = asyncio.get_running_loop()
         # Watch first, then take the marks: a commit between the two is both counted in the
         # marks and announced, never neither.
@@ -62,7 +61,6 @@ class ChangeWatcher:
             self._stop()  # the waiter hears the store's error; the next one starts afresh
             raise
         self._seen = rows[0][0] if rows else 0
-        self._running = True
         if self._wal is not None:
             loop.add_reader(self._wal.fd, self._written)
         else:
@@ -113,7 +111,6 @@ class ChangeWatcher:
             self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
 
     def _stop(self) -> None:
-        self._running = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
