@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
 
+from pausemesh.core import keepalive
 from pausemesh.core.errors import (
     LeaseLostError,
     ThreadBusyError,
@@ -350,3 +352,25 @@ async def test_list_records_pages_one_owners_prefixed_records_newest_first(
     assert [
         r.thread_id for r in await threads.list_records("p:", owner=None, before=None, limit=9)
     ] == ["p:nobody"]
+
+
+async def test_a_wait_with_a_keep_alive_writer_has_it_write_the_keep_alives_and_wakes_on_an_append(
+    threads: ThreadStore,
+) -> None:
+    await _leased(threads)
+    written = asyncio.Event()
+
+    def write_keep_alive() -> bool:
+        written.set()
+        return True
+
+    context = contextvars.copy_context()
+    context.run(keepalive.CURRENT.set, write_keep_alive)
+    waiting = asyncio.create_task(
+        threads.wait_for_events("t1", after_sequence=0, wait_seconds=0.05), context=context
+    )
+    async with asyncio.timeout(20):  # liveness only
+        await written.wait()
+        assert not waiting.done()  # the keep-alive went out without ending the wait
+        await threads.append_events("t1", lease_id="L1", run_id="r1", events=['{"a":1}'])
+        assert await waiting is True

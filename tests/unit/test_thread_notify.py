@@ -4,7 +4,12 @@ timer wheel, and an idle tail re-reads its head only when something may have cha
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from typing import Any
 
+import pytest
+
+from pausemesh.core import keepalive
 from pausemesh.stores.thread_notify import ThreadNotifier
 
 # Liveness bound: only a stuck waiter gets near it (never a timing assertion).
@@ -71,4 +76,92 @@ async def test_an_idle_tail_rereads_its_head_only_after_a_notification_or_every_
         for _ in range(6):
             assert await notifier.wait_past("t", 1, 0.01, head) is False
         assert head.reads == 4
+    await notifier.close()
+
+
+class KeepAlives:
+    """A response's ``core.keepalive`` writer: counts what the wheel wrote."""
+
+    def __init__(self, *, at_once: bool = True) -> None:
+        self.at_once = at_once
+        self.written = 0
+        self._wrote = asyncio.Event()
+
+    def __call__(self) -> bool:
+        if self.at_once:
+            self.written += 1
+            self._wrote.set()
+        return self.at_once
+
+    async def until(self, written: int) -> None:
+        async with asyncio.timeout(STUCK):
+            while self.written < written:
+                self._wrote.clear()
+                await self._wrote.wait()
+
+
+def _tail(notifier: ThreadNotifier, writer: KeepAlives, head: Head, after: int = 0) -> Any:
+    """A tail's wait, in a task that runs with ``writer`` as its response's keep-alive."""
+    context = contextvars.copy_context()
+    context.run(keepalive.CURRENT.set, writer)
+    return asyncio.create_task(notifier.wait_past("t", after, 0.02, head), context=context)
+
+
+async def test_the_wheel_writes_an_idle_tails_keep_alives_and_leaves_it_asleep() -> None:
+    notifier = ThreadNotifier(granularity=0.01)
+    head, writer = Head(), KeepAlives()
+    tail = _tail(notifier, writer, head)
+    await writer.until(3)
+    assert not tail.done()
+    head.value = 1
+    notifier.notify("t")
+    async with asyncio.timeout(STUCK):
+        assert await tail is True
+    await notifier.close()
+
+
+async def test_a_keep_alive_the_wheel_cannot_write_at_once_wakes_the_tail_to_send_it() -> None:
+    notifier = ThreadNotifier(granularity=0.01)
+    head, writer = Head(), KeepAlives(at_once=False)
+    async with asyncio.timeout(STUCK):
+        assert await _tail(notifier, writer, head) is False
+    assert writer.written == 0
+    await notifier.close()
+
+
+async def test_the_wheel_reads_a_threads_head_once_for_all_its_tails_and_wakes_them_past_it() -> (
+    None
+):
+    notifier = ThreadNotifier(granularity=0.05)
+    head, writer = Head(), KeepAlives()
+    tails = [_tail(notifier, writer, head) for _ in range(50)]
+    await writer.until(50)
+    assert head.reads == 50  # each tail's own first read
+    # Another process appends and nobody is told: the wheel's safety read finds it.
+    head.value = 1
+    async with asyncio.timeout(STUCK):
+        assert await asyncio.gather(*tails) == [True] * 50
+    # 50 reads to start, 50 by the woken tails; the wheel read once per pass, not per tail.
+    assert head.reads - 100 <= 2
+    assert writer.written >= 50 * 2  # the keep-alives before the safety read
+    await notifier.close()
+
+
+async def test_a_tail_whose_head_the_wheel_cannot_read_is_woken_to_meet_the_error() -> None:
+    class Erased(Head):
+        erased = False
+
+        async def __call__(self) -> int:
+            if self.erased:
+                raise LookupError("thread erased by another process")
+            return await super().__call__()
+
+    notifier = ThreadNotifier(granularity=0.01)
+    head, writer = Erased(), KeepAlives()
+    tail = _tail(notifier, writer, head)
+    await writer.until(1)
+    head.erased = True
+    async with asyncio.timeout(STUCK):
+        with pytest.raises(LookupError):
+            await tail
     await notifier.close()

@@ -9,6 +9,12 @@ and costs no CPU until its keep-alive.
 
 A waiter takes ``current`` *before* it re-checks the log, so an append that commits between the
 check and the wait has already fired that ``Wake`` and the wait returns at once.
+
+A tail served by a response that can write a keep-alive without its task
+(``core.keepalive.CURRENT``) is not woken for its keep-alive: the wheel's pass writes it and
+puts the tail back one interval later. Every ``_RECHECK_EVERY``-th time the pass first reads
+the thread's head (once per thread and pass, for all its tails) and wakes the tails that are
+behind it, or whose head cannot be read: a thread erased by another process notifies nobody.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ import contextlib
 import math
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+
+from pausemesh.core import keepalive
+from pausemesh.core.keepalive import KeepAlive
 
 __all__ = ("ThreadNotifier", "Wake")
 
@@ -42,11 +51,48 @@ class Wake:
         self.waiters.clear()
 
 
+class _Sleeper:
+    """An idle tail's place on the wheel: its future, and what a keep-alive pass needs."""
+
+    __slots__ = (
+        "after_sequence",
+        "beats",
+        "future",
+        "head",
+        "keep_alive",
+        "slot",
+        "slots",
+        "thread_id",
+    )
+
+    def __init__(
+        self,
+        future: asyncio.Future[bool],
+        *,
+        slot: int,
+        slots: int,
+        keep_alive: KeepAlive | None,
+        thread_id: str,
+        after_sequence: int,
+        head: Callable[[], Awaitable[int]] | None,
+    ) -> None:
+        self.future = future
+        self.slot = slot
+        self.slots = slots
+        """The keep-alive interval in slots."""
+        self.keep_alive = keep_alive
+        self.thread_id = thread_id
+        self.after_sequence = after_sequence
+        self.head = head
+        self.beats = 0
+        """Keep-alives the wheel wrote since the head was last read."""
+
+
 class ThreadNotifier:
     def __init__(self, *, granularity: float = GRANULARITY) -> None:
         self.granularity = granularity
         self._wakes: dict[str, Wake] = {}
-        self._wheel: dict[int, set[asyncio.Future[bool]]] = {}
+        self._wheel: dict[int, set[_Sleeper]] = {}
         self._ticker: asyncio.Task[None] | None = None
         self.stopped = False
         """Set by ``stop`` (the process drains): every wait returns at once."""
@@ -78,18 +124,36 @@ class ThreadNotifier:
         self.stopped = True
         self.notify_all()
 
-    async def wait(self, wake: Wake, wait_seconds: float) -> bool:
+    async def wait(
+        self,
+        wake: Wake,
+        wait_seconds: float,
+        *,
+        keep_alive: KeepAlive | None = None,
+        thread_id: str = "",
+        after_sequence: int = 0,
+        head: Callable[[], Awaitable[int]] | None = None,
+    ) -> bool:
         """True once ``wake`` fires, False when ``wait_seconds`` (rounded up to the wheel's
-        granularity) passed first. True at once after ``stop``."""
+        granularity) passed first. True at once after ``stop``.
+
+        With ``keep_alive``, the wheel writes the keep-alives itself while they go out at once
+        and returns False only when one does not; with ``head`` (``thread_id``'s) too, it
+        returns True once a safety read of it is past ``after_sequence`` or fails."""
         if wake.fired or self.stopped:
             return True
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
-        slot = math.ceil((loop.time() + wait_seconds) / self.granularity)
-        due = self._wheel.get(slot)
-        if due is None:
-            due = self._wheel[slot] = set()
-        due.add(waiter)
+        sleeper = _Sleeper(
+            waiter,
+            slot=math.ceil((loop.time() + wait_seconds) / self.granularity),
+            slots=max(1, math.ceil(wait_seconds / self.granularity)),
+            keep_alive=keep_alive,
+            thread_id=thread_id,
+            after_sequence=after_sequence,
+            head=head,
+        )
+        self._file(sleeper)
         wake.waiters.add(waiter)
         if self._ticker is None or self._ticker.done():
             self._ticker = loop.create_task(self._tick(), name="pausemesh-tail-wheel")
@@ -97,8 +161,16 @@ class ThreadNotifier:
             return await waiter
         finally:
             # O(1) either way: a woken tail leaves its slot, a timed-out one its thread.
-            due.discard(waiter)
+            due = self._wheel.get(sleeper.slot)
+            if due is not None:
+                due.discard(sleeper)
             wake.waiters.discard(waiter)
+
+    def _file(self, sleeper: _Sleeper) -> None:
+        due = self._wheel.get(sleeper.slot)
+        if due is None:
+            due = self._wheel[sleeper.slot] = set()
+        due.add(sleeper)
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -107,10 +179,36 @@ class ThreadNotifier:
             now = math.floor(loop.time() / self.granularity)
             # Due slots end their waits; emptied ones (their tails woke or left) go too, so
             # the task ends soon after the last tail.
-            for slot in [slot for slot, due in self._wheel.items() if slot <= now or not due]:
-                for waiter in self._wheel.pop(slot):
-                    if not waiter.done():
-                        waiter.set_result(False)
+            due = [
+                sleeper
+                for slot in [slot for slot, due in self._wheel.items() if slot <= now or not due]
+                for sleeper in self._wheel.pop(slot)
+            ]
+            await self._keep_alive(due, now)
+
+    async def _keep_alive(self, due: list[_Sleeper], now: int) -> None:
+        """Write the keep-alives of ``due`` where the wheel can; wake the other tails."""
+        heads: dict[str, int | None] = {}  # one read per thread and pass
+        for sleeper in due:
+            if sleeper.head is not None and sleeper.keep_alive is not None:
+                if sleeper.beats < _RECHECK_EVERY - 1:
+                    sleeper.beats += 1
+                else:
+                    sleeper.beats = 0
+                    if sleeper.thread_id not in heads:
+                        heads[sleeper.thread_id] = await _read(sleeper.head)
+                    head = heads[sleeper.thread_id]
+                    if head is None or head > sleeper.after_sequence:
+                        if not sleeper.future.done():
+                            sleeper.future.set_result(True)
+                        continue
+            if sleeper.future.done():
+                continue
+            if sleeper.keep_alive is None or not sleeper.keep_alive():
+                sleeper.future.set_result(False)
+                continue
+            sleeper.slot = now + sleeper.slots
+            self._file(sleeper)
 
     async def close(self) -> None:
         if self._ticker is not None:
@@ -130,7 +228,8 @@ class ThreadNotifier:
         A tail that timed out (and sent a keep-alive) comes back with the same question. If the
         thread's ``Wake`` it waited on has not fired since, nothing was appended since it last
         read the head, so it waits again without reading it; every ``_RECHECK_EVERY``-th time
-        it reads anyway (a thread erased by another process notifies nobody).
+        it reads anyway (a thread erased by another process notifies nobody). While the wheel
+        writes its keep-alives (``core.keepalive``), the wheel does those reads.
         """
         remembered = _REMEMBERED.get()
         wake = self._wakes.get(thread_id)
@@ -150,11 +249,27 @@ class ThreadNotifier:
                 _REMEMBERED.set(None)
                 return True
         assert wake is not None  # noqa: S101 - set on both branches
-        if not await self.wait(wake, wait_seconds):
+        woke = await self.wait(
+            wake,
+            wait_seconds,
+            keep_alive=keepalive.CURRENT.get(),
+            thread_id=thread_id,
+            after_sequence=after_sequence,
+            head=head,
+        )
+        if not woke:
             _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
             return False
         _REMEMBERED.set(None)
         return await head() > after_sequence
+
+
+async def _read(head: Callable[[], Awaitable[int]]) -> int | None:
+    """The head, or None when it cannot be read (the tail reads it again and meets why)."""
+    try:
+        return await head()
+    except Exception:  # noqa: BLE001 - the woken tail's own read raises it where it belongs
+        return None
 
 
 # Keep-alives between two safety reads of an idle tail's head.

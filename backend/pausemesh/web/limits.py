@@ -29,9 +29,12 @@ from litestar.enums import ScopeType
 from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from pausemesh.agui.sse import KEEPALIVE_FRAME
 from pausemesh.bootstrap import Runtime
+from pausemesh.core import keepalive
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
+from pausemesh.core.keepalive import send_at_once
 from pausemesh.core.limits import StreamSlot
 from pausemesh.core.telemetry import RATE_LIMITED, count
 from pausemesh.settings import Settings
@@ -269,7 +272,19 @@ class SendTimeoutGuard:
                 return received.result()
             return {"type": "http.disconnect"}
 
-        await self.app(scope, watched_receive, timed_send)
+        def keep_alive() -> bool:
+            # Straight to the server's ``send``: it never waits, so no send timeout to arm.
+            if not streaming or finished or stalled.is_set():
+                return False
+            return send_at_once(
+                send, {"type": "http.response.body", "body": KEEPALIVE_FRAME, "more_body": True}
+            )
+
+        token = keepalive.CURRENT.set(keep_alive)
+        try:
+            await self.app(scope, watched_receive, timed_send)
+        finally:
+            keepalive.CURRENT.reset(token)
         if drain is not None and streaming and not finished and not stalled.is_set():
             # The SDK stopped its stream without ending the body (the drain, or its own
             # shutdown watcher): end it after the last whole event. A client that already

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from pausemesh.core import keepalive
 from pausemesh.core.errors import (
     LeaseLostError,
     StoreError,
@@ -398,10 +399,20 @@ class PostgresThreadStore(SharedDatabaseStore):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
-            # Woken by a notification or a reconnect: re-check. Timed out: the tail sends a
-            # keep-alive, and its next wait reads the head first (one read per keep-alive).
+            # Woken by a notification, a reconnect or the wheel's safety read: re-check. Timed
+            # out: the tail sends a keep-alive, and its next wait reads the head first. While
+            # the wheel writes the keep-alives (``core.keepalive``), it reads the head itself
+            # every few of them.
             notifier = self.listener.notifier
-            if not await notifier.wait(wake, remaining) or notifier.stopped:
+            woke = await notifier.wait(
+                wake,
+                remaining,
+                keep_alive=keepalive.CURRENT.get(),
+                thread_id=thread_id,
+                after_sequence=after_sequence,
+                head=lambda: self._head(thread_id),
+            )
+            if not woke or notifier.stopped:
                 return False
 
     def stop_waiting(self) -> None:
