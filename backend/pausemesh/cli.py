@@ -252,7 +252,11 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
 
     from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
 
-    from pausemesh.cli_workers import WORKER_ARGV_ENV, listener_for_workers  # noqa: PLC0415
+    from pausemesh.cli_workers import (  # noqa: PLC0415
+        WORKER_ARGV_ENV,
+        listener_for_workers,
+        migration_advice,
+    )
 
     _check_start(settings)
     os.environ[WORKER_ARGV_ENV] = json.dumps(list(argv))
@@ -264,6 +268,8 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
     except OSError as error:
         raise CliError(f"cannot listen on {settings.host}:{settings.port}: {error}") from None
     _announce(settings)
+    if listener is not None and (advice := migration_advice()) is not None:
+        _log.info(advice)
     Multiprocess(config, sockets=[listener or config.bind_socket()]).run()
 
 

@@ -84,6 +84,28 @@ def listener_for_workers(host: str, port: int) -> socket.socket | None:
     return _bind_reusing_port(_ListenerPerWorker(family=family), address)
 
 
+MIGRATE_REQ: Final = Path("/proc/sys/net/ipv4/tcp_migrate_req")
+
+
+def migration_advice(setting: Path = MIGRATE_REQ) -> str | None:
+    """What to tell the operator when connections queued at a worker that dies would be reset.
+
+    Each worker has its own ``SO_REUSEPORT`` socket and accept queue; Linux hands a closed
+    socket's queue to a sibling only with ``net.ipv4.tcp_migrate_req = 1``
+    (``bench/reuseport_migrate.py`` shows both). None when it is on or not there to read.
+    """
+    try:
+        value = setting.read_text().strip()
+    except OSError:
+        return None
+    if value != "0":
+        return None
+    return (
+        "net.ipv4.tcp_migrate_req is 0: connections waiting for a worker that dies are reset"
+        " (clients retry); `sysctl -w net.ipv4.tcp_migrate_req=1` hands them to a sibling"
+    )
+
+
 class WorkerSlot:
     """This process's slot among the workers of one server (held until the process exits)."""
 
