@@ -37,11 +37,31 @@ GRANULARITY = 0.5
 class Wake:
     """One generation of a thread's wake-up: fired once, then replaced."""
 
-    __slots__ = ("fired", "waiters")
+    __slots__ = ("_reading", "fired", "waiters")
 
     def __init__(self) -> None:
         self.fired = False
         self.waiters: set[asyncio.Future[bool]] = set()
+        self._reading: asyncio.Future[int] | None = None
+
+    async def read_head(self, head: Callable[[], Awaitable[int]]) -> int:
+        """``head()``, shared with every holder of this wake that asks while it is read.
+
+        The thousand tails one append wakes each ask the head at once; on PostgreSQL that was
+        a thousand round trips. Any read started after this wake was taken (by a holder of it)
+        serves every holder: a commit made later fires this wake, or, if it already fired and
+        woke them, they ask again. Only a read in flight is shared, so a later safety read is a
+        read. The read is a task: a holder that goes away mid-read does not cut it short.
+        """
+        reading = self._reading
+        if reading is None:
+            reading = self._reading = asyncio.ensure_future(head())
+            reading.add_done_callback(self._read_done)
+        return await asyncio.shield(reading)
+
+    def _read_done(self, reading: asyncio.Future[int]) -> None:
+        if self._reading is reading:
+            self._reading = None
 
     def fire(self) -> None:
         self.fired = True
@@ -245,7 +265,7 @@ class ThreadNotifier:
         else:
             quiet = 0
             wake = self.current(thread_id)
-            if await head() > after_sequence:
+            if await wake.read_head(head) > after_sequence:
                 _REMEMBERED.set(None)
                 return True
         assert wake is not None  # noqa: S101 - set on both branches
@@ -261,7 +281,7 @@ class ThreadNotifier:
             _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
             return False
         _REMEMBERED.set(None)
-        return await head() > after_sequence
+        return await wake.read_head(head) > after_sequence
 
 
 async def _read(head: Callable[[], Awaitable[int]]) -> int | None:

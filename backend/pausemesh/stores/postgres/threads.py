@@ -386,7 +386,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             # Take the wake-up before reading the head, so a commit in between still wakes us.
             wake = self.listener.notifier.current(thread_id)
             try:
-                if await self._head(thread_id) > after_sequence:
+                if await wake.read_head(lambda: self._head(thread_id)) > after_sequence:
                     return True
             except StoreError as error:
                 if error.code != "STORE_UNAVAILABLE":
