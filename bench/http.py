@@ -315,8 +315,9 @@ def compare_agent(args: argparse.Namespace) -> None:
 class Totals:
     """One setting's figures summed over its rounds."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, processes: int = 1) -> None:
         self.label = label
+        self.processes = processes
         self.count = 0
         self.latencies: list[float] = []
         self.wall = self.cpu = self.client_cpu = 0.0
@@ -335,7 +336,16 @@ class Totals:
             ("server CPU (% of one core)", f"{100 * self.cpu / self.wall:.0f}"),
             ("server CPU per lifecycle (ms)", f"{1000 * self.cpu / self.count:.2f}"),
             ("client CPU (% of one core)", f"{100 * self.client_cpu / self.wall:.0f}"),
+            ("CPU-bound ceiling here (lifecycles/s)", f"{self.ceiling:,.0f}"),
         ]
+
+    @property
+    def ceiling(self) -> float:
+        """Lifecycles/s this machine's cores allow at the CPU measured per lifecycle: the
+        server's and the client's together share the cores, and the server's processes can use
+        one core each at most. A bound for reading the ratios, not a measurement."""
+        server, client = self.cpu / self.count, self.client_cpu / self.count
+        return min(self.processes / server, (os.cpu_count() or 1) / (server + client))
 
 
 def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> None:
@@ -419,7 +429,7 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
 
     # Each round measures every setting in turn (and raw commits once), so background load
     # falls on all of them alike; the figures are summed over the rounds.
-    results = [Totals(f"serve -w {n}") for n in counts]
+    results = [Totals(f"serve -w {n}", n) for n in counts]
     if reference is not None:
         results.insert(0, Totals("reference"))
     raws: list[float] = []
@@ -436,7 +446,9 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     raw = statistics.fmean(raws)
 
     names = [name for name, _ in results[0].rows()]
-    width = max(len(name) for name in [*names, "ratio to raw commits / 2"])
+    width = max(
+        len(name) for name in [*names, "ratio to raw commits / 2", "ceiling here / reference rate"]
+    )
     load = os.getloadavg()
     print(
         f"bench/http.py: pausemesh serve over HTTP, {rounds} round(s) of {args.seconds:.0f}s"
@@ -463,6 +475,8 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     if reference is not None:
         ratios = "".join(f"{rate / rates[0]:>13.2f}" for rate in rates)
         print(f"  {'ratio ours / reference':<{width}}  {ratios}")
+        ceilings = "".join(f"{r.ceiling / rates[0]:>13.2f}" for r in results)
+        print(f"  {'ceiling here / reference rate':<{width}}  {ceilings}")
 
 
 async def check_costs(jwks_uri: str, key: SigningKey, count: int = 300) -> tuple[float, float]:
