@@ -149,7 +149,6 @@ class ThreadNotifier:
         wake: Wake,
         wait_seconds: float,
         *,
-        keep_alive: KeepAlive | None = None,
         thread_id: str = "",
         after_sequence: int = 0,
         head: Callable[[], Awaitable[int]] | None = None,
@@ -157,9 +156,10 @@ class ThreadNotifier:
         """True once ``wake`` fires, False when ``wait_seconds`` (rounded up to the wheel's
         granularity) passed first. True at once after ``stop``.
 
-        With ``keep_alive``, the wheel writes the keep-alives itself while they go out at once
-        and returns False only when one does not; with ``head`` (``thread_id``'s) too, it
-        returns True once a safety read of it is past ``after_sequence`` or fails."""
+        A tail's wait (``head``: ``thread_id``'s head, past ``after_sequence`` means events)
+        in a response that can take a keep-alive without its task (``core.keepalive``): the
+        wheel writes the keep-alives itself while they go out at once, returns False only when
+        one does not, and True once a safety read of the head is past the mark or fails."""
         if wake.fired or self.stopped:
             return True
         loop = asyncio.get_running_loop()
@@ -168,7 +168,7 @@ class ThreadNotifier:
             waiter,
             slot=math.ceil((loop.time() + wait_seconds) / self.granularity),
             slots=max(1, math.ceil(wait_seconds / self.granularity)),
-            keep_alive=keep_alive,
+            keep_alive=None if head is None else keepalive.CURRENT.get(),
             thread_id=thread_id,
             after_sequence=after_sequence,
             head=head,
@@ -269,15 +269,9 @@ class ThreadNotifier:
                 _REMEMBERED.set(None)
                 return True
         assert wake is not None  # noqa: S101 - set on both branches
-        woke = await self.wait(
-            wake,
-            wait_seconds,
-            keep_alive=keepalive.CURRENT.get(),
-            thread_id=thread_id,
-            after_sequence=after_sequence,
-            head=head,
-        )
-        if not woke:
+        if not await self.wait(
+            wake, wait_seconds, thread_id=thread_id, after_sequence=after_sequence, head=head
+        ):
             _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
             return False
         _REMEMBERED.set(None)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import msgspec
 
-from pausemesh.core import keepalive
 from pausemesh.core.errors import (
     LeaseLostError,
     StoreError,
@@ -382,11 +382,12 @@ class PostgresThreadStore(SharedDatabaseStore):
         await self.listener.start()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
+        head = partial(self._head, thread_id)
         while True:
             # Take the wake-up before reading the head, so a commit in between still wakes us.
             wake = self.listener.notifier.current(thread_id)
             try:
-                if await wake.read_head(lambda: self._head(thread_id)) > after_sequence:
+                if await wake.read_head(head) > after_sequence:
                     return True
             except StoreError as error:
                 if error.code != "STORE_UNAVAILABLE":
@@ -405,12 +406,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             # every few of them.
             notifier = self.listener.notifier
             woke = await notifier.wait(
-                wake,
-                remaining,
-                keep_alive=keepalive.CURRENT.get(),
-                thread_id=thread_id,
-                after_sequence=after_sequence,
-                head=lambda: self._head(thread_id),
+                wake, remaining, thread_id=thread_id, after_sequence=after_sequence, head=head
             )
             if not woke or notifier.stopped:
                 return False
