@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pausemesh.core import keepalive
+from pausemesh.stores import thread_notify
 from pausemesh.stores.thread_notify import ThreadNotifier
 
 # Liveness bound: only a stuck waiter gets near it (never a timing assertion).
@@ -100,11 +101,11 @@ class KeepAlives:
                 await self._wrote.wait()
 
 
-def _tail(notifier: ThreadNotifier, writer: KeepAlives, head: Head, after: int = 0) -> Any:
+def _tail(notifier: ThreadNotifier, writer: KeepAlives, head: Head, thread: str = "t") -> Any:
     """A tail's wait, in a task that runs with ``writer`` as its response's keep-alive."""
     context = contextvars.copy_context()
     context.run(keepalive.CURRENT.set, writer)
-    return asyncio.create_task(notifier.wait_past("t", after, 0.02, head), context=context)
+    return asyncio.create_task(notifier.wait_past(thread, 0, 0.02, head), context=context)
 
 
 async def test_the_wheel_writes_an_idle_tails_keep_alives_and_leaves_it_asleep() -> None:
@@ -199,4 +200,33 @@ async def test_a_head_read_that_failed_is_not_handed_to_the_next_ask() -> None:
         await wake.read_head(head)
     assert await wake.read_head(head) == 0
     assert head.reads == 1
+    await notifier.close()
+
+
+async def test_a_head_the_wheel_cannot_read_in_time_does_not_hold_up_other_tails_keep_alives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(thread_notify, "_SAFETY_READ_SECONDS", 0.05)
+
+    class Hanging(Head):
+        hang = False
+
+        async def __call__(self) -> int:
+            if self.hang:
+                await asyncio.Event().wait()  # a database that does not answer
+            return await super().__call__()
+
+    notifier = ThreadNotifier(granularity=0.01)
+    stuck_head, stuck_writer = Hanging(), KeepAlives()
+    other_head, other_writer = Head(), KeepAlives()
+    stuck = _tail(notifier, stuck_writer, stuck_head, thread="t1")
+    other = _tail(notifier, other_writer, other_head, thread="t2")
+    await stuck_writer.until(1)
+    stuck_head.hang = True
+    # Several of the stuck thread's safety reads fall in this stretch; the wheel gives each
+    # up and goes on writing the other thread's keep-alives.
+    await other_writer.until(other_writer.written + 3 * thread_notify._RECHECK_EVERY)
+    assert not other.done()
+    for tail in (stuck, other):
+        tail.cancel()
     await notifier.close()

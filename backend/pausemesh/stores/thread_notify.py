@@ -279,11 +279,18 @@ class ThreadNotifier:
 
 
 async def _read(head: Callable[[], Awaitable[int]]) -> int | None:
-    """The head, or None when it cannot be read (the tail reads it again and meets why)."""
+    """The head, or None when it cannot be read soon (the tail reads it again and meets why).
+
+    Bounded: the wheel's pass waits for it, and every idle tail's keep-alive waits for the
+    pass; a database that does not answer is the woken tails' own business."""
     try:
-        return await head()
+        async with asyncio.timeout(_SAFETY_READ_SECONDS):
+            return await head()
     except Exception:  # noqa: BLE001 - the woken tail's own read raises it where it belongs
         return None
+
+
+_SAFETY_READ_SECONDS = 1.0
 
 
 # Keep-alives between two safety reads of an idle tail's head.
