@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 from typing import Any
 
 import pytest
@@ -229,4 +230,23 @@ async def test_a_head_the_wheel_cannot_read_in_time_does_not_hold_up_other_tails
     assert not other.done()
     for tail in (stuck, other):
         tail.cancel()
+    await notifier.close()
+
+
+async def test_after_a_short_first_wait_the_wheel_keeps_the_tails_own_interval() -> None:
+    # A PostgreSQL tail woken without news waits out the rest of its interval; the keep-alives
+    # after that one come at the full interval, not at that remainder.
+    notifier = ThreadNotifier(granularity=0.01)
+    head, writer = Head(), KeepAlives()
+    context = contextvars.copy_context()
+    context.run(keepalive.CURRENT.set, writer)
+    wake = notifier.current("t")
+    tail = asyncio.create_task(
+        notifier.wait(wake, 0.02, thread_id="t", head=head, interval=10.0), context=context
+    )
+    await writer.until(1)
+    now = math.floor(asyncio.get_running_loop().time() / notifier.granularity)
+    [filed] = [slot for slot, due in notifier._wheel.items() if due]
+    assert filed - now > 500  # about 1,000 slots of 0.01 s ahead, not 2
+    tail.cancel()
     await notifier.close()

@@ -152,14 +152,17 @@ class ThreadNotifier:
         thread_id: str = "",
         after_sequence: int = 0,
         head: Callable[[], Awaitable[int]] | None = None,
+        interval: float | None = None,
     ) -> bool:
         """True once ``wake`` fires, False when ``wait_seconds`` (rounded up to the wheel's
         granularity) passed first. True at once after ``stop``.
 
         A tail's wait (``head``: ``thread_id``'s head, past ``after_sequence`` means events)
         in a response that can take a keep-alive without its task (``core.keepalive``): the
-        wheel writes the keep-alives itself while they go out at once, returns False only when
-        one does not, and True once a safety read of the head is past the mark or fails."""
+        wheel writes the keep-alives itself while they go out at once, the first after
+        ``wait_seconds`` and then every ``interval`` (default ``wait_seconds``), returns False
+        only when one does not, and True once a safety read of the head is past the mark or
+        fails."""
         if wake.fired or self.stopped:
             return True
         loop = asyncio.get_running_loop()
@@ -167,7 +170,7 @@ class ThreadNotifier:
         sleeper = _Sleeper(
             waiter,
             slot=math.ceil((loop.time() + wait_seconds) / self.granularity),
-            slots=max(1, math.ceil(wait_seconds / self.granularity)),
+            slots=max(1, math.ceil((interval or wait_seconds) / self.granularity)),
             keep_alive=None if head is None else keepalive.CURRENT.get(),
             thread_id=thread_id,
             after_sequence=after_sequence,

@@ -406,7 +406,12 @@ class PostgresThreadStore(SharedDatabaseStore):
             # every few of them.
             notifier = self.listener.notifier
             woke = await notifier.wait(
-                wake, remaining, thread_id=thread_id, after_sequence=after_sequence, head=head
+                wake,
+                remaining,
+                thread_id=thread_id,
+                after_sequence=after_sequence,
+                head=head,
+                interval=wait_seconds,
             )
             if not woke or notifier.stopped:
                 return False
