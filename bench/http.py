@@ -2,8 +2,13 @@
 """HTTP benchmark: create+resume lifecycles/s against a real ``pausemesh serve`` process.
 
 One lifecycle = ``POST /v1/continuations`` then ``POST …/resume`` with its token. The
-client (aiohttp on uvloop) keeps ``--concurrency`` lifecycles in flight (16 by default)
-against a server on SQLite (WAL, ``synchronous=FULL``, one file in a temp directory).
+client keeps ``--concurrency`` lifecycles in flight (16 by default) against a server on SQLite
+(WAL, ``synchronous=FULL``, one file in a temp directory). ``--client native`` (the default
+when the machine has a C compiler) is ``bench/lifecycle_client.c``: one keep-alive connection
+per thread, a few microseconds of CPU per request, so on a 2-core machine the cores are left
+to the server under test; ``--client aiohttp`` is aiohttp on uvloop (about 0.5 ms of CPU per
+lifecycle, close to half a core at these rates). ``--jwt``, ``--observability`` and
+``--agent`` always use aiohttp.
 
 Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use (the server process
 and its worker processes), read from ``/proc/<pid>/stat`` over the measured window, for each
@@ -33,7 +38,8 @@ servers export metrics (``PAUSEMESH_METRICS=1``): the store writes and commits p
 are read from ``/metrics`` (the SQLite group-commit histogram), a count the load cannot blur.
 
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
-       [--workers 1,2] [--rounds 1] [--reference PATH [--cache-dir DIR]]
+       [--workers 1,2] [--rounds 1] [--client native|aiohttp]
+       [--reference PATH] [--cache-dir DIR]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
        .venv/bin/python bench/http.py --agent [--rounds 3]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
@@ -60,6 +66,7 @@ import time  # noqa: E402
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
 from bench.core import raw_commit_rate  # noqa: E402
+from bench.native_client import build_client, compiler, run_client  # noqa: E402
 from bench.reference import (  # noqa: E402
     ReferenceServer,
     build_reference,
@@ -82,6 +89,7 @@ PAYLOAD = {
         "required": ["flight"],
     },
 }
+RESUME = {"payload": {"flight": "PM101"}}
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # The server of the "on" rounds: the SDK records every span (a batch processor, as in
@@ -156,7 +164,7 @@ async def lifecycle(
         headers.update(identity, **{"pausemesh-token": token})
     async with session.post(
         f"{base}/v1/continuations/{continuation_id}/resume",
-        json={"payload": {"flight": "PM101"}},
+        json=RESUME,
         headers=headers,
     ) as response:
         if response.status != 200:
@@ -348,12 +356,35 @@ class Totals:
         return min(self.processes / server, (os.cpu_count() or 1) / (server + client))
 
 
+def drive_native(
+    binary: Path, base: str, seconds: float, concurrency: int, pid: int | None
+) -> tuple[int, list[float], float, float, float]:
+    """``drive`` with the C client (``bench/lifecycle_client.c``): the same figures."""
+    cpu_before = cpu_seconds(pid) if pid else 0.0
+    run = run_client(
+        binary,
+        base,
+        seconds=seconds,
+        concurrency=concurrency,
+        create={"payload": PAYLOAD},
+        resume=RESUME,
+    )
+    cpu = (cpu_seconds(pid) - cpu_before) if pid else 0.0
+    return run.count, run.latencies, run.wall, cpu, run.cpu
+
+
 def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> None:
     with server:
-        uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
-        count, latencies, wall, cpu, client_cpu = uvloop.run(
-            drive(server.base_url, args.seconds, args.concurrency, server.pid)
-        )
+        if args.native is None:
+            uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
+            count, latencies, wall, cpu, client_cpu = uvloop.run(
+                drive(server.base_url, args.seconds, args.concurrency, server.pid)
+            )
+        else:
+            drive_native(args.native, server.base_url, args.warmup, args.concurrency, None)
+            count, latencies, wall, cpu, client_cpu = drive_native(
+                args.native, server.base_url, args.seconds, args.concurrency, server.pid
+            )
     totals.count += count
     totals.latencies += latencies
     totals.wall += wall
@@ -394,7 +425,17 @@ def main() -> None:
         help="a checkout or git directory of aantenore/pausemesh: measure it in the same run",
     )
     parser.add_argument(
-        "--cache-dir", type=Path, default=None, help="--reference: where Node 24 and its build go"
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where the native client, Node 24 and the reference's build go",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("native", "aiohttp"),
+        default=None,
+        help="the load client of the --workers/--reference comparison: native (C, built with"
+        " the machine's cc; the default when one is found) or aiohttp (Python)",
     )
     parser.add_argument(
         "--rounds",
@@ -403,6 +444,7 @@ def main() -> None:
         help="alternating rounds of every setting (default 1; 2 with --jwt/--observability)",
     )
     args = parser.parse_args()
+    args.native = None
     rounds = args.rounds or 1
     args.rounds = args.rounds or 2  # --jwt, --observability, --agent: two rounds by default
     if args.agent:
@@ -420,9 +462,12 @@ def main() -> None:
 def compare(args: argparse.Namespace, rounds: int) -> None:
     """Every --workers setting (and the reference, if named) in alternating rounds."""
     counts = [int(n) for n in args.workers.split(",")]
+    cache = args.cache_dir or cache_dir()
+    client = args.client or ("native" if compiler() else "aiohttp")
+    if client == "native":
+        args.native = build_client(cache)
     reference = None
     if args.reference is not None:
-        cache = args.cache_dir or cache_dir()
         node = node_24(cache)
         build, commit = build_reference(args.reference.resolve(), cache, node)
         reference = (build, node, commit)
@@ -454,7 +499,10 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
         f"bench/http.py: pausemesh serve over HTTP, {rounds} round(s) of {args.seconds:.0f}s"
         " per setting,"
     )
-    print(f"  {args.concurrency} lifecycles in flight, SQLite WAL synchronous=FULL,")
+    print(
+        f"  {args.concurrency} lifecycles in flight from the {client} client,"
+        " SQLite WAL synchronous=FULL,"
+    )
     print(f"  server log level {args.log_level}; {os.cpu_count()} cores,")
     print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
     if reference is not None:
