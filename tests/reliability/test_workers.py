@@ -145,6 +145,11 @@ async def assert_one_of_many_concurrent_resumes_wins(server: ServerProcess) -> N
 
 def assert_connections_opened_together_reach_both_workers(server: ServerProcess) -> None:
     """16 keep-alive connections opened at once, as a proxy's pool or the bench opens them."""
+    # Both workers listen first: the server is ready once one answers, and a worker still
+    # starting has no socket for the kernel to spread connections to (run first, this was
+    # flaky).
+    for client in pinned_clients(server):
+        client.close()
     connections = 16
     ready = threading.Barrier(connections)
     workers: queue.Queue[int] = queue.Queue()
