@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -89,6 +91,51 @@ def test_one_write_turn_at_a_time_and_a_waiting_taker_gets_it_when_it_is_given(
     finally:
         first.close()
         second.close()
+
+
+def test_a_writer_taking_the_turn_again_lets_a_waiting_sibling_have_it_first(
+    tmp_path: Path,
+) -> None:
+    """A writer thread commits group after group; between two, a sibling that waits gets the
+    turn (it would otherwise look again every half millisecond and miss it every time)."""
+    first, second = WriteTurn(tmp_path / "a.db"), WriteTurn(tmp_path / "a.db")
+    order: list[str] = []
+
+    def wait_for_the_turn() -> None:
+        if second.take(within=STUCK):
+            order.append("second")
+            second.give()
+
+    try:
+        assert first.take()
+        waiter = threading.Thread(target=wait_for_the_turn)
+        waiter.start()
+        _until_a_writer_waits(tmp_path / "a.db.write.wait")
+        first.give()
+        assert first.take(within=STUCK)  # at once, as the next group would
+        order.append("first")
+        first.give()
+        waiter.join(STUCK)
+        assert order == ["second", "first"]
+    finally:
+        first.close()
+        second.close()
+
+
+def _until_a_writer_waits(wait_file: Path) -> None:
+    """Until some ``WriteTurn`` has said it waits (its shared lock on the wait file)."""
+    probe = os.open(wait_file, os.O_RDWR)
+    try:
+        for _ in range(int(STUCK / 0.001)):
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            fcntl.flock(probe, fcntl.LOCK_UN)
+            time.sleep(0.001)
+        pytest.fail("the waiting writer never said it waits")
+    finally:
+        os.close(probe)
 
 
 async def test_a_write_waits_for_another_process_turn_and_commits_once_it_is_given(

@@ -20,6 +20,8 @@ __all__ = ("FileJobLock", "FileLock", "WriteTurn")
 # A commit's fsync takes about 0.2 ms on a quiet SSD: a waiting writer looks again that often.
 _FIRST_PAUSE: Final = 0.00005
 _PAUSE: Final = 0.0005
+# How long a writer lets a waiting sibling take the turn first: a few of the sibling's looks.
+_LET_IN: Final = 0.002
 
 
 class FileLock:
@@ -76,37 +78,75 @@ class WriteTurn:
     ``SqliteDatabase._begin``: 1, 2, 4 … ms): far longer than the fsync it waits for, and every
     request of its group waits with it. A turn is an ``flock`` on a file beside the database,
     taken around each transaction and tried again every ``_PAUSE`` seconds at most, so the next
-    writer starts within a fraction of a commit after the holder's ends. SQLite's lock still
+    writer starts within a fraction of a commit after the holder's ends. SQLite's own lock still
     guards the file against anyone not taking turns.
+
+    Turns alternate: a writer that has to wait says so (a shared ``flock`` on a second file,
+    ``<database>.write.wait``, held while it waits), and a writer about to take the turn again
+    first lets such a waiter in. Without that, a writer thread committing group after group
+    gives the turn and takes it back within microseconds, and a sibling that looks again every
+    half millisecond can wait for tens of milliseconds.
     """
 
     def __init__(self, database_path: str | Path) -> None:
         path = Path(f"{database_path}.write.lock")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        wait = Path(f"{database_path}.write.wait")
+        self._wait_fd: int | None = os.open(wait, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def take(self, *, within: float = 0.0) -> bool:
         """Take the turn, trying for ``within`` seconds; False if another process kept it.
 
         Not a blocking ``flock``: a holder that hangs (a stopped process) must cost the caller
-        a ``STORE_BUSY`` after its busy timeout, as SQLite's own lock would, not a hang.
+        a ``STORE_BUSY`` after its busy timeout, as SQLite's own lock would, not a hang. With
+        ``within`` (the writer thread, never the event loop), a waiting sibling goes first.
         """
-        if self._fd is None:
+        fd = self._fd
+        if fd is None:
             return True  # closed: SQLite's own lock still decides
-        for _ in attempts(within, _FIRST_PAUSE, _PAUSE):
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
+        if within:
+            self._let_waiter_in()
+        if _try_flock(fd, fcntl.LOCK_EX):
             return True
-        return False
+        if not within:
+            return False
+        announced = self._wait_fd is not None and _try_flock(self._wait_fd, fcntl.LOCK_SH)
+        try:
+            for _ in attempts(within, _FIRST_PAUSE, _PAUSE):
+                if _try_flock(fd, fcntl.LOCK_EX):
+                    return True
+            return False
+        finally:
+            if announced and self._wait_fd is not None:
+                fcntl.flock(self._wait_fd, fcntl.LOCK_UN)
+
+    def _let_waiter_in(self) -> None:
+        """If a sibling waits for the turn, give it up to ``_LET_IN`` seconds to take it."""
+        wait_fd = self._wait_fd
+        if wait_fd is None:
+            return
+        for _ in attempts(_LET_IN, _FIRST_PAUSE, _FIRST_PAUSE):
+            # Exclusive succeeds only when no waiter holds its shared lock.
+            if _try_flock(wait_fd, fcntl.LOCK_EX):
+                fcntl.flock(wait_fd, fcntl.LOCK_UN)
+                return
 
     def give(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for fd in (self._fd, self._wait_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._wait_fd = None
+
+
+def _try_flock(fd: int, operation: int) -> bool:
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
