@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from pausemesh.core.errors import VersionConflictError
-from pausemesh.stores.sqlite import SQLITE_MIGRATIONS, SqliteEventStore, open_sqlite_store
+from pausemesh.stores.sqlite import (
+    SQLITE_MIGRATIONS,
+    SqliteDatabase,
+    SqliteEventStore,
+    open_sqlite_store,
+)
 from tests.support.events import created, resumed
 
 
@@ -43,6 +49,48 @@ async def test_a_cas_failure_in_a_group_leaves_the_other_writes_of_that_group(
     assert results[3] is None
     assert [len(await store.load(i)) for i in ("a", "b", "taken")] == [1, 1, 2]
     await store.close()
+
+
+# Liveness bound: only a stuck writer gets near it (never a timing assertion).
+STUCK = 30.0
+
+
+async def test_the_writer_thread_commits_the_next_group_while_the_loop_is_busy(
+    tmp_path: Path,
+) -> None:
+    """The loop hands groups to the writer thread and takes results back; the next group
+    does not wait for the loop (busy serving requests) to take the last one's results."""
+    database = await SqliteDatabase(tmp_path / "drain.db").open()
+    first_running, release_first, second_ran = (threading.Event() for _ in range(3))
+
+    def first(conn: sqlite3.Connection) -> None:
+        first_running.set()
+        release_first.wait(STUCK)
+        conn.execute("CREATE TABLE a (x INTEGER)")
+
+    def second(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE b (x INTEGER)")
+        second_ran.set()
+
+    try:
+        # Two writes in one iteration: a group for the writer thread (a lone one commits inline).
+        grouped = asyncio.gather(
+            database.write(first), database.write(lambda conn: conn.execute("SELECT 1"))
+        )
+        await asyncio.to_thread(first_running.wait, STUCK)
+        later = asyncio.ensure_future(database.write(second))
+        await asyncio.sleep(0)  # queued behind the group in flight
+        release_first.set()
+        # The loop thread is held here, as by a burst of requests: the writer goes on alone.
+        assert second_ran.wait(STUCK)
+        await asyncio.wait_for(asyncio.gather(grouped, later), STUCK)
+        tables = await database.read(
+            "SELECT name FROM sqlite_master WHERE name IN ('a', 'b') ORDER BY name"
+        )
+        assert tables == [("a",), ("b",)]
+    finally:
+        release_first.set()
+        await database.close()
 
 
 async def test_a_write_after_close_is_a_store_error(tmp_path: Path) -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -117,8 +119,22 @@ def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration])
 
 
 def _commit_observed(started: float, size: int) -> None:
-    observe(COMMIT_SECONDS, time.perf_counter() - started, "sqlite")
+    _commit_took(time.perf_counter() - started, size)
+
+
+def _commit_took(seconds: float, size: int) -> None:
+    observe(COMMIT_SECONDS, seconds, "sqlite")
     observe(COMMIT_GROUP_SIZE, size, "sqlite")
+
+
+def _settle_group(
+    group: list[_Pending], results: list[tuple[bool, Any]], seconds: float | None
+) -> None:
+    """On the loop: a committed (or failed) group's results to their callers."""
+    if seconds is not None:
+        _commit_took(seconds, len(group))
+    for pending, result in zip(group, results, strict=True):
+        _settle(pending, result)
 
 
 class SqliteDatabase:
@@ -137,7 +153,8 @@ class SqliteDatabase:
         self._writer: aiosqlite.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._raw_writer: sqlite3.Connection | None = None
-        self._queue: list[_Pending] = []
+        # Appended on the loop, taken on the writer thread (deque: both ends thread-safe).
+        self._queue: deque[_Pending] = deque()
         self._wakeup = asyncio.Event()
         self._flush_scheduled = False
         self._group_in_flight = False
@@ -284,7 +301,7 @@ class SqliteDatabase:
                 results = self._run_group([pending.op], inline=True)
             if results is not None:
                 _commit_observed(started, 1)
-                self._queue.pop(0)
+                self._queue.popleft()
                 _settle(pending, results[0])
                 return
         self._group_in_flight = True
@@ -304,29 +321,52 @@ class SqliteDatabase:
             raise _store_error(error) from error
 
     async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        # The context the commits' metrics are observed in (this task's: the app's sink).
+        context = contextvars.copy_context()
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
                 self._group_in_flight = True
-                group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
-                started = time.perf_counter()
                 try:
-                    with leaf_span("store.commit", store="sqlite", group_size=len(group)):
-                        results = await self._run_in_writer(self._run_group, [p.op for p in group])
-                    _commit_observed(started, len(group))
-                except BaseException as error:
-                    for pending in group:
-                        _settle(pending, (False, StoreError(f"SQLite writer failed: {error!r}")))
+                    await self._run_in_writer(self._drain, loop, context)
+                except BaseException as error:  # the writer thread itself failed
+                    failed = StoreError(f"SQLite writer failed: {error!r}")
+                    while self._queue:
+                        _settle(self._queue.popleft(), (False, failed))
                     if not isinstance(error, Exception):
                         raise
-                    continue
-                assert results is not None  # noqa: S101 - only inline runs can decline
-                for pending, result in zip(group, results, strict=True):
-                    _settle(pending, result)
             self._group_in_flight = False
             if self._closed:
                 return
+
+    def _drain(self, loop: asyncio.AbstractEventLoop, context: contextvars.Context) -> None:
+        """On the writer thread: commit groups until the queue is empty.
+
+        The next group starts as soon as the previous one is committed, not after the loop has
+        taken the results back: each group's results go to the loop on their own, so a busy
+        loop never holds up the next commit.
+        """
+        queue = self._queue
+        while queue:
+            group = [queue.popleft() for _ in range(min(len(queue), _MAX_GROUP))]
+            started = time.perf_counter()
+            try:
+                with leaf_span("store.commit", store="sqlite", group_size=len(group)):
+                    results = self._run_group([p.op for p in group])
+            except BaseException as error:
+                failed = StoreError(f"SQLite writer failed: {error!r}")
+                loop.call_soon_threadsafe(
+                    _settle_group, group, [(False, failed)] * len(group), None, context=context
+                )
+                if not isinstance(error, Exception):
+                    raise
+                continue
+            assert results is not None  # noqa: S101 - only inline runs can decline
+            loop.call_soon_threadsafe(
+                _settle_group, group, results, time.perf_counter() - started, context=context
+            )
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
         """``BEGIN IMMEDIATE``; another process may hold the write lock.
