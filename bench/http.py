@@ -308,13 +308,13 @@ def compare_agent(args: argparse.Namespace) -> None:
     )
     print(f"  ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end)")
     rate, cost = {}, {}
-    for name, (count, wall, cpu, writes, commits) in totals.items():
-        rate[name], cost[name] = count / wall, cpu / count
+    for name, (done, wall, cpu, writes, commits) in totals.items():
+        rate[name], cost[name] = done / wall, cpu / done
         print(
             f"  {name:>5}: {rate[name]:8,.0f} lifecycles/s,"
             f" server CPU per lifecycle {1000 * cost[name]:.3f} ms,"
-            f" store writes per lifecycle {writes / count:.2f}"
-            f" (commits {commits / count:.2f})"
+            f" store writes per lifecycle {writes / done:.2f}"
+            f" (commits {commits / done:.2f})"
         )
     print(f"  agent/plain lifecycles/s: {rate['agent'] / rate['plain']:.2f}")
     print(f"  agent/plain server CPU per lifecycle: {cost['agent'] / cost['plain']:.2f}")

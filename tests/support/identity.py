@@ -72,10 +72,12 @@ class SigningKey:
 
     def public_jwk(self) -> dict[str, Any]:
         public = self.private.public_key()
-        algorithm = {"RS256": RSAAlgorithm, "ES256": ECAlgorithm, "EdDSA": OKPAlgorithm}[
-            self.algorithm
-        ]
-        jwk: dict[str, Any] = algorithm.to_jwk(public, as_dict=True)
+        algorithms: dict[str, type[RSAAlgorithm | ECAlgorithm | OKPAlgorithm]] = {
+            "RS256": RSAAlgorithm,
+            "ES256": ECAlgorithm,
+            "EdDSA": OKPAlgorithm,
+        }
+        jwk: dict[str, Any] = algorithms[self.algorithm].to_jwk(public, as_dict=True)
         return {**jwk, "kid": self.kid, "use": "sig", "alg": self.algorithm}
 
     def token(
