@@ -373,18 +373,21 @@ def drive_native(
     return run.count, run.latencies, run.wall, cpu, run.cpu
 
 
+def drive_with(
+    args: argparse.Namespace, base: str, seconds: float, pid: int | None
+) -> tuple[int, list[float], float, float, float]:
+    """``drive`` with the client chosen for the comparison (``args.native``: the C one)."""
+    if args.native is None:
+        return uvloop.run(drive(base, seconds, args.concurrency, pid))
+    return drive_native(args.native, base, seconds, args.concurrency, pid)
+
+
 def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> None:
     with server:
-        if args.native is None:
-            uvloop.run(drive(server.base_url, args.warmup, args.concurrency, None))
-            count, latencies, wall, cpu, client_cpu = uvloop.run(
-                drive(server.base_url, args.seconds, args.concurrency, server.pid)
-            )
-        else:
-            drive_native(args.native, server.base_url, args.warmup, args.concurrency, None)
-            count, latencies, wall, cpu, client_cpu = drive_native(
-                args.native, server.base_url, args.seconds, args.concurrency, server.pid
-            )
+        drive_with(args, server.base_url, args.warmup, None)
+        count, latencies, wall, cpu, client_cpu = drive_with(
+            args, server.base_url, args.seconds, server.pid
+        )
     totals.count += count
     totals.latencies += latencies
     totals.wall += wall

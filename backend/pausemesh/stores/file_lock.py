@@ -78,7 +78,7 @@ class WriteTurn:
     ``SqliteDatabase._begin``: 1, 2, 4 … ms): far longer than the fsync it waits for, and every
     request of its group waits with it. A turn is an ``flock`` on a file beside the database,
     taken around each transaction and tried again every ``_PAUSE`` seconds at most, so the next
-    writer starts within a fraction of a commit after the holder's ends. SQLite's own lock still
+    writer starts within a fraction of a commit after the holder's ends. SQLite's lock still
     guards the file against anyone not taking turns.
 
     Turns alternate: a writer that has to wait says so (a shared ``flock`` on a second file,
@@ -111,15 +111,17 @@ class WriteTurn:
             return True
         if not within:
             return False
-        announced = self._wait_fd is not None and _try_flock(self._wait_fd, fcntl.LOCK_SH)
+        wait_fd = self._wait_fd
+        announced = wait_fd is not None and _try_flock(wait_fd, fcntl.LOCK_SH)
         try:
+            # Looks again at once: the turn may have been given while this one said it waits.
             for _ in attempts(within, _FIRST_PAUSE, _PAUSE):
                 if _try_flock(fd, fcntl.LOCK_EX):
                     return True
             return False
         finally:
-            if announced and self._wait_fd is not None:
-                fcntl.flock(self._wait_fd, fcntl.LOCK_UN)
+            if announced and wait_fd is not None:
+                fcntl.flock(wait_fd, fcntl.LOCK_UN)
 
     def _let_waiter_in(self) -> None:
         """If a sibling waits for the turn, give it up to ``_LET_IN`` seconds to take it."""

@@ -118,21 +118,17 @@ def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration])
         raise
 
 
-def _commit_observed(started: float, size: int) -> None:
-    _commit_took(time.perf_counter() - started, size)
-
-
-def _commit_took(seconds: float, size: int) -> None:
-    observe(COMMIT_SECONDS, seconds, "sqlite")
-    observe(COMMIT_GROUP_SIZE, size, "sqlite")
+def _writer_failed(error: BaseException) -> StoreError:
+    return StoreError(f"SQLite writer failed: {error!r}")
 
 
 def _settle_group(
     group: list[_Pending], results: list[tuple[bool, Any]], seconds: float | None
 ) -> None:
-    """On the loop: a committed (or failed) group's results to their callers."""
+    """On the loop: a committed (or failed, ``seconds`` None) group's results to its callers."""
     if seconds is not None:
-        _commit_took(seconds, len(group))
+        observe(COMMIT_SECONDS, seconds, "sqlite")
+        observe(COMMIT_GROUP_SIZE, len(group), "sqlite")
     for pending, result in zip(group, results, strict=True):
         _settle(pending, result)
 
@@ -300,9 +296,7 @@ class SqliteDatabase:
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
                 results = self._run_group([pending.op], inline=True)
             if results is not None:
-                _commit_observed(started, 1)
-                self._queue.popleft()
-                _settle(pending, results[0])
+                _settle_group([self._queue.popleft()], results, time.perf_counter() - started)
                 return
         self._group_in_flight = True
         self._wakeup.set()
@@ -332,7 +326,7 @@ class SqliteDatabase:
                 try:
                     await self._run_in_writer(self._drain, loop, context)
                 except BaseException as error:  # the writer thread itself failed
-                    failed = StoreError(f"SQLite writer failed: {error!r}")
+                    failed = _writer_failed(error)
                     while self._queue:
                         _settle(self._queue.popleft(), (False, failed))
                     if not isinstance(error, Exception):
@@ -356,10 +350,8 @@ class SqliteDatabase:
                 with leaf_span("store.commit", store="sqlite", group_size=len(group)):
                     results = self._run_group([p.op for p in group])
             except BaseException as error:
-                failed = StoreError(f"SQLite writer failed: {error!r}")
-                loop.call_soon_threadsafe(
-                    _settle_group, group, [(False, failed)] * len(group), None, context=context
-                )
+                failed = [(False, _writer_failed(error))] * len(group)
+                loop.call_soon_threadsafe(_settle_group, group, failed, None, context=context)
                 if not isinstance(error, Exception):
                     raise
                 continue
