@@ -37,9 +37,13 @@ an agent costs a plain continuation's create+resume (same run, same machine load
 servers export metrics (``PAUSEMESH_METRICS=1``): the store writes and commits per lifecycle
 are read from ``/metrics`` (the SQLite group-commit histogram), a count the load cannot blur.
 
+``--store-metrics`` (with ``--workers``): our servers export metrics, and the table adds where a
+SQLite write group's time goes, read from ``/metrics`` of each worker that answers: writes per
+commit, the wait for the write turn a sibling worker holds, and BEGIN to COMMIT.
+
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
        [--workers 1,2] [--rounds 1] [--client native|aiohttp]
-       [--reference PATH] [--cache-dir DIR]
+       [--reference PATH] [--cache-dir DIR] [--store-metrics]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
        .venv/bin/python bench/http.py --agent [--rounds 3]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
@@ -247,19 +251,48 @@ def observability(args: argparse.Namespace) -> None:
 # Any agent will do: a plain continuation's lifecycle never runs it.
 _AGENT = "tests.support.limits_agent:agent"
 _GROUP = "pausemesh_store_commit_group_size"
+_COMMIT = "pausemesh_store_commit_seconds"
+_TURN_WAIT = "pausemesh_store_write_turn_wait_seconds"
+_SQLITE = '{store="sqlite"}'
+# Each histogram's _sum and _count as /metrics names them (the turn wait has no label).
+_STORE_SERIES = {
+    f"{name}_{part}{labels}": (name, part)
+    for name, labels in ((_GROUP, _SQLITE), (_COMMIT, _SQLITE), (_TURN_WAIT, ""))
+    for part in ("sum", "count")
+}
+
+
+def store_histograms(base: str) -> dict[tuple[str, str], float]:
+    """The SQLite store's write histograms (group size, commit and turn-wait seconds) so far,
+    ``{(name, "sum" | "count"): value}``, from the ``/metrics`` of whichever process answers."""
+    import httpx  # noqa: PLC0415 - only --agent and --store-metrics read metrics
+
+    text = httpx.get(f"{base}/metrics", timeout=30).text
+    found = dict.fromkeys(_STORE_SERIES.values(), 0.0)
+    for line in text.splitlines():
+        series, _, value = line.rpartition(" ")
+        if series in _STORE_SERIES:
+            found[_STORE_SERIES[series]] = float(value)
+    return found
 
 
 def store_writes(base: str) -> tuple[float, float]:
     """(writes, commits) the server's SQLite store made so far, from its ``/metrics``."""
-    import httpx  # noqa: PLC0415 - only --agent reads metrics
+    found = store_histograms(base)
+    return found[_GROUP, "sum"], found[_GROUP, "count"]
 
-    text = httpx.get(f"{base}/metrics", timeout=30).text
-    found = {"sum": 0.0, "count": 0.0}
-    for line in text.splitlines():
-        for part in found:
-            if line.startswith(f'{_GROUP}_{part}{{store="sqlite"}}'):
-                found[part] = float(line.rsplit(" ", 1)[1])
-    return found["sum"], found["count"]
+
+def workers_store_histograms(base: str, workers: int) -> list[dict[tuple[str, str], float]]:
+    """``store_histograms`` of as many of the server's worker processes as answer in a few
+    tries: each request is a new connection, which the kernel hands to any worker; workers
+    are told apart by their counts (the load has stopped, so a worker's counts stand still)."""
+    seen: dict[float, dict[tuple[str, str], float]] = {}
+    for _ in range(8 * workers):
+        found = store_histograms(base)
+        seen[found[_GROUP, "count"]] = found
+        if len(seen) == workers:
+            break
+    return list(seen.values())
 
 
 def compare_agent(args: argparse.Namespace) -> None:
@@ -329,6 +362,9 @@ class Totals:
         self.count = 0
         self.latencies: list[float] = []
         self.wall = self.cpu = self.client_cpu = 0.0
+        # --store-metrics: the store histograms' sums and counts over every worker seen.
+        self.store: dict[tuple[str, str], float] = {}
+        self.workers_seen = 0
 
     @property
     def rate(self) -> float:
@@ -345,6 +381,23 @@ class Totals:
             ("server CPU per lifecycle (ms)", f"{1000 * self.cpu / self.count:.2f}"),
             ("client CPU (% of one core)", f"{100 * self.client_cpu / self.wall:.0f}"),
             ("CPU-bound ceiling here (lifecycles/s)", f"{self.ceiling:,.0f}"),
+            *self.store_rows(),
+        ]
+
+    def store_rows(self) -> list[tuple[str, str]]:
+        """--store-metrics: where a group's time goes (means over the servers' whole lives)."""
+        if not self.store:
+            return []
+
+        def mean(name: str, scale: float = 1.0, digits: int = 3) -> str:
+            count = self.store.get((name, "count"), 0.0)
+            return f"{scale * self.store[name, 'sum'] / count:.{digits}f}" if count else "-"
+
+        return [
+            ("workers whose /metrics were read", f"{self.workers_seen}"),
+            ("writes per commit (mean)", mean(_GROUP, digits=2)),
+            ("write-turn wait per group (ms, mean)", mean(_TURN_WAIT, 1000)),
+            ("BEGIN to COMMIT per group (ms, mean)", mean(_COMMIT, 1000)),
         ]
 
     @property
@@ -388,6 +441,11 @@ def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> 
         count, latencies, wall, cpu, client_cpu = drive_with(
             args, server.base_url, args.seconds, server.pid
         )
+        if args.store_metrics and not isinstance(server, ReferenceServer):
+            for found in workers_store_histograms(server.base_url, totals.processes):
+                totals.workers_seen += 1
+                for key, value in found.items():
+                    totals.store[key] = totals.store.get(key, 0.0) + value
     totals.count += count
     totals.latencies += latencies
     totals.wall += wall
@@ -399,7 +457,8 @@ def ours(args: argparse.Namespace, tmp: str, workers: int, round_no: int) -> Ser
     database = Path(tmp) / f"bench-{workers}-{round_no}.db"
     server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
     server_args += ["--workers", str(workers)]
-    return ServerProcess(server_args, ready_path="/readyz")
+    env = {"PAUSEMESH_METRICS": "1"} if args.store_metrics else {}
+    return ServerProcess(server_args, ready_path="/readyz", env=env)
 
 
 def main() -> None:
@@ -445,6 +504,12 @@ def main() -> None:
         type=int,
         default=None,
         help="alternating rounds of every setting (default 1; 2 with --jwt/--observability)",
+    )
+    parser.add_argument(
+        "--store-metrics",
+        action="store_true",
+        help="--workers: servers export metrics, and the table adds where a SQLite write group's"
+        " time goes (writes per commit, write-turn wait, BEGIN to COMMIT) from /metrics",
     )
     args = parser.parse_args()
     args.native = None
@@ -493,7 +558,9 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
                 measure(args, server, totals)
     raw = statistics.fmean(raws)
 
-    names = [name for name, _ in results[0].rows()]
+    # Every row any setting has, in order (the reference has no store rows: "-" there).
+    tables = [dict(r.rows()) for r in results]
+    names = list(dict.fromkeys(name for r in results for name, _ in r.rows()))
     width = max(
         len(name) for name in [*names, "ratio to raw commits / 2", "ceiling here / reference rate"]
     )
@@ -518,8 +585,8 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
         f"  raw one-row SQLite commits/s (same disk, same run): {raw:,.0f} (÷ 2 = {raw / 2:,.0f})"
         + (f", per round {', '.join(f'{r:,.0f}' for r in raws)}" if rounds > 1 else "")
     )
-    for i, name in enumerate(names):
-        print(f"  {name:<{width}}  " + "".join(f"{r.rows()[i][1]:>13}" for r in results))
+    for name in names:
+        print(f"  {name:<{width}}  " + "".join(f"{t.get(name, '-'):>13}" for t in tables))
     rates = [r.rate for r in results]
     ratios = "".join(f"{rate / (raw / 2):>13.2f}" for rate in rates)
     print(f"  {'ratio to raw commits / 2':<{width}}  {ratios}")

@@ -223,6 +223,10 @@ def test_metrics_count_what_the_session_did(server: ServerProcess, session: Sess
     assert _value(samples, "pausemesh_expiries_total", by="sweeper") == 0
     assert _value(samples, "pausemesh_store_commit_seconds_count", store="sqlite") > 0
     assert _value(samples, "pausemesh_store_commit_group_size_count", store="sqlite") > 0
+    # One process: every committed group took its file's write turn, after no wait to speak of.
+    assert _value(samples, "pausemesh_store_write_turn_wait_seconds_count") == _value(
+        samples, "pausemesh_store_commit_seconds_count", store="sqlite"
+    )
     for route in ("run", "connect", "tail"):
         assert _value(samples, "pausemesh_sse_streams_open", route=route) == 0
     assert _value(samples, "pausemesh_rate_limited_total", code="RATE_LIMITED") == 0

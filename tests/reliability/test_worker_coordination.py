@@ -23,6 +23,12 @@ import pytest
 
 from pausemesh.cli_workers import claim_slot
 from pausemesh.core.errors import StoreError
+from pausemesh.core.telemetry import (
+    COMMIT_SECONDS,
+    WRITE_TURN_WAIT_SECONDS,
+    MetricSpec,
+    set_metrics,
+)
 from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore, changes, wal_watch
@@ -160,6 +166,54 @@ async def test_a_write_waits_for_another_process_turn_and_commits_once_it_is_giv
     finally:
         other.close()
         await database.close()
+
+
+class _Observed:
+    """A metrics sink that keeps every histogram observation by metric name."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def inc(self, spec: MetricSpec, labels: tuple[str, ...], amount: float) -> None:
+        pass
+
+    def observe(self, spec: MetricSpec, labels: tuple[str, ...], value: float) -> None:
+        self.values.setdefault(spec.name, []).append(value)
+
+
+async def test_the_time_a_write_waited_for_another_process_turn_is_its_turn_wait_not_its_commit(
+    tmp_path: Path,
+) -> None:
+    """Operators tell contention between workers from a slow disk: the wait for a sibling's
+    turn is ``pausemesh_store_write_turn_wait_seconds``, and the commit time starts after it."""
+    observed = _Observed()
+    set_metrics(observed)  # before open: the writer task observes in the context it starts in
+    database = await SqliteDatabase(tmp_path / "turns.db").open()
+    other = WriteTurn(tmp_path / "turns.db")
+    held = 0.3
+    try:
+        assert other.take()
+        observed.values.clear()  # the migration's own commit is not this write's
+        write = asyncio.ensure_future(
+            database.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+        )
+        # The writer thread says it waits once it has asked for the turn.
+        await asyncio.to_thread(_until_a_writer_waits, tmp_path / "turns.db.write.wait")
+        await asyncio.sleep(held)
+        given_at = time.monotonic()
+        other.give()
+        await asyncio.wait_for(write, STUCK)
+        finished_at = time.monotonic()
+    finally:
+        other.close()
+        await database.close()
+    waits = observed.values[WRITE_TURN_WAIT_SECONDS.name]
+    commits = observed.values[COMMIT_SECONDS.name]
+    # One inline try that found the turn taken observes nothing; the writer thread's group
+    # waited at least as long as the turn was held after it asked, and committed after that.
+    assert len(waits) == len(commits) == 1
+    assert waits[0] >= held
+    assert commits[0] <= finished_at - given_at
 
 
 async def test_a_write_is_store_busy_when_another_process_keeps_the_turn(tmp_path: Path) -> None:

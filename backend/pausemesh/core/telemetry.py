@@ -43,6 +43,7 @@ __all__ = (
     "SSE_STREAMS_OPEN",
     "TAIL_DELIVERY_LAG_SECONDS",
     "THREAD_BUSY",
+    "WRITE_TURN_WAIT_SECONDS",
     "MetricKind",
     "MetricSpec",
     "MetricsSink",
@@ -128,7 +129,7 @@ EXPIRY_LAG_SECONDS = MetricSpec(
 COMMIT_SECONDS = MetricSpec(
     "pausemesh_store_commit_seconds",
     MetricKind.HISTOGRAM,
-    "Store write transaction latency, from BEGIN to COMMIT.",
+    "Store write transaction latency, from BEGIN to COMMIT (SQLite: after the write turn).",
     ("store",),
     _LATENCY_BUCKETS,
     (("sqlite",), ("postgres",)),
@@ -140,6 +141,13 @@ COMMIT_GROUP_SIZE = MetricSpec(
     ("store",),
     (1, 2, 4, 8, 16, 32, 64, 128, 256),
     (("sqlite",), ("postgres",)),
+)
+WRITE_TURN_WAIT_SECONDS = MetricSpec(
+    "pausemesh_store_write_turn_wait_seconds",
+    MetricKind.HISTOGRAM,
+    "How long a SQLite write transaction waited for the write turn of its file, held by another"
+    " worker process (0 when no other process was writing).",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5),
 )
 SSE_STREAMS_OPEN = MetricSpec(
     "pausemesh_sse_streams_open",
@@ -190,6 +198,7 @@ METRICS: tuple[MetricSpec, ...] = (
     EXPIRY_LAG_SECONDS,
     COMMIT_SECONDS,
     COMMIT_GROUP_SIZE,
+    WRITE_TURN_WAIT_SECONDS,
     SSE_STREAMS_OPEN,
     TAIL_DELIVERY_LAG_SECONDS,
     RATE_LIMITED,

@@ -22,7 +22,13 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from pausemesh.core.errors import PauseMeshError, StoreError
-from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, leaf_span, observe
+from pausemesh.core.telemetry import (
+    COMMIT_GROUP_SIZE,
+    COMMIT_SECONDS,
+    WRITE_TURN_WAIT_SECONDS,
+    leaf_span,
+    observe,
+)
 from pausemesh.stores.backoff import attempts
 from pausemesh.stores.file_lock import WriteTurn
 from pausemesh.stores.migrations import Migration, check_ledger
@@ -122,12 +128,26 @@ def _writer_failed(error: BaseException) -> StoreError:
     return StoreError(f"SQLite writer failed: {error!r}")
 
 
-def _settle_group(
-    group: list[_Pending], results: list[tuple[bool, Any]], seconds: float | None
-) -> None:
-    """On the loop: a committed (or failed, ``seconds`` None) group's results to its callers."""
-    if seconds is not None:
-        observe(COMMIT_SECONDS, seconds, "sqlite")
+class _GroupRun:
+    """What running a group gave: its results (None: declined inline), and how long it waited
+    for the write turn and then took from BEGIN to COMMIT (seconds; None if it never began)."""
+
+    __slots__ = ("results", "seconds", "waited")
+
+    def __init__(
+        self, results: list[tuple[bool, Any]] | None, waited: float | None, seconds: float | None
+    ) -> None:
+        self.results = results
+        self.waited = waited
+        self.seconds = seconds
+
+
+def _settle_group(group: list[_Pending], results: list[tuple[bool, Any]], run: _GroupRun) -> None:
+    """On the loop: a group's results to its callers, and what it took to the metrics."""
+    if run.waited is not None:
+        observe(WRITE_TURN_WAIT_SECONDS, run.waited)
+    if run.seconds is not None:
+        observe(COMMIT_SECONDS, run.seconds, "sqlite")
         observe(COMMIT_GROUP_SIZE, len(group), "sqlite")
     for pending, result in zip(group, results, strict=True):
         _settle(pending, result)
@@ -292,11 +312,10 @@ class SqliteDatabase:
             # fsync of one small transaction is shorter than the hop's wake-ups. Under load
             # groups grow and go to the writer thread, so the loop keeps serving meanwhile.
             pending = self._queue[0]
-            started = time.perf_counter()
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
-                results = self._run_group([pending.op], inline=True)
-            if results is not None:
-                _settle_group([self._queue.popleft()], results, time.perf_counter() - started)
+                run = self._run_group([pending.op], inline=True)
+            if run.results is not None:
+                _settle_group([self._queue.popleft()], run.results, run)
                 return
         self._group_in_flight = True
         self._wakeup.set()
@@ -345,20 +364,19 @@ class SqliteDatabase:
         queue = self._queue
         while queue:
             group = [queue.popleft() for _ in range(min(len(queue), _MAX_GROUP))]
-            started = time.perf_counter()
             try:
                 with leaf_span("store.commit", store="sqlite", group_size=len(group)):
-                    results = self._run_group([p.op for p in group])
+                    run = self._run_group([p.op for p in group])
             except BaseException as error:
                 failed = [(False, _writer_failed(error))] * len(group)
-                loop.call_soon_threadsafe(_settle_group, group, failed, None, context=context)
+                loop.call_soon_threadsafe(
+                    _settle_group, group, failed, _GroupRun(None, None, None), context=context
+                )
                 if not isinstance(error, Exception):
                     raise
                 continue
-            assert results is not None  # noqa: S101 - only inline runs can decline
-            loop.call_soon_threadsafe(
-                _settle_group, group, results, time.perf_counter() - started, context=context
-            )
+            assert run.results is not None  # noqa: S101 - only inline runs can decline
+            loop.call_soon_threadsafe(_settle_group, group, run.results, run, context=context)
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
         """``BEGIN IMMEDIATE``; another process may hold the write lock.
@@ -380,29 +398,31 @@ class SqliteDatabase:
             raise busy
         return False
 
-    def _run_group(
-        self, ops: list[WriteOp], *, inline: bool = False
-    ) -> list[tuple[bool, Any]] | None:
+    def _run_group(self, ops: list[WriteOp], *, inline: bool = False) -> _GroupRun:
         """One transaction and one COMMIT for the whole group.
 
         Runs on the writer thread, or ``inline`` on the loop thread for a lone write; inline it
-        never waits for another process's lock (it returns None and the writer thread takes
-        over). In a group of several, each op runs inside a SAVEPOINT so that an op that
-        raises rolls back only its own writes; a lone op that raises rolls back the
-        transaction.
+        never waits for another process's lock (no results: the writer thread takes over).
+        In a group of several, each op runs inside a SAVEPOINT so that an op that raises rolls
+        back only its own writes; a lone op that raises rolls back the transaction.
         """
         turn = self._turn
+        asked = time.perf_counter()
         if turn is None:
-            return self._run_group_in_turn(ops, inline=inline)
+            return _GroupRun(
+                self._run_group_in_turn(ops, inline=inline), None, time.perf_counter() - asked
+            )
         if not turn.take(within=0.0 if inline else self._busy_timeout_ms / 1000):
             if inline:
-                return None
+                return _GroupRun(None, None, None)
             busy = StoreError("another process kept the SQLite write turn", code="STORE_BUSY")
-            return [(False, busy)] * len(ops)
+            return _GroupRun([(False, busy)] * len(ops), time.perf_counter() - asked, None)
+        began = time.perf_counter()
         try:
-            return self._run_group_in_turn(ops, inline=inline)
+            results = self._run_group_in_turn(ops, inline=inline)
         finally:
             turn.give()
+        return _GroupRun(results, began - asked, time.perf_counter() - began)
 
     def _run_group_in_turn(
         self, ops: list[WriteOp], *, inline: bool
