@@ -40,6 +40,7 @@ lint: install  ## ruff, the formatter and the import layers (lint-imports)
 typecheck: install
 	$(BIN)/mypy
 	$(BIN)/mypy examples
+	$(BIN)/mypy --explicit-package-bases bench  # the benches (and the test helpers they use)
 
 browser:  ## Debian's Chromium for the browser tests (never a downloaded browser build)
 	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium; }

@@ -227,8 +227,9 @@ def _measure(args: argparse.Namespace, kind: str, replicas: int) -> float:
     total = 0
     for worker in workers:
         out, _ = worker.communicate(timeout=args.seconds + 60)
-        total += json.loads(out.strip().splitlines()[-1])["lifecycles"]
-    return total / args.seconds
+        total += int(json.loads(out.strip().splitlines()[-1])["lifecycles"])
+    seconds: float = args.seconds
+    return total / seconds
 
 
 async def _http_lifecycles(bases: list[str], seconds: float, concurrency: int) -> int:
@@ -291,7 +292,9 @@ def _measure_http(args: argparse.Namespace, replicas: int) -> float:
             server.start()
         bases = [server.base_url for server in servers]
         uvloop.run(_http_lifecycles(bases, 1.0, args.concurrency))  # warm-up
-        return uvloop.run(_http_lifecycles(bases, args.seconds, args.concurrency)) / args.seconds
+        seconds: float = args.seconds
+        count: int = uvloop.run(_http_lifecycles(bases, seconds, args.concurrency))
+        return count / seconds
     finally:
         for server in servers:
             server.close()

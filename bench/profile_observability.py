@@ -134,7 +134,8 @@ async def _drive(
             insecure_no_auth=True,
             metrics=mode in ("on", "metrics"),
         )
-        app = create_app(settings)
+        # Litestar types its ASGI callable more narrowly than asgi-lifespan and httpx take.
+        app: Any = create_app(settings)
         if gc_tuning:
             tune_for_serving()  # as pausemesh serve does once its app is built
         async with (

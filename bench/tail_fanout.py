@@ -41,8 +41,9 @@ EVENT = '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"%s","n":%d}'
 
 async def _no_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:  # the host runs none here
     del ctx
-    return
-    yield
+    outputs: tuple[AgentOutput, ...] = ()
+    for output in outputs:  # an async generator that yields nothing
+        yield output
 
 
 async def one_round(path: str, tails: int, events: int) -> float:

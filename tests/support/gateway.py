@@ -156,7 +156,8 @@ def structured(result: CallToolResult) -> dict[str, Any]:
     assert result.structured_content is not None
     text = result.content[0]
     assert json.loads(text.text) == result.structured_content  # type: ignore[union-attr]
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
