@@ -135,3 +135,38 @@ def test_the_native_client_reads_a_chunked_create_answer_and_resumes_with_its_to
     )
     assert run.count == len(resumed) > 0
     assert set(resumed) == {("/v1/continuations/c-1/resume", "PauseMesh t-1")}
+
+
+def test_the_bench_reads_each_write_the_server_committed_from_its_store_histograms(
+    client_binary: Path, tmp_path: Path
+) -> None:
+    """``bench/http.py --store-metrics`` reads what the server's /metrics says of its writes:
+    two per lifecycle (create, resume), each group with its write-turn wait and commit time."""
+    from bench.http import store_histograms, workers_store_histograms  # noqa: PLC0415
+
+    group, commit, wait = (
+        "pausemesh_store_commit_group_size",
+        "pausemesh_store_commit_seconds",
+        "pausemesh_store_write_turn_wait_seconds",
+    )
+    database = tmp_path / "bench.db"
+    args = ["serve", "--database-path", str(database)]
+    with ServerProcess(args, env={"PAUSEMESH_METRICS": "1"}) as server:
+        before = store_histograms(server.base_url)  # whatever the server wrote as it started
+        run = run_client(
+            client_binary,
+            server.base_url,
+            seconds=1.0,
+            concurrency=4,
+            create={"payload": PAYLOAD},
+            resume=RESUME,
+        )
+        [after] = workers_store_histograms(server.base_url, 1)
+    assert run.count > 0
+    assert after[group, "sum"] - before[group, "sum"] == 2 * run.count
+    groups = after[group, "count"] - before[group, "count"]
+    assert 0 < groups <= 2 * run.count
+    # One process: every committed group took the turn first, and both were timed.
+    assert after[wait, "count"] - before[wait, "count"] == groups
+    assert after[commit, "count"] - before[commit, "count"] == groups
+    assert after[commit, "sum"] > before[commit, "sum"]
