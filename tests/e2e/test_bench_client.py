@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bench.native_client import build_client, compiler, run_client
+from bench.native_client import ClientRun, build_client, compiler, run_client
 
 from tests.support.rest import PAYLOAD
 from tests.support.server import ServerProcess
@@ -29,6 +29,18 @@ pytestmark = [
 RESUME = {"payload": {"flight": "PM101"}}
 
 
+def _lifecycles_for_a_second(client_binary: Path, base_url: str) -> ClientRun:
+    """Four lifecycles in flight for a second, as ``bench/http.py`` sends them."""
+    return run_client(
+        client_binary,
+        base_url,
+        seconds=1.0,
+        concurrency=4,
+        create={"payload": PAYLOAD},
+        resume=RESUME,
+    )
+
+
 @pytest.fixture(scope="module")
 def client_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_client(tmp_path_factory.mktemp("bench-client"))
@@ -39,14 +51,7 @@ def test_every_lifecycle_the_native_client_counts_is_a_continuation_resumed_on_t
 ) -> None:
     database = tmp_path / "bench.db"
     with ServerProcess(["serve", "--database-path", str(database)]) as server:
-        run = run_client(
-            client_binary,
-            server.base_url,
-            seconds=1.0,
-            concurrency=4,
-            create={"payload": PAYLOAD},
-            resume=RESUME,
-        )
+        run = _lifecycles_for_a_second(client_binary, server.base_url)
     assert run.count > 0
     assert len(run.latencies) == run.count
     assert all(latency > 0 for latency in run.latencies)
@@ -153,14 +158,7 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
     args = ["serve", "--database-path", str(database)]
     with ServerProcess(args, env={"PAUSEMESH_METRICS": "1"}) as server:
         before = store_histograms(server.base_url)  # whatever the server wrote as it started
-        run = run_client(
-            client_binary,
-            server.base_url,
-            seconds=1.0,
-            concurrency=4,
-            create={"payload": PAYLOAD},
-            resume=RESUME,
-        )
+        run = _lifecycles_for_a_second(client_binary, server.base_url)
         [after] = workers_store_histograms(server.base_url, 1)
     assert run.count > 0
     assert after[group, "sum"] - before[group, "sum"] == 2 * run.count
