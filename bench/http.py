@@ -70,7 +70,7 @@ import time  # noqa: E402
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
 from bench.core import raw_commit_rate  # noqa: E402
-from bench.native_client import build_client, compiler, run_client  # noqa: E402
+from bench.native_client import ClientRun, build_client, compiler, run_client  # noqa: E402
 from bench.reference import (  # noqa: E402
     ReferenceServer,
     build_reference,
@@ -409,12 +409,9 @@ class Totals:
         return min(self.processes / server, (os.cpu_count() or 1) / (server + client))
 
 
-def drive_native(
-    binary: Path, base: str, seconds: float, concurrency: int, pid: int | None
-) -> tuple[int, list[float], float, float, float]:
-    """``drive`` with the C client (``bench/lifecycle_client.c``): the same figures."""
-    cpu_before = cpu_seconds(pid) if pid else 0.0
-    run = run_client(
+def native_lifecycles(binary: Path, base: str, *, seconds: float, concurrency: int) -> ClientRun:
+    """The C client's lifecycles, with this bench's create and resume bodies."""
+    return run_client(
         binary,
         base,
         seconds=seconds,
@@ -422,6 +419,14 @@ def drive_native(
         create={"payload": PAYLOAD},
         resume=RESUME,
     )
+
+
+def drive_native(
+    binary: Path, base: str, seconds: float, concurrency: int, pid: int | None
+) -> tuple[int, list[float], float, float, float]:
+    """``drive`` with the C client (``bench/lifecycle_client.c``): the same figures."""
+    cpu_before = cpu_seconds(pid) if pid else 0.0
+    run = native_lifecycles(binary, base, seconds=seconds, concurrency=concurrency)
     cpu = (cpu_seconds(pid) - cpu_before) if pid else 0.0
     return run.count, run.latencies, run.wall, cpu, run.cpu
 

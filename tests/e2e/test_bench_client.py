@@ -16,29 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bench.native_client import ClientRun, build_client, compiler, run_client
+from bench.http import RESUME, native_lifecycles, store_histograms, workers_store_histograms
+from bench.native_client import build_client, compiler, run_client
 
-from tests.support.rest import PAYLOAD
 from tests.support.server import ServerProcess
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(compiler() is None, reason="no C compiler on this machine"),
 ]
-
-RESUME = {"payload": {"flight": "PM101"}}
-
-
-def _lifecycles_for_a_second(client_binary: Path, base_url: str) -> ClientRun:
-    """Four lifecycles in flight for a second, as ``bench/http.py`` sends them."""
-    return run_client(
-        client_binary,
-        base_url,
-        seconds=1.0,
-        concurrency=4,
-        create={"payload": PAYLOAD},
-        resume=RESUME,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +37,7 @@ def test_every_lifecycle_the_native_client_counts_is_a_continuation_resumed_on_t
 ) -> None:
     database = tmp_path / "bench.db"
     with ServerProcess(["serve", "--database-path", str(database)]) as server:
-        run = _lifecycles_for_a_second(client_binary, server.base_url)
+        run = native_lifecycles(client_binary, server.base_url, seconds=1.0, concurrency=4)
     assert run.count > 0
     assert len(run.latencies) == run.count
     assert all(latency > 0 for latency in run.latencies)
@@ -130,14 +116,7 @@ def test_the_native_client_reads_a_chunked_create_answer_and_resumes_with_its_to
     client_binary: Path, chunked_server: tuple[str, list[tuple[str, str]]]
 ) -> None:
     base_url, resumed = chunked_server
-    run = run_client(
-        client_binary,
-        base_url,
-        seconds=0.3,
-        concurrency=1,
-        create={"payload": PAYLOAD},
-        resume=RESUME,
-    )
+    run = native_lifecycles(client_binary, base_url, seconds=0.3, concurrency=1)
     assert run.count == len(resumed) > 0
     assert set(resumed) == {("/v1/continuations/c-1/resume", "PauseMesh t-1")}
 
@@ -147,8 +126,6 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
 ) -> None:
     """``bench/http.py --store-metrics`` reads what the server's /metrics says of its writes:
     two per lifecycle (create, resume), each group with its write-turn wait and commit time."""
-    from bench.http import store_histograms, workers_store_histograms  # noqa: PLC0415
-
     group, commit, wait = (
         "pausemesh_store_commit_group_size",
         "pausemesh_store_commit_seconds",
@@ -158,7 +135,7 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
     args = ["serve", "--database-path", str(database)]
     with ServerProcess(args, env={"PAUSEMESH_METRICS": "1"}) as server:
         before = store_histograms(server.base_url)  # whatever the server wrote as it started
-        run = _lifecycles_for_a_second(client_binary, server.base_url)
+        run = native_lifecycles(client_binary, server.base_url, seconds=1.0, concurrency=4)
         [after] = workers_store_histograms(server.base_url, 1)
     assert run.count > 0
     assert after[group, "sum"] - before[group, "sum"] == 2 * run.count
