@@ -41,13 +41,13 @@ class FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
+            taken = _try_flock(fd, fcntl.LOCK_EX)
         except BaseException:
             os.close(fd)
             raise
+        if not taken:
+            os.close(fd)
+            return False
         self._fd = fd
         return True
 

@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -128,28 +129,25 @@ def _writer_failed(error: BaseException) -> StoreError:
     return StoreError(f"SQLite writer failed: {error!r}")
 
 
+@dataclass(frozen=True, slots=True)
 class _GroupRun:
     """What running a group gave: its results (None: declined inline), and how long it waited
     for the write turn and then took from BEGIN to COMMIT (seconds; None if it never began)."""
 
-    __slots__ = ("results", "seconds", "waited")
-
-    def __init__(
-        self, results: list[tuple[bool, Any]] | None, waited: float | None, seconds: float | None
-    ) -> None:
-        self.results = results
-        self.waited = waited
-        self.seconds = seconds
+    results: list[tuple[bool, Any]] | None
+    waited: float | None = None
+    seconds: float | None = None
 
 
-def _settle_group(group: list[_Pending], results: list[tuple[bool, Any]], run: _GroupRun) -> None:
+def _settle_group(group: list[_Pending], run: _GroupRun) -> None:
     """On the loop: a group's results to its callers, and what it took to the metrics."""
     if run.waited is not None:
         observe(WRITE_TURN_WAIT_SECONDS, run.waited)
     if run.seconds is not None:
         observe(COMMIT_SECONDS, run.seconds, "sqlite")
         observe(COMMIT_GROUP_SIZE, len(group), "sqlite")
-    for pending, result in zip(group, results, strict=True):
+    assert run.results is not None  # noqa: S101 - a declined group is never settled (see _drain)
+    for pending, result in zip(group, run.results, strict=True):
         _settle(pending, result)
 
 
@@ -315,7 +313,7 @@ class SqliteDatabase:
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
                 run = self._run_group([pending.op], inline=True)
             if run.results is not None:
-                _settle_group([self._queue.popleft()], run.results, run)
+                _settle_group([self._queue.popleft()], run)
                 return
         self._group_in_flight = True
         self._wakeup.set()
@@ -368,15 +366,13 @@ class SqliteDatabase:
                 with leaf_span("store.commit", store="sqlite", group_size=len(group)):
                     run = self._run_group([p.op for p in group])
             except BaseException as error:
-                failed = [(False, _writer_failed(error))] * len(group)
-                loop.call_soon_threadsafe(
-                    _settle_group, group, failed, _GroupRun(None, None, None), context=context
-                )
+                failed = _GroupRun([(False, _writer_failed(error))] * len(group))
+                loop.call_soon_threadsafe(_settle_group, group, failed, context=context)
                 if not isinstance(error, Exception):
                     raise
                 continue
             assert run.results is not None  # noqa: S101 - only inline runs can decline
-            loop.call_soon_threadsafe(_settle_group, group, run.results, run, context=context)
+            loop.call_soon_threadsafe(_settle_group, group, run, context=context)
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
         """``BEGIN IMMEDIATE``; another process may hold the write lock.
@@ -409,14 +405,13 @@ class SqliteDatabase:
         turn = self._turn
         asked = time.perf_counter()
         if turn is None:
-            return _GroupRun(
-                self._run_group_in_turn(ops, inline=inline), None, time.perf_counter() - asked
-            )
+            results = self._run_group_in_turn(ops, inline=inline)
+            return _GroupRun(results, seconds=time.perf_counter() - asked)
         if not turn.take(within=0.0 if inline else self._busy_timeout_ms / 1000):
             if inline:
-                return _GroupRun(None, None, None)
+                return _GroupRun(None)
             busy = StoreError("another process kept the SQLite write turn", code="STORE_BUSY")
-            return _GroupRun([(False, busy)] * len(ops), time.perf_counter() - asked, None)
+            return _GroupRun([(False, busy)] * len(ops), waited=time.perf_counter() - asked)
         began = time.perf_counter()
         try:
             results = self._run_group_in_turn(ops, inline=inline)
