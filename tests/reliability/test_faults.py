@@ -72,7 +72,9 @@ def _assert_nothing_lost(report: FaultReport, steps: dict[str, list[str]]) -> No
     assert report.kills_after_run_started > 0
     assert {RECOVERED, RESENT} & {s for each in steps.values() for s in each}, steps
     # ... and nothing was lost or made twice.
-    assert report.lost == []
+    assert report.lost == [], {
+        t: {**report.why_lost[t], "ledger": steps.get(t)} for t in report.lost
+    }
     assert report.double_booked == []
     assert report.pending == []
     assert report.live_5xx == 0

@@ -62,6 +62,8 @@ class FaultReport:
     # used up, i.e. kills hit each resend before it reached the airline. Shown in the thread
     # as "checking with the airline"; never resent again, never declared failed.
     awaiting_operator: list[str] = field(default_factory=list)
+    # What the end check saw of each lost conversation (a failure names its cause, not an id).
+    why_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def per_second(self) -> float:
@@ -354,11 +356,12 @@ def _check(
     flights: dict[str, str],
 ) -> None:
     report = fleet.report
-    desk = airline.bookings()
-    report.airline_bookings = sorted(desk)
     for thread_id in threads:
         interrupt = interrupts.get(thread_id)
         snapshot = _settled_snapshot(fleet, thread_id)
+        # Read after the thread settled: a booking the watcher recovered or resent while this
+        # check waited for it is at the airline only from then on.
+        desk = airline.bookings()
         state = snapshot.get("state") or {}
         booked = [b for b in state.get("bookings", []) if b.get("flight") == flights[thread_id]]
         key = (
@@ -375,7 +378,16 @@ def _check(
             report.pending.append(thread_id)
         if not at_airline or not booked:
             report.lost.append(thread_id)
+            report.why_lost[thread_id] = {
+                "interrupt": interrupt,
+                "at_airline": at_airline,
+                "bookings": state.get("bookings"),
+                "unconfirmed": state.get("unconfirmedBookings"),
+                "questions": open_questions,
+                "errors": [e for e in report.errors if e.startswith(f"{thread_id}:")],
+            }
         elif len(state.get("bookings", [])) > 1:
             report.double_booked.append(thread_id)
         else:
             report.booked_once += 1
+    report.airline_bookings = sorted(airline.bookings())
