@@ -77,3 +77,21 @@ def test_uuid7_ids_are_valid_version_7_and_sort_by_creation_time() -> None:
     assert uuid.UUID(first).variant == uuid.RFC_4122
     assert first < second
     assert len({uuid7() for _ in range(1000)}) == 1000
+
+
+def test_uuid7_puts_the_milliseconds_on_top_and_keeps_74_of_the_80_random_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uuid  # noqa: PLC0415 - local to this test
+
+    from pausemesh.core import ids  # noqa: PLC0415 - local to this test
+
+    random = bytes(range(0xA1, 0xAB))  # ten distinct bytes: a misplaced bit changes the id
+    monkeypatch.setattr(ids.os, "urandom", lambda n: random[:n])
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 0x0123_4567_89AB * 1_000_000 + 999_999)
+    parsed = uuid.UUID(ids.uuid7())
+    expected = 0x0123_4567_89AB << 80 | int.from_bytes(random)
+    expected = expected & ~(0xF << 76 | 0x3 << 62) | 0x7 << 76 | 0x2 << 62
+    assert parsed.int == expected
+    assert str(parsed) == ids.uuid7()
+    assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,7 +84,8 @@ class TelemetryMiddleware:
             set_metrics(self.metrics)
         headers = scope.get("headers", ())
         incoming = _header(headers, REQUEST_ID_HEADER.encode())
-        request_id = incoming if incoming and _REQUEST_ID.match(incoming) else uuid.uuid4().hex[:16]
+        # 16 hex digits (64 random bits); `uuid4().hex` builds a UUID object per request.
+        request_id = incoming if incoming and _REQUEST_ID.match(incoming) else secrets.token_hex(8)
         info = RequestInfo(request_id=request_id)
         set_request(info)
         method = str(scope.get("method", "GET"))
