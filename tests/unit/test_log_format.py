@@ -3,13 +3,16 @@ readable; both carry the event's own fields and never an exception's text."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import logging
+import threading
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from pausemesh.core.log_format import JsonFormatter, TextFormatter
+from pausemesh.core.log_format import JsonFormatter, LoopBatchingHandler, TextFormatter
 from pausemesh.core.telemetry import RequestInfo, set_request
 
 
@@ -80,3 +83,89 @@ def sys_exc_info() -> tuple[type[BaseException], BaseException, object]:
     assert info[0] is not None
     assert info[1] is not None
     return info[0], info[1], info[2]
+
+
+class _CountingStream(io.StringIO):
+    """A stream that counts its writes (each is a syscall on a real stderr)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def _batching_logger(name: str) -> tuple[logging.Logger, LoopBatchingHandler, _CountingStream]:
+    stream = _CountingStream()
+    handler = LoopBatchingHandler()
+    handler.setStream(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger(name)
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger, handler, stream
+
+
+async def test_the_lines_of_one_loop_iteration_reach_the_stream_in_one_write() -> None:
+    logger, _, stream = _batching_logger("test.batching.iteration")
+    for n in range(3):
+        logger.info("line %d", n)
+    assert stream.getvalue() == ""  # nothing written while the iteration runs
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert stream.getvalue() == "line 0\nline 1\nline 2\n"
+    assert stream.writes == 1
+    logger.info("next")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert stream.getvalue().endswith("line 2\nnext\n")
+    assert stream.writes == 2
+
+
+async def test_a_line_from_a_thread_without_a_loop_is_written_after_the_waiting_ones() -> None:
+    logger, _, stream = _batching_logger("test.batching.thread")
+    logger.info("on the loop")
+    thread = threading.Thread(target=logger.info, args=("on a thread",))
+    thread.start()
+    thread.join()  # the loop has not run its callback yet
+    assert stream.getvalue() == "on the loop\non a thread\n"
+    await asyncio.sleep(0)
+    assert stream.getvalue() == "on the loop\non a thread\n"  # nothing written twice
+
+
+def test_lines_a_stopped_loop_never_wrote_are_written_by_flush_or_the_next_loop() -> None:
+    logger, handler, stream = _batching_logger("test.batching.stopped")
+
+    def log_as_the_loop_stops(text: str) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.call_soon(loop.stop)
+            loop.call_soon(logger.info, text)  # its write callback would run next: it never does
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    log_as_the_loop_stops("one")
+    assert stream.getvalue() == ""
+    second = asyncio.new_event_loop()
+    try:
+        second.call_soon(logger.info, "two")
+        second.run_until_complete(asyncio.sleep(0))
+    finally:
+        second.close()
+    assert (stream.getvalue(), stream.writes) == ("one\ntwo\n", 1)
+    log_as_the_loop_stops("three")
+    assert stream.getvalue() == "one\ntwo\n"
+    handler.flush()  # what logging.shutdown() does at exit
+    assert stream.getvalue() == "one\ntwo\nthree\n"
+
+
+def test_without_a_running_loop_each_line_is_written_at_once() -> None:
+    logger, _, stream = _batching_logger("test.batching.sync")
+    logger.info("a")
+    assert stream.getvalue() == "a\n"
+    logger.info("b")
+    assert (stream.getvalue(), stream.writes) == ("a\nb\n", 2)

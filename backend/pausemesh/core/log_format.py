@@ -8,10 +8,11 @@ the line; ``RedactingFilter`` runs first on every handler ``configure_logging`` 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import msgspec
 from opentelemetry import trace
@@ -19,7 +20,14 @@ from opentelemetry import trace
 from pausemesh.core.observer import RedactingFilter
 from pausemesh.core.telemetry import current_request
 
-__all__ = ("JsonFormatter", "LogFormat", "TextFormatter", "configure_logging", "trace_ids")
+__all__ = (
+    "JsonFormatter",
+    "LogFormat",
+    "LoopBatchingHandler",
+    "TextFormatter",
+    "configure_logging",
+    "trace_ids",
+)
 
 LogFormat = Literal["text", "json"]
 
@@ -120,9 +128,71 @@ class JsonFormatter(logging.Formatter):
         return _encoder.encode(line).decode()
 
 
+class LoopBatchingHandler(logging.StreamHandler[TextIO]):
+    """A stream handler that writes the lines of one event-loop iteration in one write.
+
+    A server writes several lines per request, and each line written on its own is a write
+    (and flush) to the stream. A line logged on a thread running an event loop is formatted
+    at once (the request and trace ids are read there) and written by a callback at the end
+    of the loop's current iteration, together with every other line of that iteration. A
+    line from any other thread, ``flush()``, ``close()`` and ``logging.shutdown()`` write
+    what is waiting first, so lines keep their order.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: list[str] = []
+        self._last: logging.LogRecord | None = None  # for handleError's report
+        self._flushing_on: asyncio.AbstractEventLoop | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+        except RecursionError:  # as logging.StreamHandler.emit
+            raise
+        except Exception:  # noqa: BLE001 - logging's contract: a bad record never raises
+            self.handleError(record)
+            return
+        loop = asyncio._get_running_loop()  # noqa: SLF001 - the C-level check, no exception
+        if loop is None:
+            self._write(line, record)
+            return
+        if self._flushing_on is not loop:
+            # Also when another loop (stopped since, say) was asked first: ask this one.
+            loop.call_soon(self.flush)
+            self._flushing_on = loop
+        self._waiting.append(line)
+        self._last = record
+
+    def _write(self, line: str, record: logging.LogRecord | None = None) -> None:
+        # Called with the handler's lock held (``handle`` and ``flush`` take it).
+        self._flushing_on = None
+        waiting = self._waiting
+        if waiting:
+            line = "".join(waiting) + line
+            waiting.clear()
+            record = record or self._last
+        if line:
+            try:
+                self.stream.write(line)
+                self.stream.flush()
+            except RecursionError:
+                raise
+            except Exception:  # noqa: BLE001 - as logging.StreamHandler: never raise
+                if record is not None:
+                    self.handleError(record)
+
+    def flush(self) -> None:
+        self.acquire()
+        try:
+            self._write("")
+        finally:
+            self.release()
+
+
 def configure_logging(level: str, fmt: LogFormat = "text") -> None:
     """Replace the root handlers with one stderr handler in ``fmt`` (the CLI calls this)."""
-    handler = logging.StreamHandler()
+    handler = LoopBatchingHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     # The observer never logs a token or payload; the redactor is a second fence for
     # whatever else ends up in a log call.
