@@ -1,0 +1,72 @@
+"""``bench/ab.py``: the base side really runs the commit it names, and a short run reports both
+sides measured against real servers."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench.ab import REPO_ROOT, Side, exported
+from bench.native_client import compiler
+
+pytestmark = pytest.mark.slow
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_the_base_side_imports_pausemesh_from_the_exported_commit_not_the_working_tree() -> None:
+    commit = _git("rev-list", "-n", "1", "HEAD", "--", "backend/pausemesh/core/ids.py").strip()
+    with exported(commit) as root:
+        committed = _git("show", f"{commit}:backend/pausemesh/core/ids.py")
+        assert (root / "backend/pausemesh/core/ids.py").read_text() == committed
+        base = Side("base", root)
+        imported = subprocess.run(
+            [sys.executable, "-c", "import pausemesh; print(pausemesh.__file__)"],
+            cwd=root,
+            env={**os.environ, **base.env()},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert Path(imported) == root / "backend/pausemesh/__init__.py"
+    assert Side("after", REPO_ROOT).env() == {}
+
+
+@pytest.mark.skipif(compiler() is None, reason="no C compiler on this machine")
+def test_a_short_http_run_measures_both_servers_and_prints_the_medians() -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "bench/ab.py", "--base", "HEAD", "--workers", "1"),
+            *("--pairs", "1", "--seconds", "0.5"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=110,
+    )
+    pair = next(line for line in done.stdout.splitlines() if "pair  1:" in line)
+    rates = dict(re.findall(r"(base|after)\s+([\d,]+)/s", pair))
+    assert set(rates) == {"base", "after"}
+    assert all(int(rate.replace(",", "")) > 0 for rate in rates.values())
+    assert "lifecycles/s, median: base" in done.stdout
+    assert "after cost less CPU in" in done.stdout
+
+
+def test_bad_arguments_are_refused_before_anything_starts() -> None:
+    done = subprocess.run(
+        [sys.executable, "bench/ab.py", "--base", "HEAD", "--pairs", "0"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--pairs and --workers must be at least 1" in done.stderr
