@@ -9,7 +9,7 @@ lifecycles, ``--concurrency`` in flight. "on" is the server of ``bench/http.py -
 the SDK's ``TracerProvider`` with a ``BatchSpanProcessor`` whose exporter drops every span, and
 ``PAUSEMESH_METRICS=1``; "off" has neither (``--modes`` also takes ``tracing`` and ``metrics``,
 each alone). The collector is tuned as ``pausemesh serve`` tunes it once the app is built
-(``pausemesh.gc_tuning``) unless ``--default-gc``. Rounds alternate the modes; the figures are
+(``pausemesh.process_tuning``) unless ``--default-gc``. Rounds alternate the modes; the figures are
 process CPU time per lifecycle (client included: it is the same in both, so on minus off is
 tracing's and the metrics' cost) and the part of it spent in the garbage collector (timed
 through ``gc.callbacks``).
@@ -118,7 +118,7 @@ async def _drive(
     mode: str, lifecycles: int, concurrency: int, profile: Path | None, *, gc_tuning: bool
 ) -> tuple[float, float]:
     from pausemesh.core.log_format import configure_logging  # noqa: PLC0415
-    from pausemesh.gc_tuning import tune_for_serving  # noqa: PLC0415
+    from pausemesh.process_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.settings import Settings  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 
@@ -265,7 +265,7 @@ def main() -> None:
     parser.add_argument(
         "--default-gc",
         action="store_true",
-        help="CPython's collector settings instead of pausemesh serve's (gc_tuning)",
+        help="CPython's collector settings instead of pausemesh serve's (process_tuning)",
     )
     parser.add_argument("--profile", choices=("on", "off"), default=None)
     parser.add_argument("--top", type=int, default=30)

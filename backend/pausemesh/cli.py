@@ -219,7 +219,7 @@ def serve_app(
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
     from pausemesh.cli_drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
-    from pausemesh.gc_tuning import tune_for_serving  # noqa: PLC0415
+    from pausemesh.process_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 
     resolver = _check_start(settings, loopback_resolver)

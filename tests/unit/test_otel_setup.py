@@ -122,11 +122,16 @@ def test_a_serving_process_freezes_what_it_loaded_and_collects_young_objects_les
     _run(
         """
         import gc
-        from pausemesh.gc_tuning import YOUNG_THRESHOLD, tune_for_serving
+        import sys
+        from pausemesh.process_tuning import (
+            SWITCH_INTERVAL_SECONDS, YOUNG_THRESHOLD, tune_for_serving
+        )
         before = gc.get_threshold()
+        assert sys.getswitchinterval() == 0.005
         tune_for_serving()
         assert gc.get_freeze_count() > 0
         assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_SECONDS < 0.005
         """,
         env={"PATH": "/usr/bin:/bin"},
     )
