@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,8 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.http import cpu_seconds, native_lifecycles
+from bench.http import drive_native, native_lifecycles
 from bench.native_client import build_client
+from bench.reference import export_commit
 from tests.support.server import ServerProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -63,16 +63,8 @@ class Side:
 def exported(commit: str) -> Iterator[Path]:
     """``commit`` of this repository as files in a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="pausemesh-ab-") as tmp:
-        archive = Path(tmp) / "base.tar"
-        subprocess.run(
-            ["git", "archive", "--format=tar", "-o", str(archive), commit],
-            cwd=REPO_ROOT,
-            check=True,
-        )
-        root = Path(tmp) / "tree"
-        with tarfile.open(archive) as tar:
-            tar.extractall(root, filter="data")
-        yield root
+        export_commit(["git", "-C", str(REPO_ROOT)], commit, Path(tmp))
+        yield Path(tmp)
 
 
 def http(args: argparse.Namespace, sides: list[Side]) -> None:
@@ -89,12 +81,11 @@ def http(args: argparse.Namespace, sides: list[Side]) -> None:
         for pair in range(args.pairs):
             order = list(zip(sides, servers, strict=True))
             for side, server in order if pair % 2 == 0 else order[::-1]:
-                before = cpu_seconds(server.pid)
-                run = native_lifecycles(
-                    binary, server.base_url, seconds=args.seconds, concurrency=CONCURRENCY
+                count, _, wall, cpu, _ = drive_native(
+                    binary, server.base_url, args.seconds, CONCURRENCY, server.pid
                 )
-                side.rates.append(run.count / run.wall)
-                side.cpu_ms.append((cpu_seconds(server.pid) - before) / run.count * 1000)
+                side.rates.append(count / wall)
+                side.cpu_ms.append(cpu / count * 1000)
             report_pair(pair, sides)
 
 

@@ -95,6 +95,16 @@ def _git_dir(source: Path) -> Path:
     raise RuntimeError(msg)
 
 
+def export_commit(git: list[str], commit: str, target: Path) -> None:
+    """The files of ``commit`` into ``target``; ``git`` names the repository (``--git-dir``
+    or ``-C``)."""
+    with tempfile.TemporaryFile() as archive:
+        subprocess.run([*git, "archive", "--format=tar", commit], check=True, stdout=archive)
+        archive.seek(0)
+        with tarfile.open(fileobj=archive) as tar:
+            tar.extractall(target, filter="data")
+
+
 def build_reference(source: Path, cache: Path, node: Path) -> tuple[Path, str]:
     """Export ``HEAD`` of ``source``, install and build it once per commit: (build dir, commit)."""
     git_dir = _git_dir(source)
@@ -108,11 +118,7 @@ def build_reference(source: Path, cache: Path, node: Path) -> tuple[Path, str]:
         return target, commit
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    with tempfile.TemporaryFile() as archive:
-        subprocess.run([*git, "archive", "--format=tar", "HEAD"], check=True, stdout=archive)
-        archive.seek(0)
-        with tarfile.open(fileobj=archive) as tar:
-            tar.extractall(target, filter="data")
+    export_commit(git, "HEAD", target)
     manager = json.loads((target / "package.json").read_text()).get("packageManager", "")
     if not re.fullmatch(r"pnpm@[0-9][0-9A-Za-z.+-]*", manager):
         msg = f"the reference's packageManager is {manager!r}, expected pnpm@<version>"

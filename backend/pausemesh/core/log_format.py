@@ -135,8 +135,8 @@ class LoopBatchingHandler(logging.StreamHandler[TextIO]):
     (and flush) to the stream. A line logged on a thread running an event loop is formatted
     at once (the request and trace ids are read there) and written by a callback at the end
     of the loop's current iteration, together with every other line of that iteration. A
-    line from any other thread, ``flush()``, ``close()`` and ``logging.shutdown()`` write
-    what is waiting first, so lines keep their order.
+    line from any other thread, ``flush()`` and ``logging.shutdown()`` write what is waiting
+    first, so lines keep their order.
     """
 
     def __init__(self) -> None:
@@ -171,7 +171,7 @@ class LoopBatchingHandler(logging.StreamHandler[TextIO]):
         if waiting:
             line = "".join(waiting) + line
             waiting.clear()
-            record = record or self._last
+            record, self._last = record or self._last, None
         if line:
             try:
                 self.stream.write(line)
