@@ -3,7 +3,8 @@
 
 One lifecycle = ``POST /v1/continuations`` then ``POST …/resume`` with its token. The
 client keeps ``--concurrency`` lifecycles in flight (16 by default) against a server on SQLite
-(WAL, ``synchronous=FULL``, one file in a temp directory). ``--client native`` (the default
+(WAL, one file in a temp directory; ``--sqlite-sync``: ``ack``, the default, or ``commit``,
+``synchronous=FULL``; either way no write is acknowledged before it is on disk). ``--client native`` (the default
 when the machine has a C compiler) is ``bench/lifecycle_client.c``: one keep-alive connection
 per thread, a few microseconds of CPU per request, so on a 2-core machine the cores are left
 to the server under test; ``--client aiohttp`` is aiohttp on uvloop (about 0.5 ms of CPU per
@@ -253,11 +254,12 @@ _AGENT = "tests.support.limits_agent:agent"
 _GROUP = "pausemesh_store_commit_group_size"
 _COMMIT = "pausemesh_store_commit_seconds"
 _TURN_WAIT = "pausemesh_store_write_turn_wait_seconds"
+_WAL_SYNC = "pausemesh_store_wal_sync_seconds"
 _SQLITE = '{store="sqlite"}'
-# Each histogram's _sum and _count as /metrics names them (the turn wait has no label).
+# Each histogram's _sum and _count as /metrics names them (turn wait and sync: no label).
 _STORE_SERIES = {
     f"{name}_{part}{labels}": (name, part)
-    for name, labels in ((_GROUP, _SQLITE), (_COMMIT, _SQLITE), (_TURN_WAIT, ""))
+    for name, labels in ((_GROUP, _SQLITE), (_COMMIT, _SQLITE), (_TURN_WAIT, ""), (_WAL_SYNC, ""))
     for part in ("sum", "count")
 }
 
@@ -398,7 +400,13 @@ class Totals:
             ("writes per commit (mean)", mean(_GROUP, digits=2)),
             ("write-turn wait per group (ms, mean)", mean(_TURN_WAIT, 1000)),
             ("BEGIN to COMMIT per group (ms, mean)", mean(_COMMIT, 1000)),
+            ("WAL fsync after the turn (ms, mean)", mean(_WAL_SYNC, 1000)),
+            ("groups per WAL fsync (mean)", self.groups_per_sync()),
         ]
+
+    def groups_per_sync(self) -> str:
+        syncs = self.store.get((_WAL_SYNC, "count"), 0.0)
+        return f"{self.store[_GROUP, 'count'] / syncs:.2f}" if syncs else "-"
 
     @property
     def ceiling(self) -> float:
@@ -462,7 +470,9 @@ def ours(args: argparse.Namespace, tmp: str, workers: int, round_no: int) -> Ser
     database = Path(tmp) / f"bench-{workers}-{round_no}.db"
     server_args = ["serve", "--database-path", str(database), "--log-level", args.log_level]
     server_args += ["--workers", str(workers)]
-    env = {"PAUSEMESH_METRICS": "1"} if args.store_metrics else {}
+    env = {"PAUSEMESH_SQLITE_SYNC": args.sqlite_sync}
+    if args.store_metrics:
+        env["PAUSEMESH_METRICS"] = "1"
     return ServerProcess(server_args, ready_path="/readyz", env=env)
 
 
@@ -514,7 +524,15 @@ def main() -> None:
         "--store-metrics",
         action="store_true",
         help="--workers: servers export metrics, and the table adds where a SQLite write group's"
-        " time goes (writes per commit, write-turn wait, BEGIN to COMMIT) from /metrics",
+        " time goes (writes per commit, write-turn wait, BEGIN to COMMIT, WAL fsync) from"
+        " /metrics",
+    )
+    parser.add_argument(
+        "--sqlite-sync",
+        choices=("ack", "commit"),
+        default="ack",
+        help="--workers: the servers' PAUSEMESH_SQLITE_SYNC (ack, the default: WAL fsync after the"
+        " write turn, before any acknowledgement; commit: synchronous=FULL)",
     )
     args = parser.parse_args()
     args.native = None
@@ -530,6 +548,13 @@ def main() -> None:
         observability(args)
         return
     compare(args, rounds)
+
+
+_SYNC_WORDS = {
+    "ack": "sqlite_sync=ack (synchronous=NORMAL, the WAL fsynced after the write turn and"
+    " before any acknowledgement)",
+    "commit": "sqlite_sync=commit (synchronous=FULL)",
+}
 
 
 def compare(args: argparse.Namespace, rounds: int) -> None:
@@ -576,7 +601,7 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     )
     print(
         f"  {args.concurrency} lifecycles in flight from the {client} client,"
-        " SQLite WAL synchronous=FULL,"
+        f" SQLite WAL, {_SYNC_WORDS[args.sqlite_sync]},"
     )
     print(f"  server log level {args.log_level}; {os.cpu_count()} cores,")
     print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")

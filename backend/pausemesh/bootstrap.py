@@ -36,6 +36,7 @@ from pausemesh.stores.sqlite import (
     SqliteOperationLedger,
     SqliteThreadStore,
 )
+from pausemesh.stores.sqlite.database import SqliteSync
 from pausemesh.stores.sqlite.push import SqlitePushStore
 from pausemesh.stores.sqlite.stats import SqliteStats
 from pausemesh.stores.storage import Storage
@@ -59,9 +60,9 @@ _log = logging.getLogger("pausemesh.bootstrap")
 _SWEEP_BATCH = 100
 
 
-async def open_sqlite_storage(path: str) -> Storage:
+async def open_sqlite_storage(path: str, *, sync: SqliteSync = "ack") -> Storage:
     """Every SQLite store of this process shares one ``SqliteDatabase`` (one group writer)."""
-    database = await SqliteDatabase(path).open()
+    database = await SqliteDatabase(path, sync=sync).open()
     try:
         events = SqliteEventStore(database, owns_database=False)
         threads = SqliteThreadStore(database, owns_database=False)
@@ -115,7 +116,7 @@ async def open_storage(settings: Settings) -> Storage:
     """Open (and migrate, for SQLite) the stores that ``settings`` selects."""
     if settings.uses_postgres:
         return await open_postgres_storage(settings)
-    return await open_sqlite_storage(settings.database_path)
+    return await open_sqlite_storage(settings.database_path, sync=settings.sqlite_sync)
 
 
 def build_service(

@@ -28,6 +28,7 @@ from msgspec import Meta
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
 from pausemesh.core.limits import RATE_LIMIT_PATTERN, RateLimit
+from pausemesh.stores.sqlite.database import SqliteSync
 
 __all__ = (
     "ENV_PREFIX",
@@ -75,6 +76,10 @@ class Settings:
             description="a file path (not :memory: or a URI)",
         ),
     ] = "./data/pausemesh.db"
+    # When a SQLite commit reaches the disk: ``ack`` fsyncs the write-ahead log after the
+    # file's write turn is given back, before any write is acknowledged; ``commit`` keeps
+    # ``synchronous=FULL`` (the fsync inside COMMIT: no reader sees a commit before the disk).
+    sqlite_sync: SqliteSync = "ack"
     # A PostgreSQL DSN; when set it wins over ``database_path``.
     database_url: (
         Annotated[str, Meta(pattern=r"^postgres(ql)?://", description="a postgresql:// URL")] | None

@@ -125,11 +125,13 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
     client_binary: Path, tmp_path: Path
 ) -> None:
     """``bench/http.py --store-metrics`` reads what the server's /metrics says of its writes:
-    two per lifecycle (create, resume), each group with its write-turn wait and commit time."""
-    group, commit, wait = (
+    two per lifecycle (create, resume), each group with its write-turn wait and commit time,
+    and the WAL fsyncs that made them durable (one covers one group or more)."""
+    group, commit, wait, sync = (
         "pausemesh_store_commit_group_size",
         "pausemesh_store_commit_seconds",
         "pausemesh_store_write_turn_wait_seconds",
+        "pausemesh_store_wal_sync_seconds",
     )
     database = tmp_path / "bench.db"
     args = ["serve", "--database-path", str(database)]
@@ -145,3 +147,6 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
     assert after[wait, "count"] - before[wait, "count"] == groups
     assert after[commit, "count"] - before[commit, "count"] == groups
     assert after[commit, "sum"] > before[commit, "sum"]
+    syncs = after[sync, "count"] - before[sync, "count"]
+    assert 0 < syncs <= groups
+    assert after[sync, "sum"] > before[sync, "sum"]

@@ -49,6 +49,7 @@ def test_cli_overrides_environment_which_overrides_the_env_file(tmp_path: Path) 
         ("PAUSEMESH_TOKEN_TTL_SECONDS", "5", "PAUSEMESH_TOKEN_TTL_SECONDS must be an integer"),
         ("PAUSEMESH_MAX_PAYLOAD_BYTES", "1e9", "PAUSEMESH_MAX_PAYLOAD_BYTES must be an integer"),
         ("PAUSEMESH_LOG_LEVEL", "loud", "PAUSEMESH_LOG_LEVEL must be one of"),
+        ("PAUSEMESH_SQLITE_SYNC", "sometimes", "PAUSEMESH_SQLITE_SYNC must be one of"),
         ("PAUSEMESH_DATABASE_PATH", "  ", "PAUSEMESH_DATABASE_PATH must not be empty"),
         ("PAUSEMESH_DATABASE_PATH", ":memory:", "PAUSEMESH_DATABASE_PATH must be a file path"),
         ("PAUSEMESH_DATABASE_URL", "mysql://x", "PAUSEMESH_DATABASE_URL must be a postgresql://"),

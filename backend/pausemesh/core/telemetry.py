@@ -43,6 +43,7 @@ __all__ = (
     "SSE_STREAMS_OPEN",
     "TAIL_DELIVERY_LAG_SECONDS",
     "THREAD_BUSY",
+    "WAL_SYNC_SECONDS",
     "WRITE_TURN_WAIT_SECONDS",
     "MetricKind",
     "MetricSpec",
@@ -149,6 +150,13 @@ WRITE_TURN_WAIT_SECONDS = MetricSpec(
     " worker process (0 when no other process was writing).",
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5),
 )
+WAL_SYNC_SECONDS = MetricSpec(
+    "pausemesh_store_wal_sync_seconds",
+    MetricKind.HISTOGRAM,
+    "How long the fsync of a SQLite file's write-ahead log took after its write turn was given"
+    " back (sqlite_sync=ack; one fsync covers every write group committed meanwhile).",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5),
+)
 SSE_STREAMS_OPEN = MetricSpec(
     "pausemesh_sse_streams_open",
     MetricKind.GAUGE,
@@ -199,6 +207,7 @@ METRICS: tuple[MetricSpec, ...] = (
     COMMIT_SECONDS,
     COMMIT_GROUP_SIZE,
     WRITE_TURN_WAIT_SECONDS,
+    WAL_SYNC_SECONDS,
     SSE_STREAMS_OPEN,
     TAIL_DELIVERY_LAG_SECONDS,
     RATE_LIMITED,

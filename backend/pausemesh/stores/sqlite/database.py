@@ -1,9 +1,12 @@
-"""The embedded SQLite database (aiosqlite): WAL, ``synchronous=FULL``, group commit.
+"""The embedded SQLite database (aiosqlite): WAL, durable before acknowledged, group commit.
 
 ``SqliteDatabase`` owns two connections on one file: a writer, on which concurrent write
 operations of this process are grouped into one ``BEGIN IMMEDIATE … COMMIT`` (each inside
 its own SAVEPOINT, so one operation's CAS failure never touches another's), and a reader.
-Other processes on the same file serialize through SQLite's lock and the busy timeout.
+Other processes on the same file take turns through ``WriteTurn`` and SQLite's lock.
+No write is acknowledged before its commit is on disk: by default (``sync="ack"``) the
+``-wal`` file is fsynced after the turn is given back (``wal_sync.py``); ``sync="commit"``
+keeps ``synchronous=FULL``, the fsync inside ``COMMIT``.
 The migration ledger is applied on open (``_apply_migrations``) and checked for readiness.
 """
 
@@ -16,9 +19,10 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import aiosqlite
 
@@ -26,6 +30,7 @@ from pausemesh.core.errors import PauseMeshError, StoreError
 from pausemesh.core.telemetry import (
     COMMIT_GROUP_SIZE,
     COMMIT_SECONDS,
+    WAL_SYNC_SECONDS,
     WRITE_TURN_WAIT_SECONDS,
     leaf_span,
     observe,
@@ -34,16 +39,23 @@ from pausemesh.stores.backoff import attempts
 from pausemesh.stores.file_lock import WriteTurn
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
+from pausemesh.stores.sqlite.wal_sync import WalSync
 
-__all__ = ("SqliteDatabase",)
+__all__ = ("SqliteDatabase", "SqliteSync")
 
 T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection], Any]
 
 _MAX_GROUP = 256
 
+# When a commit reaches the disk: after the write turn is given back, before any caller hears
+# (``ack``, the default), or inside ``COMMIT`` with the turn held (``commit``: FULL).
+SqliteSync = Literal["ack", "commit"]
 
-def _connect_raw(path: str, busy_timeout_ms: int) -> Callable[[], sqlite3.Connection]:
+
+def _connect_raw(
+    path: str, busy_timeout_ms: int, synchronous: str = "FULL"
+) -> Callable[[], sqlite3.Connection]:
     def connector() -> sqlite3.Connection:
         conn = sqlite3.connect(
             path,
@@ -54,8 +66,9 @@ def _connect_raw(path: str, busy_timeout_ms: int) -> Callable[[], sqlite3.Connec
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("PRAGMA journal_mode = WAL")
-        # Durability is explicit, never the build's default: every COMMIT reaches the disk.
-        conn.execute("PRAGMA synchronous = FULL")
+        # Durability is explicit, never the build's default: FULL fsyncs inside every COMMIT;
+        # NORMAL only with a WalSync that fsyncs before any write is acknowledged.
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -131,12 +144,38 @@ def _writer_failed(error: BaseException) -> StoreError:
 
 @dataclass(frozen=True, slots=True)
 class _GroupRun:
-    """What running a group gave: its results (None: declined inline), and how long it waited
-    for the write turn and then took from BEGIN to COMMIT (seconds; None if it never began)."""
+    """What running a group gave: its results (None: declined inline), how long it waited
+    for the write turn and then took from BEGIN to COMMIT (seconds; None if it never began),
+    whether it committed, and how long the fsync that made it durable took (``sync="ack"``)."""
 
     results: list[tuple[bool, Any]] | None
     waited: float | None = None
     seconds: float | None = None
+    committed: bool = False
+    synced: float | None = None
+
+
+def _synced(run: _GroupRun, result: float | StoreError, first: bool = True) -> _GroupRun:
+    """``run`` once the fsync that covers it returned: a failed fsync fails every write of
+    the group (its commit may not be on disk). Only the ``first`` group an fsync covered
+    carries its time to the metrics."""
+    if isinstance(result, StoreError):
+        assert run.results is not None  # noqa: S101 - only committed groups are synced
+        return replace(run, results=[(False, result)] * len(run.results))
+    return replace(run, synced=result) if first else run
+
+
+def _settle_synced(
+    post: Callable[..., object],
+    group: list[_Pending],
+    run: _GroupRun,
+    result: float | StoreError,
+    first: bool,
+) -> None:
+    """On the sync thread: the group's results to the loop, now that they are on disk."""
+    synced = _synced(run, result, first)
+    with contextlib.suppress(RuntimeError):  # a loop closed meanwhile has no callers left
+        post(_settle_group, group, synced)
 
 
 def _settle_group(group: list[_Pending], run: _GroupRun) -> None:
@@ -146,6 +185,8 @@ def _settle_group(group: list[_Pending], run: _GroupRun) -> None:
     if run.seconds is not None:
         observe(COMMIT_SECONDS, run.seconds, "sqlite")
         observe(COMMIT_GROUP_SIZE, len(group), "sqlite")
+    if run.synced is not None:
+        observe(WAL_SYNC_SECONDS, run.synced)
     assert run.results is not None  # noqa: S101 - a declined group is never settled (see _drain)
     for pending, result in zip(group, run.results, strict=True):
         _settle(pending, result)
@@ -160,9 +201,13 @@ class SqliteDatabase:
         *,
         busy_timeout_ms: int = 5000,
         migrations: Sequence[Migration] = SQLITE_MIGRATIONS,
+        sync: SqliteSync = "ack",
     ) -> None:
         self.path = str(path)
         self._busy_timeout_ms = busy_timeout_ms
+        # A ``file:`` URI names no ``-wal`` file this process could fsync: FULL there.
+        self.sync: SqliteSync = "commit" if self.path.startswith("file:") else sync
+        self._wal_sync: WalSync | None = None
         self._migrations = tuple(migrations)
         self._writer: aiosqlite.Connection | None = None
         self._reader: sqlite3.Connection | None = None
@@ -188,7 +233,9 @@ class SqliteDatabase:
         if not self.path.startswith("file:"):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._turn = WriteTurn(self.path)
-        raw_connect = _connect_raw(self.path, self._busy_timeout_ms)
+        raw_connect = _connect_raw(
+            self.path, self._busy_timeout_ms, "NORMAL" if self.sync == "ack" else "FULL"
+        )
         holder: list[sqlite3.Connection] = []
 
         def writer_connector() -> sqlite3.Connection:
@@ -200,6 +247,11 @@ class SqliteDatabase:
             self._writer = await aiosqlite.Connection(writer_connector, 64)
             self._raw_writer = holder[0]
             await self._run_in_writer(_apply_migrations, self._raw_writer, self._migrations)
+            if self.sync == "ack":
+                # The -wal file exists once the writer has used it; the migrations' commit
+                # is made durable here like any other.
+                self._wal_sync = WalSync(self.path + "-wal")
+                self._wal_sync.sync()
             # From here on the writer waits for other processes in _begin, not in SQLite.
             self._raw_writer.execute("PRAGMA busy_timeout = 0")
             # Reads run on the event loop thread: a WAL point read on an index takes tens of
@@ -208,6 +260,10 @@ class SqliteDatabase:
         except sqlite3.Error as error:
             await self.close()
             raise _store_error(error) from error
+        except OSError as error:  # the -wal file could not be opened
+            await self.close()
+            msg = f"SQLite write-ahead log unavailable: {error.strerror or error!r}"
+            raise StoreError(msg) from error
         except BaseException:
             await self.close()
             raise
@@ -279,6 +335,8 @@ class SqliteDatabase:
         if self._closed or self._writer_task is None:
             msg = "SQLite store is not open"
             raise StoreError(msg, code="STORE_UNAVAILABLE")
+        if self._wal_sync is not None and self._wal_sync.failed is not None:
+            raise self._wal_sync.failed
 
     async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op`` inside the next group transaction; resolve once it is committed.
@@ -313,10 +371,20 @@ class SqliteDatabase:
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
                 run = self._run_group([pending.op], inline=True)
             if run.results is not None:
+                if self._wal_sync is not None and run.committed:
+                    # Inline too: a thread hop would cost more than the fsync it waits for.
+                    run = _synced(run, self._wal_sync_now())
                 _settle_group([self._queue.popleft()], run)
                 return
         self._group_in_flight = True
         self._wakeup.set()
+
+    def _wal_sync_now(self) -> float | StoreError:
+        assert self._wal_sync is not None  # noqa: S101 - only called with sync="ack"
+        try:
+            return self._wal_sync.sync()
+        except StoreError as error:
+            return error
 
     async def read(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Run a short indexed read (see ``open``: it does not leave the loop thread)."""
@@ -360,19 +428,25 @@ class SqliteDatabase:
         loop never holds up the next commit.
         """
         queue = self._queue
+        # Hands a callback to the loop, run in the context the metrics are observed in.
+        post = partial(loop.call_soon_threadsafe, context=context)
         while queue:
             group = [queue.popleft() for _ in range(min(len(queue), _MAX_GROUP))]
             try:
                 with leaf_span("store.commit", store="sqlite", group_size=len(group)):
                     run = self._run_group([p.op for p in group])
             except BaseException as error:
-                failed = _GroupRun([(False, _writer_failed(error))] * len(group))
-                loop.call_soon_threadsafe(_settle_group, group, failed, context=context)
+                post(_settle_group, group, _GroupRun([(False, _writer_failed(error))] * len(group)))
                 if not isinstance(error, Exception):
                     raise
                 continue
             assert run.results is not None  # noqa: S101 - only inline runs can decline
-            loop.call_soon_threadsafe(_settle_group, group, run, context=context)
+            if self._wal_sync is not None and run.committed:
+                # The next group begins now; this one's callers hear once the fsync that
+                # covers it (and any group committed meanwhile) has returned.
+                self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
+            else:
+                post(_settle_group, group, run)
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
         """``BEGIN IMMEDIATE``; another process may hold the write lock.
@@ -404,9 +478,11 @@ class SqliteDatabase:
         """
         turn = self._turn
         asked = time.perf_counter()
+        commits = self.commits
         if turn is None:
             results = self._run_group_in_turn(ops, inline=inline)
-            return _GroupRun(results, seconds=time.perf_counter() - asked)
+            seconds = time.perf_counter() - asked
+            return _GroupRun(results, seconds=seconds, committed=self.commits != commits)
         if not turn.take(within=0.0 if inline else self._busy_timeout_ms / 1000):
             if inline:
                 return _GroupRun(None)
@@ -417,7 +493,8 @@ class SqliteDatabase:
             results = self._run_group_in_turn(ops, inline=inline)
         finally:
             turn.give()
-        return _GroupRun(results, began - asked, time.perf_counter() - began)
+        seconds = time.perf_counter() - began
+        return _GroupRun(results, began - asked, seconds, committed=self.commits != commits)
 
     def _run_group_in_turn(
         self, ops: list[WriteOp], *, inline: bool
@@ -454,6 +531,8 @@ class SqliteDatabase:
         return results
 
     async def check_readiness(self) -> None:
+        if self._wal_sync is not None and self._wal_sync.failed is not None:
+            raise self._wal_sync.failed
         rows = await self.read("SELECT version, name, checksum FROM pausemesh_schema_migrations")
         applied = {(r[0], r[1], r[2]) for r in rows}
         expected = {(m.version, m.name, m.checksum) for m in self._migrations}
@@ -469,6 +548,9 @@ class SqliteDatabase:
             self._wakeup.set()
             with contextlib.suppress(Exception):
                 await self._writer_task
+        if self._wal_sync is not None:
+            # The groups handed to it are synced and settled before the file is let go.
+            await asyncio.to_thread(self._wal_sync.close)
         if self._reader is not None:
             self._reader.close()
         if self._writer is not None:

@@ -1,0 +1,198 @@
+"""``sync="ack"``: a write is acknowledged only once the WAL fsync after its commit returned.
+
+The fsync is held at a gate (``os.fsync`` wrapped, the real one still called) so the tests can
+look at the database while a commit is written but not yet synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pausemesh.bootstrap import open_storage
+from pausemesh.core.errors import StoreError
+from pausemesh.settings import Settings
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
+from pausemesh.stores.sqlite.database import SqliteSync
+from pausemesh.stores.sqlite.wal_sync import Synced, WalSync
+
+# Liveness bound: only a stuck sync gets near it (never a timing assertion).
+STUCK = 30.0
+
+
+class FsyncGate:
+    """``os.fsync`` that, once closed, waits at the gate until it is opened (then syncs)."""
+
+    def __init__(self, real: Callable[[int], None]) -> None:
+        self._real = real
+        self.closed = False
+        self.failing = False
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+        self.calls = 0
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        if self.failing:
+            raise OSError(errno.EIO, "Input/output error")
+        if self.closed:
+            self.entered.set()
+            self.opened.wait(STUCK)
+        self._real(fd)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncGate]:
+    fsync_gate = FsyncGate(os.fsync)
+    monkeypatch.setattr(os, "fsync", fsync_gate)
+    yield fsync_gate
+    fsync_gate.opened.set()
+
+
+def _table(name: str) -> Callable[[sqlite3.Connection], object]:
+    return lambda conn: conn.execute(f"CREATE TABLE w_{name} (x INTEGER)")
+
+
+async def _tables(database: SqliteDatabase) -> list[str]:
+    rows = await database.read("SELECT name FROM sqlite_master WHERE name GLOB 'w_*'")
+    return sorted(row[0].removeprefix("w_") for row in rows)
+
+
+async def _turns() -> None:
+    # A few loop iterations: a result queued for the loop would have been taken by now.
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_a_group_is_acknowledged_only_after_the_wal_fsync_that_covers_it(
+    tmp_path: Path, gate: FsyncGate
+) -> None:
+    database = await SqliteDatabase(tmp_path / "ack.db").open()
+    try:
+        gate.closed = True
+        # Two writes in one iteration: a group for the writer thread.
+        writes = asyncio.gather(database.write(_table("a")), database.write(_table("b")))
+        assert await asyncio.to_thread(gate.entered.wait, STUCK)
+        await _turns()
+        assert not writes.done()
+        # Committed, and visible to a reader before it is on disk: what sync="ack" trades.
+        assert await _tables(database) == ["a", "b"]
+        gate.opened.set()
+        await asyncio.wait_for(writes, STUCK)
+    finally:
+        gate.opened.set()
+        await database.close()
+
+
+async def test_a_lone_write_committed_on_the_loop_is_synced_before_it_returns(
+    tmp_path: Path, gate: FsyncGate
+) -> None:
+    database = await SqliteDatabase(tmp_path / "lone.db").open()
+    try:
+        before = gate.calls
+        await database.write(_table("a"))
+        assert gate.calls == before + 1
+    finally:
+        await database.close()
+
+
+async def test_one_fsync_covers_every_group_committed_while_the_last_one_ran(
+    tmp_path: Path, gate: FsyncGate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed = threading.Semaphore(0)  # one release per group handed to the sync thread
+    after_sync = WalSync.after_sync
+
+    def counted(self: WalSync, then: Synced) -> None:
+        after_sync(self, then)
+        handed.release()
+
+    monkeypatch.setattr(WalSync, "after_sync", counted)
+    database = await SqliteDatabase(tmp_path / "shared.db").open()
+    try:
+        gate.closed = True
+        first = asyncio.gather(database.write(_table("a")), database.write(_table("b")))
+        assert await asyncio.to_thread(gate.entered.wait, STUCK)
+        assert await asyncio.to_thread(handed.acquire, timeout=STUCK)
+        calls = gate.calls
+        # The writer thread does not wait for the fsync: two more groups commit meanwhile.
+        later = []
+        for name in ("c", "d"):
+            later.append(
+                asyncio.gather(
+                    database.write(_table(f"{name}1")), database.write(_table(f"{name}2"))
+                )
+            )
+            assert await asyncio.to_thread(handed.acquire, timeout=STUCK)
+        assert await _tables(database) == ["a", "b", "c1", "c2", "d1", "d2"]
+        await _turns()
+        assert not any(group.done() for group in later)
+        gate.opened.set()
+        await asyncio.wait_for(asyncio.gather(first, *later), STUCK)
+        assert gate.calls == calls + 1  # one more fsync for both groups that waited
+    finally:
+        gate.opened.set()
+        await database.close()
+
+
+@pytest.mark.parametrize("writes", [1, 2], ids=["lone write", "group"])
+async def test_a_failed_fsync_fails_its_writes_and_the_database_refuses_any_more(
+    tmp_path: Path, gate: FsyncGate, writes: int
+) -> None:
+    database = await SqliteDatabase(tmp_path / "eio.db").open()
+    try:
+        gate.failing = True
+        results = await asyncio.gather(
+            *(database.write(_table(f"t{n}")) for n in range(writes)), return_exceptions=True
+        )
+        assert len(results) == writes
+        for result in results:
+            assert isinstance(result, StoreError)
+            assert result.code == "STORE_UNAVAILABLE"
+            assert "fsync" in str(result)
+        gate.failing = False  # the disk came back: this process still trusts nothing
+        with pytest.raises(StoreError, match="fsync"):
+            await database.write(_table("after"))
+        with pytest.raises(StoreError, match="fsync"):
+            await database.check_readiness()
+    finally:
+        await database.close()
+
+
+async def test_close_settles_the_writes_still_waiting_for_their_fsync(
+    tmp_path: Path, gate: FsyncGate
+) -> None:
+    path = tmp_path / "close.db"
+    database = await SqliteDatabase(path).open()
+    gate.closed = True
+    writes = asyncio.gather(database.write(_table("a")), database.write(_table("b")))
+    assert await asyncio.to_thread(gate.entered.wait, STUCK)
+    closing = asyncio.ensure_future(database.close())
+    await _turns()
+    assert not closing.done()  # it waits for the fsync, and so for the writes' answers
+    gate.opened.set()
+    await asyncio.wait_for(asyncio.gather(writes, closing), STUCK)
+    reopened = await SqliteDatabase(path).open()
+    try:
+        assert await _tables(reopened) == ["a", "b"]
+    finally:
+        await reopened.close()
+
+
+@pytest.mark.parametrize(("sync", "level"), [("ack", 1), ("commit", 2)])
+async def test_the_sqlite_sync_setting_reaches_the_served_database(
+    tmp_path: Path, sync: SqliteSync, level: int
+) -> None:
+    storage = await open_storage(Settings(database_path=str(tmp_path / "s.db"), sqlite_sync=sync))
+    try:
+        assert isinstance(storage.events, SqliteEventStore)
+        pragma = await storage.events.database.read("PRAGMA synchronous")
+        assert pragma[0][0] == level  # NORMAL, FULL
+    finally:
+        await storage.close()
