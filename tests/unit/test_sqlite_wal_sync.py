@@ -103,40 +103,47 @@ async def test_a_lone_write_committed_on_the_loop_is_synced_before_it_returns(
         await database.close()
 
 
-async def test_one_fsync_covers_every_group_committed_while_the_last_one_ran(
+async def test_the_next_group_commits_while_the_last_ones_fsync_runs(
     tmp_path: Path, gate: FsyncGate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    handed = threading.Semaphore(0)  # one release per group handed to the sync thread
+    """A group committed while the next one waits goes to the sync thread, and the writer
+    thread commits the next group at once; a group with nothing behind it is synced by the
+    writer thread itself (no hop)."""
+    handed = threading.Event()
     after_sync = WalSync.after_sync
 
-    def counted(self: WalSync, then: Synced) -> None:
+    def noted(self: WalSync, then: Synced) -> None:
         after_sync(self, then)
-        handed.release()
+        handed.set()
 
-    monkeypatch.setattr(WalSync, "after_sync", counted)
-    database = await SqliteDatabase(tmp_path / "shared.db").open()
+    monkeypatch.setattr(WalSync, "after_sync", noted)
+    database = await SqliteDatabase(tmp_path / "pipeline.db").open()
+    holding, hold = threading.Event(), threading.Event()
+
+    def held(conn: sqlite3.Connection) -> None:
+        holding.set()
+        hold.wait(STUCK)
+        conn.execute("CREATE TABLE w_a1 (x INTEGER)")
+
     try:
         gate.closed = True
-        first = asyncio.gather(database.write(_table("a")), database.write(_table("b")))
+        first = asyncio.gather(database.write(held), database.write(_table("a2")))
+        assert await asyncio.to_thread(holding.wait, STUCK)
+        second = asyncio.gather(database.write(_table("b1")), database.write(_table("b2")))
+        await _turns()  # queued behind the group in flight
+        hold.set()
+        assert await asyncio.to_thread(handed.wait, STUCK)  # the first group's fsync
         assert await asyncio.to_thread(gate.entered.wait, STUCK)
-        assert await asyncio.to_thread(handed.acquire, timeout=STUCK)
-        calls = gate.calls
-        # The writer thread does not wait for the fsync: two more groups commit meanwhile.
-        later = []
-        for name in ("c", "d"):
-            later.append(
-                asyncio.gather(
-                    database.write(_table(f"{name}1")), database.write(_table(f"{name}2"))
-                )
-            )
-            assert await asyncio.to_thread(handed.acquire, timeout=STUCK)
-        assert await _tables(database) == ["a", "b", "c1", "c2", "d1", "d2"]
+        async with asyncio.timeout(STUCK):  # the second group commits meanwhile
+            while await _tables(database) != ["a1", "a2", "b1", "b2"]:  # noqa: ASYNC110 - polls another thread's commit
+                await asyncio.sleep(0.001)
         await _turns()
-        assert not any(group.done() for group in later)
+        assert not first.done()
+        assert not second.done()
         gate.opened.set()
-        await asyncio.wait_for(asyncio.gather(first, *later), STUCK)
-        assert gate.calls == calls + 1  # one more fsync for both groups that waited
+        await asyncio.wait_for(asyncio.gather(first, second), STUCK)
     finally:
+        hold.set()
         gate.opened.set()
         await database.close()
 

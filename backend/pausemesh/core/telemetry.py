@@ -154,7 +154,7 @@ WAL_SYNC_SECONDS = MetricSpec(
     "pausemesh_store_wal_sync_seconds",
     MetricKind.HISTOGRAM,
     "How long the fsync of a SQLite file's write-ahead log took after its write turn was given"
-    " back (sqlite_sync=ack; one fsync covers every write group committed meanwhile).",
+    " back (sqlite_sync=ack; one fsync may cover several write groups).",
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5),
 )
 SSE_STREAMS_OPEN = MetricSpec(

@@ -425,7 +425,8 @@ class SqliteDatabase:
 
         The next group starts as soon as the previous one is committed, not after the loop has
         taken the results back: each group's results go to the loop on their own, so a busy
-        loop never holds up the next commit.
+        loop never holds up the next commit. With ``sync="ack"`` it does not wait for the
+        previous group's fsync either when it is already queued (see ``wal_sync.py``).
         """
         queue = self._queue
         # Hands a callback to the loop, run in the context the metrics are observed in.
@@ -442,9 +443,12 @@ class SqliteDatabase:
                 continue
             assert run.results is not None  # noqa: S101 - only inline runs can decline
             if self._wal_sync is not None and run.committed:
-                # The next group begins now; this one's callers hear once the fsync that
-                # covers it (and any group committed meanwhile) has returned.
-                self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
+                if queue:
+                    # The next group begins now; this one's callers hear once the fsync
+                    # that covers it (and any group committed meanwhile) has returned.
+                    self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
+                else:  # nothing waits: no hop to the sync thread
+                    post(_settle_group, group, _synced(run, self._wal_sync_now()))
             else:
                 post(_settle_group, group, run)
 

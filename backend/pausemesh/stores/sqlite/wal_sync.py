@@ -3,8 +3,9 @@
 With ``synchronous=FULL`` SQLite fsyncs the ``-wal`` file inside ``COMMIT``, while the
 transaction still holds the file's write lock: every other worker process waits for that
 fsync before it can begin. With ``synchronous=NORMAL`` ``COMMIT`` only writes the frames; the
-writer then gives the turn back and ``WalSync`` fsyncs the ``-wal`` file, once for every group
-committed meanwhile, before any caller hears of its write. An fsync makes the whole file
+writer then gives the turn back and fsyncs the ``-wal`` file before any caller hears of its
+write: itself, or, when the next group already waits, on ``WalSync``'s thread (once for every
+group handed to it meanwhile) while it commits that group. An fsync makes the whole file
 durable, in order, so a later commit that read an earlier one (another process's too) is never
 acknowledged before it.
 
