@@ -1,6 +1,6 @@
 """``sync="ack"``: a write is acknowledged only once the WAL fsync after its commit returned.
 
-The fsync is held at a gate (``os.fsync`` wrapped, the real one still called) so the tests can
+The fsync is held at a gate (``os.fdatasync`` wrapped, the real one still called) so the tests can
 look at the database while a commit is written but not yet synced.
 """
 
@@ -28,7 +28,7 @@ STUCK = 30.0
 
 
 class FsyncGate:
-    """``os.fsync`` that, once closed, waits at the gate until it is opened (then syncs)."""
+    """``os.fdatasync`` that, once closed, waits at the gate until it is opened (then syncs)."""
 
     def __init__(self, real: Callable[[int], None]) -> None:
         self._real = real
@@ -50,8 +50,8 @@ class FsyncGate:
 
 @pytest.fixture
 def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncGate]:
-    fsync_gate = FsyncGate(os.fsync)
-    monkeypatch.setattr(os, "fsync", fsync_gate)
+    fsync_gate = FsyncGate(os.fdatasync)
+    monkeypatch.setattr(os, "fdatasync", fsync_gate)
     yield fsync_gate
     fsync_gate.opened.set()
 

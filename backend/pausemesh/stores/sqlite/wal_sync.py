@@ -49,7 +49,9 @@ class WalSync:
 
     def __init__(self, wal_path: str, *, fsync: Callable[[int], None] | None = None) -> None:
         self._fd = os.open(wal_path, os.O_RDONLY | os.O_CLOEXEC)
-        self._fsync = fsync or os.fsync
+        # fdatasync, as SQLite's own sync of the -wal file: the data and the size that reads
+        # need, not the modification time (an fsync would commit the inode's too).
+        self._fsync = fsync or getattr(os, "fdatasync", os.fsync)
         self._changed = threading.Condition()
         self._waiting: list[Synced] = []
         self._closing = False
