@@ -203,3 +203,23 @@ async def test_the_sqlite_sync_setting_reaches_the_served_database(
         assert pragma[0][0] == level  # NORMAL, FULL
     finally:
         await storage.close()
+
+
+def test_a_callback_that_raises_leaves_the_sync_thread_serving_the_next(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    wal = tmp_path / "lone.db-wal"
+    wal.write_bytes(b"")
+    sync = WalSync(str(wal))
+    heard = threading.Event()
+
+    def broken(result: float | StoreError, first: bool) -> None:
+        raise RuntimeError
+
+    try:
+        sync.after_sync(broken)
+        sync.after_sync(lambda result, first: heard.set())  # noqa: ARG005 - Synced's shape
+        assert heard.wait(STUCK)
+    finally:
+        sync.close()
+    assert "callback failed after its fsync" in caplog.text

@@ -373,18 +373,11 @@ class SqliteDatabase:
             if run.results is not None:
                 if self._wal_sync is not None and run.committed:
                     # Inline too: a thread hop would cost more than the fsync it waits for.
-                    run = _synced(run, self._wal_sync_now())
+                    run = _synced(run, self._wal_sync.sync_or_error())
                 _settle_group([self._queue.popleft()], run)
                 return
         self._group_in_flight = True
         self._wakeup.set()
-
-    def _wal_sync_now(self) -> float | StoreError:
-        assert self._wal_sync is not None  # noqa: S101 - only called with sync="ack"
-        try:
-            return self._wal_sync.sync()
-        except StoreError as error:
-            return error
 
     async def read(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Run a short indexed read (see ``open``: it does not leave the loop thread)."""
@@ -448,7 +441,7 @@ class SqliteDatabase:
                     # that covers it (and any group committed meanwhile) has returned.
                     self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
                 else:  # nothing waits: no hop to the sync thread
-                    post(_settle_group, group, _synced(run, self._wal_sync_now()))
+                    post(_settle_group, group, _synced(run, self._wal_sync.sync_or_error()))
             else:
                 post(_settle_group, group, run)
 
@@ -535,8 +528,7 @@ class SqliteDatabase:
         return results
 
     async def check_readiness(self) -> None:
-        if self._wal_sync is not None and self._wal_sync.failed is not None:
-            raise self._wal_sync.failed
+        # After a failed fsync the read below raises that error (``_require_open``).
         rows = await self.read("SELECT version, name, checksum FROM pausemesh_schema_migrations")
         applied = {(r[0], r[1], r[2]) for r in rows}
         expected = {(m.version, m.name, m.checksum) for m in self._migrations}

@@ -16,6 +16,7 @@ reader saw, though never one a writer was told of. ``sqlite_sync = commit`` keep
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from pausemesh.core.errors import StoreError
 
 __all__ = ("Synced", "WalSync")
+
+_log = logging.getLogger("pausemesh.stores")
 
 # What a waiting caller hears once the fsync that covers its commit returned: how long that
 # fsync took (seconds) or the error it raised, and whether it is the first caller told of
@@ -51,7 +54,8 @@ class WalSync:
         self._fd = os.open(wal_path, os.O_RDONLY | os.O_CLOEXEC)
         # fdatasync, as SQLite's own sync of the -wal file: the data and the size that reads
         # need, not the modification time (an fsync would commit the inode's too).
-        self._fsync = fsync or getattr(os, "fdatasync", os.fsync)
+        datasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)  # not on macOS
+        self._fsync = datasync if fsync is None else fsync
         self._changed = threading.Condition()
         self._waiting: list[Synced] = []
         self._closing = False
@@ -78,9 +82,10 @@ class WalSync:
                 self._waiting.append(then)
                 self._changed.notify()
                 return
-        then(self._sync_or_error(), True)  # closed: the caller's own thread syncs
+        then(self.sync_or_error(), True)  # closed: the caller's own thread syncs
 
-    def _sync_or_error(self) -> float | StoreError:
+    def sync_or_error(self) -> float | StoreError:
+        """``sync``, with its error returned instead of raised (for a caller to pass on)."""
         try:
             return self.sync()
         except StoreError as error:
@@ -94,9 +99,12 @@ class WalSync:
                 waiting, self._waiting = self._waiting, []
                 if not waiting and self._closing:
                     return
-            result = self._sync_or_error()
+            result = self.sync_or_error()
             for index, then in enumerate(waiting):
-                then(result, index == 0)
+                try:
+                    then(result, index == 0)
+                except Exception:  # noqa: BLE001 - the thread lives on: later commits wait on it
+                    _log.exception("a SQLite commit's callback failed after its fsync")
 
     def close(self) -> None:
         """Sync what waits, stop the thread and close the file."""
