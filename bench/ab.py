@@ -12,11 +12,15 @@ commit) with ``git archive`` into a temporary directory and compares it with the
 - ``--mode in-process``: ``bench/profile_http.py --in-process`` of each tree in turn (its CPU
   per lifecycle, the app without uvicorn and the socket), ``--pairs`` times.
 
+``--after-env NAME=VALUE`` (repeatable, ``--mode http``) sets a variable for the "after"
+servers only: with ``--base HEAD`` it compares a setting with the default on the same code,
+e.g. ``--after-env PAUSEMESH_SQLITE_SYNC=ack``.
+
 Prints each pair and the medians, the ratio after/base and in how many pairs "after" did
 better. Figures, never assertions.
 
 Usage: .venv/bin/python bench/ab.py --base COMMIT [--mode http|in-process] [--workers 2]
-       [--pairs 10] [--seconds 4]
+       [--pairs 10] [--seconds 4] [--after-env NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -51,12 +55,14 @@ class Side:
     root: Path
     rates: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
-        """The environment that makes ``python -m pausemesh`` import this tree."""
+        """The environment that makes ``python -m pausemesh`` import this tree (and the side's
+        own variables)."""
         if self.root == REPO_ROOT:
-            return {}
-        return {"PYTHONPATH": f"{self.root / 'backend'}{os.pathsep}{self.root}"}
+            return dict(self.extra_env)
+        return {"PYTHONPATH": f"{self.root / 'backend'}{os.pathsep}{self.root}", **self.extra_env}
 
 
 @contextmanager
@@ -124,12 +130,25 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=4.0, help="--mode http: per slice")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--after-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="--mode http: a variable for the after side's servers only (repeatable)",
+    )
     args = parser.parse_args()
     if args.pairs < 1 or args.seconds <= 0 or args.workers < 1:
         parser.error("--pairs and --workers must be at least 1, --seconds above 0")
+    if args.after_env and args.mode != "http":
+        parser.error("--after-env is for --mode http")
+    if any("=" not in item or item.startswith("=") for item in args.after_env):
+        parser.error("--after-env takes NAME=VALUE")
+    extra = dict(item.split("=", 1) for item in args.after_env)
     with exported(args.base) as base_root:
-        sides = [Side("base", base_root), Side("after", REPO_ROOT)]
+        sides = [Side("base", base_root), Side("after", REPO_ROOT, extra_env=extra)]
         what = f"{args.workers} worker(s), " if args.mode == "http" else ""
+        what += "".join(f"after with {name}={value}, " for name, value in extra.items())
         print(
             f"bench/ab.py --mode {args.mode}: base {args.base} against the working tree,"
             f" {what}{args.pairs} alternating pairs, load average {os.getloadavg()[0]:.1f}"

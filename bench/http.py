@@ -3,8 +3,9 @@
 
 One lifecycle = ``POST /v1/continuations`` then ``POST …/resume`` with its token. The
 client keeps ``--concurrency`` lifecycles in flight (16 by default) against a server on SQLite
-(WAL, one file in a temp directory; ``--sqlite-sync``: ``ack``, the default, or ``commit``,
-``synchronous=FULL``; either way no write is acknowledged before it is on disk). ``--client native`` (the default
+(WAL, one file in a temp directory; ``--sqlite-sync``: ``commit``, the default,
+``synchronous=FULL`` as the reference, or ``ack``; either way no write is acknowledged before
+it is on disk). ``--client native`` (the default
 when the machine has a C compiler) is ``bench/lifecycle_client.c``: one keep-alive connection
 per thread, a few microseconds of CPU per request, so on a 2-core machine the cores are left
 to the server under test; ``--client aiohttp`` is aiohttp on uvloop (about 0.5 ms of CPU per
@@ -530,9 +531,9 @@ def main() -> None:
     parser.add_argument(
         "--sqlite-sync",
         choices=("ack", "commit"),
-        default="ack",
-        help="--workers: the servers' PAUSEMESH_SQLITE_SYNC (ack, the default: WAL fsync after the"
-        " write turn, before any acknowledgement; commit: synchronous=FULL)",
+        default="commit",
+        help="--workers: the servers' PAUSEMESH_SQLITE_SYNC (commit, the default: synchronous=FULL,"
+        " as the reference; ack: WAL fsync after the write turn, before any acknowledgement)",
     )
     args = parser.parse_args()
     args.native = None

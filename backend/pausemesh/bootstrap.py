@@ -60,7 +60,7 @@ _log = logging.getLogger("pausemesh.bootstrap")
 _SWEEP_BATCH = 100
 
 
-async def open_sqlite_storage(path: str, *, sync: SqliteSync = "ack") -> Storage:
+async def open_sqlite_storage(path: str, *, sync: SqliteSync = "commit") -> Storage:
     """Every SQLite store of this process shares one ``SqliteDatabase`` (one group writer)."""
     database = await SqliteDatabase(path, sync=sync).open()
     try:

@@ -76,10 +76,10 @@ class Settings:
             description="a file path (not :memory: or a URI)",
         ),
     ] = "./data/pausemesh.db"
-    # When a SQLite commit reaches the disk: ``ack`` fsyncs the write-ahead log after the
-    # file's write turn is given back, before any write is acknowledged; ``commit`` keeps
-    # ``synchronous=FULL`` (the fsync inside COMMIT: no reader sees a commit before the disk).
-    sqlite_sync: SqliteSync = "ack"
+    # When a SQLite commit reaches the disk: ``commit`` keeps ``synchronous=FULL`` (the fsync
+    # inside COMMIT: no reader sees a commit before the disk); ``ack`` fsyncs the write-ahead
+    # log after the file's write turn is given back, before any write is acknowledged.
+    sqlite_sync: SqliteSync = "commit"
     # A PostgreSQL DSN; when set it wins over ``database_path``.
     database_url: (
         Annotated[str, Meta(pattern=r"^postgres(ql)?://", description="a postgresql:// URL")] | None

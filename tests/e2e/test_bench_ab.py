@@ -60,13 +60,41 @@ def test_a_short_http_run_measures_both_servers_and_prints_the_medians() -> None
     assert "after cost less CPU in" in done.stdout
 
 
-def test_bad_arguments_are_refused_before_anything_starts() -> None:
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--pairs", "0"], "--pairs and --workers must be at least 1"),
+        (["--after-env", "PAUSEMESH_SQLITE_SYNC"], "--after-env takes NAME=VALUE"),
+        (["--after-env", "A=1", "--mode", "in-process"], "--after-env is for --mode http"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_starts(
+    arguments: list[str], message: str
+) -> None:
     done = subprocess.run(
-        [sys.executable, "bench/ab.py", "--base", "HEAD", "--pairs", "0"],
+        [sys.executable, "bench/ab.py", "--base", "HEAD", *arguments],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 2
-    assert "--pairs and --workers must be at least 1" in done.stderr
+    assert message in done.stderr
+
+
+def test_an_after_env_setting_reaches_the_after_server() -> None:
+    """A value the settings refuse stops the after server (the base one started first)."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "bench/ab.py", "--base", "HEAD", "--workers", "1"),
+            *("--pairs", "1", "--seconds", "0.5", "--after-env", "PAUSEMESH_SQLITE_SYNC=sometimes"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=110,
+    )
+    assert done.returncode != 0
+    assert "PAUSEMESH_SQLITE_SYNC must be one of" in done.stdout + done.stderr
+    assert Side("after", REPO_ROOT, extra_env={"A": "1"}).env() == {"A": "1"}

@@ -126,7 +126,8 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
 ) -> None:
     """``bench/http.py --store-metrics`` reads what the server's /metrics says of its writes:
     two per lifecycle (create, resume), each group with its write-turn wait and commit time,
-    and the WAL fsyncs that made them durable (one covers one group or more)."""
+    and (``PAUSEMESH_SQLITE_SYNC=ack``) the WAL fsyncs that made them durable (one covers one
+    group or more)."""
     group, commit, wait, sync = (
         "pausemesh_store_commit_group_size",
         "pausemesh_store_commit_seconds",
@@ -135,7 +136,8 @@ def test_the_bench_reads_each_write_the_server_committed_from_its_store_histogra
     )
     database = tmp_path / "bench.db"
     args = ["serve", "--database-path", str(database)]
-    with ServerProcess(args, env={"PAUSEMESH_METRICS": "1"}) as server:
+    env = {"PAUSEMESH_METRICS": "1", "PAUSEMESH_SQLITE_SYNC": "ack"}
+    with ServerProcess(args, env=env) as server:
         before = store_histograms(server.base_url)  # whatever the server wrote as it started
         run = native_lifecycles(client_binary, server.base_url, seconds=1.0, concurrency=4)
         [after] = workers_store_histograms(server.base_url, 1)

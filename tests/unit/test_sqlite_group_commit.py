@@ -102,24 +102,22 @@ async def test_a_write_after_close_is_a_store_error(tmp_path: Path) -> None:
         await store.append("a", 0, [created("a")])
 
 
-async def test_the_file_is_in_wal_mode_with_normal_synchronous_and_its_own_wal_fsync(
-    tmp_path: Path,
-) -> None:
+async def test_the_file_is_in_wal_mode_with_full_synchronous_by_default(tmp_path: Path) -> None:
     store = await open_sqlite_store(tmp_path / "pragmas.db")
     assert isinstance(store, SqliteEventStore)
     rows = await store.database.read("PRAGMA journal_mode")
     assert rows[0][0] == "wal"
-    # NORMAL: COMMIT does not fsync; WalSync does before any write is acknowledged
-    # (tests/unit/test_sqlite_wal_sync.py).
-    assert (await store.database.read("PRAGMA synchronous"))[0][0] == 1
-    assert store.database.sync == "ack"
+    assert (await store.database.read("PRAGMA synchronous"))[0][0] == 2  # FULL
+    assert store.database.sync == "commit"
     await store.close()
 
 
-async def test_sync_commit_keeps_full_synchronous(tmp_path: Path) -> None:
-    database = await SqliteDatabase(tmp_path / "full.db", sync="commit").open()
+async def test_sync_ack_runs_normal_synchronous_with_its_own_wal_fsync(tmp_path: Path) -> None:
+    database = await SqliteDatabase(tmp_path / "normal.db", sync="ack").open()
     try:
-        assert (await database.read("PRAGMA synchronous"))[0][0] == 2  # FULL
+        # NORMAL: COMMIT does not fsync; WalSync does before any write is acknowledged
+        # (tests/unit/test_sqlite_wal_sync.py).
+        assert (await database.read("PRAGMA synchronous"))[0][0] == 1
         await database.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     finally:
         await database.close()

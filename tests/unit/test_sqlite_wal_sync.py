@@ -74,7 +74,7 @@ async def _turns() -> None:
 async def test_a_group_is_acknowledged_only_after_the_wal_fsync_that_covers_it(
     tmp_path: Path, gate: FsyncGate
 ) -> None:
-    database = await SqliteDatabase(tmp_path / "ack.db").open()
+    database = await SqliteDatabase(tmp_path / "ack.db", sync="ack").open()
     try:
         gate.closed = True
         # Two writes in one iteration: a group for the writer thread.
@@ -94,7 +94,7 @@ async def test_a_group_is_acknowledged_only_after_the_wal_fsync_that_covers_it(
 async def test_a_lone_write_committed_on_the_loop_is_synced_before_it_returns(
     tmp_path: Path, gate: FsyncGate
 ) -> None:
-    database = await SqliteDatabase(tmp_path / "lone.db").open()
+    database = await SqliteDatabase(tmp_path / "lone.db", sync="ack").open()
     try:
         before = gate.calls
         await database.write(_table("a"))
@@ -117,7 +117,7 @@ async def test_the_next_group_commits_while_the_last_ones_fsync_runs(
         handed.set()
 
     monkeypatch.setattr(WalSync, "after_sync", noted)
-    database = await SqliteDatabase(tmp_path / "pipeline.db").open()
+    database = await SqliteDatabase(tmp_path / "pipeline.db", sync="ack").open()
     holding, hold = threading.Event(), threading.Event()
 
     def held(conn: sqlite3.Connection) -> None:
@@ -152,7 +152,7 @@ async def test_the_next_group_commits_while_the_last_ones_fsync_runs(
 async def test_a_failed_fsync_fails_its_writes_and_the_database_refuses_any_more(
     tmp_path: Path, gate: FsyncGate, writes: int
 ) -> None:
-    database = await SqliteDatabase(tmp_path / "eio.db").open()
+    database = await SqliteDatabase(tmp_path / "eio.db", sync="ack").open()
     try:
         gate.failing = True
         results = await asyncio.gather(
@@ -176,7 +176,7 @@ async def test_close_settles_the_writes_still_waiting_for_their_fsync(
     tmp_path: Path, gate: FsyncGate
 ) -> None:
     path = tmp_path / "close.db"
-    database = await SqliteDatabase(path).open()
+    database = await SqliteDatabase(path, sync="ack").open()
     gate.closed = True
     writes = asyncio.gather(database.write(_table("a")), database.write(_table("b")))
     assert await asyncio.to_thread(gate.entered.wait, STUCK)
@@ -185,7 +185,7 @@ async def test_close_settles_the_writes_still_waiting_for_their_fsync(
     assert not closing.done()  # it waits for the fsync, and so for the writes' answers
     gate.opened.set()
     await asyncio.wait_for(asyncio.gather(writes, closing), STUCK)
-    reopened = await SqliteDatabase(path).open()
+    reopened = await SqliteDatabase(path, sync="ack").open()
     try:
         assert await _tables(reopened) == ["a", "b"]
     finally:

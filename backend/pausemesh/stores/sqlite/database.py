@@ -4,9 +4,9 @@
 operations of this process are grouped into one ``BEGIN IMMEDIATE … COMMIT`` (each inside
 its own SAVEPOINT, so one operation's CAS failure never touches another's), and a reader.
 Other processes on the same file take turns through ``WriteTurn`` and SQLite's lock.
-No write is acknowledged before its commit is on disk: by default (``sync="ack"``) the
-``-wal`` file is fsynced after the turn is given back (``wal_sync.py``); ``sync="commit"``
-keeps ``synchronous=FULL``, the fsync inside ``COMMIT``.
+No write is acknowledged before its commit is on disk: by default (``sync="commit"``) with
+``synchronous=FULL``, the fsync inside ``COMMIT``; with ``sync="ack"`` the ``-wal`` file is
+fsynced after the write turn is given back (``wal_sync.py``), for several worker processes.
 The migration ledger is applied on open (``_apply_migrations``) and checked for readiness.
 """
 
@@ -48,8 +48,8 @@ WriteOp = Callable[[sqlite3.Connection], Any]
 
 _MAX_GROUP = 256
 
-# When a commit reaches the disk: after the write turn is given back, before any caller hears
-# (``ack``, the default), or inside ``COMMIT`` with the turn held (``commit``: FULL).
+# When a commit reaches the disk: inside ``COMMIT`` with the turn held (``commit``: FULL, the
+# default), or after the write turn is given back, before any caller hears (``ack``).
 SqliteSync = Literal["ack", "commit"]
 
 
@@ -201,7 +201,7 @@ class SqliteDatabase:
         *,
         busy_timeout_ms: int = 5000,
         migrations: Sequence[Migration] = SQLITE_MIGRATIONS,
-        sync: SqliteSync = "ack",
+        sync: SqliteSync = "commit",
     ) -> None:
         self.path = str(path)
         self._busy_timeout_ms = busy_timeout_ms
