@@ -7,8 +7,8 @@ refund runs → the model confirms) is one approval round trip. Served by
 
 (a) pydantic-ai's own AG-UI app (``bench/pydantic_ai_agui_app.py`` under uvicorn; not durable:
     the client sends the history back, the pending approval lives in the client only), and
-(b) ``pausemesh serve --agent examples.pydantic_ai_refund:agent`` (SQLite file, WAL, each
-    write on disk before it is acknowledged: the thread, its event log, the pause with pydantic-ai's history, the
+(b) ``pausemesh serve --agent examples.pydantic_ai_refund:agent`` (SQLite file, WAL,
+    ``synchronous=FULL``: the thread, its event log, the pause with pydantic-ai's history, the
     continuation and the ledger entry are all durable).
 
 ``--concurrency`` round trips are kept in flight (16 new threads at any time); rounds alternate

@@ -9,7 +9,7 @@ against the path before issue 10 (typed, then back to builtins and preflighted a
 cost at 100 should be close to the per-interrupt cost at 10 (the 1-interrupt figure also
 carries the fixed per-request cost).
 
-Part 2 (``bench_sse``): a real server process (uvicorn, SQLite file, durable writes)
+Part 2 (``bench_sse``): a real server process (uvicorn, SQLite file, ``synchronous=FULL``)
 running a bench agent that streams one long text message: events/s through one SSE stream
 (every event is appended to the durable thread log before it is sent) and time to first
 event (POST sent → ``RUN_STARTED`` frame read: thread record, run lease, first log append).

@@ -6,7 +6,7 @@ call) with ``--concurrency`` calls in flight, each with a new business key:
 
 * **direct**: the client spawns the upstream and calls ``create_invoice``;
 * **gateway**: the client spawns ``pausemesh gateway --stdio`` (SQLite, WAL,
-  every write on disk before it is acknowledged, a temp directory), which records a durable attempt, calls the same
+  ``synchronous=FULL``, a temp directory), which records a durable attempt, calls the same
   upstream once, and records the durable outcome (group-committed where calls overlap).
 
 Prints calls/s, p50/p99 latency of each and the ratio gateway/direct, measured in one run.
