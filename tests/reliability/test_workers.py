@@ -212,11 +212,20 @@ def assert_sweeps_expire_each_once(
 # -- SQLite --------------------------------------------------------------------------------
 
 
-@pytest.fixture(name="sqlite_demo", scope="module")
-def sqlite_demo_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+# Both ways a commit reaches the disk (PAUSEMESH_SQLITE_SYNC): inside COMMIT (the default), and
+# after the write turn is given back, which changes how the two workers' commits interleave.
+@pytest.fixture(name="sqlite_demo", scope="module", params=["commit", "ack"])
+def sqlite_demo_fixture(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     database = tmp_path_factory.mktemp("workers") / "demo.db"
     args = ["demo", "--no-browser", "--workers", "2", "--database-path", str(database)]
-    env = {"PAUSEMESH_SWEEP_INTERVAL_SECONDS": "0.1", "PAUSEMESH_LOG_LEVEL": "info", **QUIET_TAILS}
+    env = {
+        "PAUSEMESH_SWEEP_INTERVAL_SECONDS": "0.1",
+        "PAUSEMESH_LOG_LEVEL": "info",
+        "PAUSEMESH_SQLITE_SYNC": request.param,
+        **QUIET_TAILS,
+    }
     with ServerProcess(args, env=env, ready_path="/readyz") as server:
         yield server
 
