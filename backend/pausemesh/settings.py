@@ -28,7 +28,6 @@ from msgspec import Meta
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
 from pausemesh.core.limits import RATE_LIMIT_PATTERN, RateLimit
-from pausemesh.stores.sqlite.database import SqliteSync
 
 __all__ = (
     "ENV_PREFIX",
@@ -42,6 +41,9 @@ __all__ = (
 ENV_PREFIX = "PAUSEMESH_"
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["text", "json"]
+# ``stores.sqlite.database.SqliteSync``, named here so that loading settings imports no store
+# (aiosqlite); mypy checks the two agree where ``bootstrap`` passes one to the other.
+SqliteSync = Literal["ack", "commit"]
 LOG_LEVELS: tuple[str, ...] = typing.get_args(LogLevel)
 MIN_SECRET_KEY_BYTES = 32
 

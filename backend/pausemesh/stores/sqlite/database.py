@@ -371,10 +371,8 @@ class SqliteDatabase:
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
                 run = self._run_group([pending.op], inline=True)
             if run.results is not None:
-                if self._wal_sync is not None and run.committed:
-                    # Inline too: a thread hop would cost more than the fsync it waits for.
-                    run = _synced(run, self._wal_sync.sync_or_error())
-                _settle_group([self._queue.popleft()], run)
+                # Synced inline too: a thread hop would cost more than the fsync it waits for.
+                _settle_group([self._queue.popleft()], self._synced_now(run))
                 return
         self._group_in_flight = True
         self._wakeup.set()
@@ -435,15 +433,18 @@ class SqliteDatabase:
                     raise
                 continue
             assert run.results is not None  # noqa: S101 - only inline runs can decline
-            if self._wal_sync is not None and run.committed:
-                if queue:
-                    # The next group begins now; this one's callers hear once the fsync
-                    # that covers it (and any group committed meanwhile) has returned.
-                    self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
-                else:  # nothing waits: no hop to the sync thread
-                    post(_settle_group, group, _synced(run, self._wal_sync.sync_or_error()))
-            else:
-                post(_settle_group, group, run)
+            if queue and self._wal_sync is not None and run.committed:
+                # The next group begins now; this one's callers hear once the fsync that
+                # covers it (and any group committed meanwhile) has returned.
+                self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
+            else:  # nothing waits (or nothing to sync): no hop to the sync thread
+                post(_settle_group, group, self._synced_now(run))
+
+    def _synced_now(self, run: _GroupRun) -> _GroupRun:
+        """``run`` made durable on this thread when ``sync="ack"`` left that to us."""
+        if self._wal_sync is None or not run.committed:
+            return run
+        return _synced(run, self._wal_sync.sync_or_error())
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
         """``BEGIN IMMEDIATE``; another process may hold the write lock.
