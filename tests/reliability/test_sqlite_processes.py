@@ -46,8 +46,20 @@ async def _pending(db: Path) -> tuple[str, str]:
     return created.continuation.continuation_id, created.resume_token
 
 
+# Both ways a commit reaches the disk; the worker processes inherit the variable and read it
+# (tests/support/sqlite_worker.py).
+@pytest.fixture
+def sync(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    value = str(getattr(request, "param", "commit"))
+    monkeypatch.setenv("PAUSEMESH_SQLITE_SYNC", value)
+    return value
+
+
 @pytest.mark.slow
-async def test_two_processes_sixty_distinct_resumes_have_exactly_one_winner(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sync", ["commit", "ack"], indirect=True)
+async def test_two_processes_sixty_distinct_resumes_have_exactly_one_winner(
+    tmp_path: Path, sync: str
+) -> None:
     db = tmp_path / "shared.db"
     cid, token = await _pending(db)
     outcomes = await asyncio.to_thread(_race, db, cid, token, "key-")
@@ -88,7 +100,10 @@ async def test_two_processes_resume_racing_cancel_losers_report_the_winner(tmp_p
 
 
 @pytest.mark.slow
-async def test_sigkill_during_grouped_appends_loses_no_acknowledged_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sync", ["commit", "ack"], indirect=True)
+async def test_sigkill_during_grouped_appends_loses_no_acknowledged_write(
+    tmp_path: Path, sync: str
+) -> None:
     db = tmp_path / "crash.db"
     worker = await asyncio.to_thread(_spawn, "append", str(db))
     assert worker.stdout is not None

@@ -3,21 +3,31 @@
 Usage: python -m tests.support.sqlite_worker MODE DB [ARGS...]
 Prints "ready", waits for a line on stdin, works, then prints one JSON line of outcomes.
 Mode ``append`` instead prints one line per acknowledged (committed) create, forever.
+``PAUSEMESH_SQLITE_SYNC`` in the environment (``commit`` or ``ack``) chooses how commits reach
+the disk, as it does for a server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections import Counter
+from typing import cast
 
 from pausemesh.core import ContinuationService, PauseMeshError
-from pausemesh.stores.sqlite import open_sqlite_store
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
+from pausemesh.stores.sqlite.database import SqliteSync
+
+
+async def _open(db: str) -> SqliteEventStore:
+    sync = cast("SqliteSync", os.environ.get("PAUSEMESH_SQLITE_SYNC", "commit"))
+    return SqliteEventStore(await SqliteDatabase(db, sync=sync).open())
 
 
 async def _race(db: str, cid: str, token: str, count: int, key_prefix: str, cancels: int) -> None:
-    store = await open_sqlite_store(db)
+    store = await _open(db)
     service = ContinuationService(store=store)
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -47,7 +57,7 @@ async def _race(db: str, cid: str, token: str, count: int, key_prefix: str, canc
 
 
 async def _append_forever(db: str) -> None:
-    store = await open_sqlite_store(db)
+    store = await _open(db)
     service = ContinuationService(store=store)
     print("ready", flush=True)
     batch = 0
