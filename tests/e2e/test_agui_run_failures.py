@@ -91,7 +91,7 @@ def test_an_agent_that_raises_ends_with_agent_failed_and_frees_the_thread(
     assert failed[-1]["message"] == "The agent failed"
     # At once: no THREAD_BUSY while a lease of the failed run lingers.
     _ends_normally(_run(server, thread_id, "r-2", "hello"))
-    assert SECRET in server.output()  # the operator sees what the client does not
+    assert SECRET in server.wait_for_output(SECRET)  # the operator sees what the client does not
 
 
 def test_an_agent_that_never_finishes_ends_with_run_timeout_and_frees_the_thread(

@@ -110,7 +110,8 @@ def test_an_a2a_stream_whose_reader_stops_reading_is_dropped_and_frees_its_slot(
         assert response.status_code == 200, response.text
         results = sse_results(response.text)
         assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert "dropped an SSE reader that accepted nothing for 1.0s" in server.output()
+        dropped = "dropped an SSE reader that accepted nothing for 1.0s"
+        assert dropped in server.wait_for_output(dropped)
     finally:
         stalled.close()
     assert_dropped_reader_closed_quietly(server)

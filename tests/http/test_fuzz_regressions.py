@@ -247,4 +247,4 @@ def test_an_a2a_jsonrpc_request_whose_params_do_not_parse_is_invalid_params_with
         + b"}}",
     )
     assert body["error"]["code"] == -32602
-    assert "Failed to parse request params" in server.output()
+    assert "Failed to parse request params" in server.wait_for_output("Failed to parse")

@@ -203,6 +203,16 @@ class ServerProcess:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
 
+    def wait_for_output(self, text: str, timeout: float = 30.0) -> str:
+        """The output once it holds ``text``. The server writes the lines of one event-loop
+        iteration at its end (``LoopBatchingHandler``), so a line about a request can reach the
+        log just after the response reached the client."""
+        deadline = time.monotonic() + timeout
+        while text not in (output := self.output()):
+            assert time.monotonic() < deadline, f"{text!r} not logged:\n{output[-3000:]}"
+            time.sleep(0.05)
+        return output
+
     def stop(self, timeout: float = 15.0, sig: signal.Signals = signal.SIGTERM) -> int | None:
         """Send ``sig`` (SIGTERM: graceful shutdown) and wait; SIGKILL if it hangs."""
         if self.process is None or self.process.poll() is not None:
@@ -245,8 +255,5 @@ class ServerProcess:
 def assert_dropped_reader_closed_quietly(server: ServerProcess) -> None:
     """After the send timeout dropped a reader, the server closes its connection and says so
     at INFO: no ERROR line (uvicorn's own for an unfinished response) is left in its log."""
-    deadline = time.monotonic() + 30
-    while "closed the connection of the dropped SSE reader" not in server.output():
-        assert time.monotonic() < deadline, server.output()[-3000:]
-        time.sleep(0.1)
-    assert "ERROR" not in server.output(), server.output()[-3000:]
+    output = server.wait_for_output("closed the connection of the dropped SSE reader")
+    assert "ERROR" not in output, output[-3000:]
