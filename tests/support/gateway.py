@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
+from tests.support.listeners import holds_listener
 from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
 __all__ = ("GatewayCase", "call", "gateway_client", "structured")
@@ -170,25 +171,43 @@ async def gateway_client(target: Any, **options: Any) -> AsyncIterator[Client]:
         yield client
 
 
+async def _start_upstream(case: GatewayCase) -> subprocess.Popen[bytes]:
+    """The upstream on a free port, pinned once it answers. The port can be taken by a
+    parallel test's server before the upstream binds it: then the upstream exits and starts
+    again on another port (and a pin answered by that other server does not count)."""
+    for _ in range(3):
+        port = free_port()
+        upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole block
+            [sys.executable, str(UPSTREAM), "--http", str(port)],
+            env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(300):
+            if upstream.poll() is not None:
+                break
+            try:
+                case.pin()
+            except subprocess.CalledProcessError:
+                await asyncio.sleep(0.2)
+                continue
+            if holds_listener(upstream.pid, port):
+                return upstream
+            await asyncio.sleep(0.2)
+        else:
+            upstream.kill()
+            upstream.wait()
+            raise AssertionError(f"the upstream on port {port} never answered a pin")
+    raise AssertionError("the upstream could not bind any of three free ports")
+
+
 @asynccontextmanager
 async def http_upstream(case: GatewayCase) -> AsyncIterator[None]:
     """The case's upstream served over streamable HTTP for the block, the case pointed at it and
     pinned once it answers (set the jobs first: the pin records them)."""
-    port = free_port()
-    upstream = subprocess.Popen(  # noqa: ASYNC220 - a server for the whole block
-        [sys.executable, str(UPSTREAM), "--http", str(port)],
-        env={**case.upstream_env(), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    upstream = await _start_upstream(case)
     try:
-        case.upstream_url = f"http://127.0.0.1:{port}/mcp"
-        for _ in range(300):
-            try:
-                case.pin()
-                break
-            except subprocess.CalledProcessError:
-                await asyncio.sleep(0.2)
         yield
     finally:
         upstream.kill()

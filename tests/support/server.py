@@ -23,6 +23,8 @@ from types import TracebackType
 
 import httpx
 
+from tests.support.listeners import holds_listener
+
 __all__ = (
     "ServerProcess",
     "assert_clean_exit",
@@ -33,6 +35,11 @@ __all__ = (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_PORT_ATTEMPTS = 3
+
+
+class _PortTakenError(RuntimeError):
+    """The server could not bind its port: another process holds it."""
 
 
 def free_port() -> int:
@@ -133,6 +140,9 @@ class ServerProcess:
         self.args = list(args)
         self.host = host
         self.port = port or free_port()
+        # A port picked here may be taken by another test's server before this one binds it:
+        # then the first start moves to a new one. A given port, or a restart, keeps its port.
+        self._may_move_port = port is None
         self.env = dict(env or {})
         self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
         self.ready_path = ready_path
@@ -173,27 +183,40 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         assert self.process is None or self.process.poll() is not None, "already running"
-        self.process = subprocess.Popen(
-            self.command(),
-            cwd=self.cwd,
-            env=self._environment(),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        self.wait_ready()
-        return self
+        for attempt in range(_PORT_ATTEMPTS):
+            self.process = subprocess.Popen(
+                self.command(),
+                cwd=self.cwd,
+                env=self._environment(),
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                self.wait_ready()
+            except _PortTakenError:
+                if not self._may_move_port or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self.port = free_port()
+                continue
+            self._may_move_port = False
+            return self
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                msg = f"server exited with {self.process.returncode}:\n{self.output()}"
-                raise RuntimeError(msg)
+                output = self.output()
+                msg = f"server exited with {self.process.returncode}:\n{output}"
+                taken = "address already in use" in output.lower()
+                raise (_PortTakenError if taken else RuntimeError)(msg)
             try:
-                if httpx.get(self.url(self.ready_path), timeout=1.0).status_code == 200:
-                    return
+                answered = httpx.get(self.url(self.ready_path), timeout=1.0).status_code == 200
             except httpx.TransportError:
-                pass
+                answered = False
+            # Ready only when this server answered: another one may hold the port meanwhile.
+            if answered and holds_listener(self.pid, self.port):
+                return
             time.sleep(0.05)
         self.kill()
         msg = f"server did not become ready in {self.startup_timeout}s:\n{self.output()}"

@@ -1,0 +1,69 @@
+"""The test harness's server processes: a server is ready only once it answers itself.
+
+Ports are picked free just before a server binds them, so a parallel test's server can take
+one in between; these tests stage that race with two real servers.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import server as server_module
+from tests.support.listeners import holds_listener
+from tests.support.server import ServerProcess
+
+
+@pytest.fixture(name="holder")
+def holder_fixture(tmp_path: Path) -> Iterator[ServerProcess]:
+    with ServerProcess(["serve", "--database-path", str(tmp_path / "holder.db")]) as server:
+        yield server
+
+
+def test_a_listening_socket_is_held_by_its_process_and_not_by_another() -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen()
+            port = sock.getsockname()[1]
+            assert holds_listener(os.getpid(), port)
+            assert not holds_listener(other.pid, port)
+        assert not holds_listener(os.getpid(), port)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_picked_port_another_server_took_first_moves_the_server_to_a_new_port(
+    holder: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    picks = iter([holder.port])
+    real_free_port = server_module.free_port
+    monkeypatch.setattr(server_module, "free_port", lambda: next(picks, None) or real_free_port())
+
+    with ServerProcess(["serve", "--database-path", str(tmp_path / "late.db")]) as late:
+        assert late.port != holder.port
+        assert holds_listener(late.pid, late.port)
+        assert not holds_listener(late.pid, holder.port)
+        assert httpx.get(late.url("/healthz"), timeout=10).status_code == 200
+        assert "address already in use" in late.output().lower()
+
+
+def test_a_given_port_another_server_holds_fails_the_start_instead_of_reporting_ready(
+    holder: ServerProcess, tmp_path: Path
+) -> None:
+    late = ServerProcess(["serve", "--database-path", str(tmp_path / "late.db")], port=holder.port)
+    try:
+        with pytest.raises(RuntimeError, match=r"(?i)address already in use"):
+            late.start()
+    finally:
+        late.close()
+    assert holds_listener(holder.pid, holder.port)
