@@ -12,6 +12,7 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 from litestar import Litestar
+from opentelemetry import trace
 from prometheus_client.parser import text_string_to_metric_families
 
 from pausemesh.core.log_format import JsonFormatter
@@ -150,3 +151,52 @@ async def test_an_unauthenticated_request_is_logged_without_a_principal_hash(
     line = json.loads(JsonFormatter().format(record))
     assert line["status"] == 401
     assert "principalHash" not in line
+
+
+class _FormatAtOnce(logging.Handler):
+    """Formats each line while it is logged, inside the request (as the CLI's handler does),
+    so the request and trace ids of that moment are in it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[dict[str, object]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(json.loads(JsonFormatter().format(record)))
+
+
+async def test_without_a_tracing_sdk_an_incoming_trace_reaches_the_lines_and_none_is_made_up(
+    apps: tuple[httpx.AsyncClient, ...],
+) -> None:
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider), "no SDK here"
+    first, _, _ = apps
+    handler = _FormatAtOnce()
+    logger = logging.getLogger("pausemesh.observer")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        traced = await first.post(
+            "/v1/continuations",
+            json={"payload": {"kind": "input", "message": "Which seat?"}},
+            headers={"x-principal": "alice", "traceparent": _TRACEPARENT},
+        )
+        traced_lines = list(handler.lines)
+        handler.lines.clear()
+        plain = await _create(first)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert (traced.status_code, plain.status_code) == (201, 201)
+    assert traced_lines, "the create logged no observation"
+    for line in traced_lines:
+        assert line["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+        assert line["requestId"] == traced.headers["x-request-id"]
+    assert handler.lines, "the create logged no observation"
+    for line in handler.lines:
+        assert "traceId" not in line
+        assert "spanId" not in line
+        assert line["requestId"] == plain.headers["x-request-id"]
+
+
+_TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

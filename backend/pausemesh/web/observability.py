@@ -109,7 +109,13 @@ class TelemetryMiddleware:
                 "pausemesh.request_id": request_id,
             },
         )
-        token = otel_context.attach(trace.set_span_in_context(current, parent))
+        # Without an SDK and without an incoming traceparent the span is the invalid no-op
+        # one: nothing to make current (and nothing for a log line to carry).
+        token = (
+            otel_context.attach(trace.set_span_in_context(current, parent))
+            if current.get_span_context().is_valid
+            else None
+        )
 
         async def watch(message: Message) -> None:
             nonlocal status, sent
@@ -133,7 +139,8 @@ class TelemetryMiddleware:
                 if status >= 500:
                     current.set_status(Status(StatusCode.ERROR))
             current.end()
-            otel_context.detach(token)
+            if token is not None:
+                otel_context.detach(token)
             if self.access_log and _access.isEnabledFor(logging.INFO):
                 _log_access(info, method, route, status, sent, started)
 
