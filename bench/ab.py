@@ -14,13 +14,14 @@ commit) with ``git archive`` into a temporary directory and compares it with the
 
 ``--after-env NAME=VALUE`` (repeatable, ``--mode http``) sets a variable for the "after"
 servers only: with ``--base HEAD`` it compares a setting with the default on the same code,
-e.g. ``--after-env PAUSEMESH_SQLITE_SYNC=ack``.
+e.g. ``--after-env PAUSEMESH_SQLITE_SYNC=ack``. ``--env NAME=VALUE`` sets one for both sides
+(a change measured under a setting; ``--after-env`` wins for the after side).
 
 Prints each pair and the medians, the ratio after/base and in how many pairs "after" did
 better. Figures, never assertions.
 
 Usage: .venv/bin/python bench/ab.py --base COMMIT [--mode http|in-process] [--workers 2]
-       [--pairs 10] [--seconds 4] [--after-env NAME=VALUE ...]
+       [--pairs 10] [--seconds 4] [--env NAME=VALUE ...] [--after-env NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -137,17 +138,30 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="--mode http: a variable for the after side's servers only (repeatable)",
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="--mode http: a variable for both sides' servers (repeatable)",
+    )
     args = parser.parse_args()
     if args.pairs < 1 or args.seconds <= 0 or args.workers < 1:
         parser.error("--pairs and --workers must be at least 1, --seconds above 0")
-    if args.after_env and args.mode != "http":
-        parser.error("--after-env is for --mode http")
-    if any("=" not in item or item.startswith("=") for item in args.after_env):
-        parser.error("--after-env takes NAME=VALUE")
+    for option, items in (("--after-env", args.after_env), ("--env", args.env)):
+        if items and args.mode != "http":
+            parser.error(f"{option} is for --mode http")
+        if any("=" not in item or item.startswith("=") for item in items):
+            parser.error(f"{option} takes NAME=VALUE")
+    both = dict(item.split("=", 1) for item in args.env)
     extra = dict(item.split("=", 1) for item in args.after_env)
     with exported(args.base) as base_root:
-        sides = [Side("base", base_root), Side("after", REPO_ROOT, extra_env=extra)]
+        sides = [
+            Side("base", base_root, extra_env=both),
+            Side("after", REPO_ROOT, extra_env={**both, **extra}),
+        ]
         what = f"{args.workers} worker(s), " if args.mode == "http" else ""
+        what += "".join(f"both with {name}={value}, " for name, value in both.items())
         what += "".join(f"after with {name}={value}, " for name, value in extra.items())
         print(
             f"bench/ab.py --mode {args.mode}: base {args.base} against the working tree,"

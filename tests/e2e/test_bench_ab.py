@@ -72,6 +72,8 @@ def test_a_short_http_run_measures_both_servers_and_prints_the_medians() -> None
         (["--pairs", "0"], "--pairs and --workers must be at least 1"),
         (["--after-env", "PAUSEMESH_SQLITE_SYNC"], "--after-env takes NAME=VALUE"),
         (["--after-env", "A=1", "--mode", "in-process"], "--after-env is for --mode http"),
+        (["--env", "=1"], "--env takes NAME=VALUE"),
+        (["--env", "A=1", "--mode", "in-process"], "--env is for --mode http"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_starts(
@@ -95,3 +97,14 @@ def test_an_after_env_setting_reaches_the_after_server() -> None:
     assert done.returncode != 0
     assert "PAUSEMESH_SQLITE_SYNC must be one of" in done.stdout + done.stderr
     assert Side("after", REPO_ROOT, extra_env={"A": "1"}).env() == {"A": "1"}
+
+
+@pytest.mark.skipif(compiler() is None, reason="no C compiler on this machine")
+def test_an_env_setting_reaches_the_base_server_and_after_env_wins_on_the_after_side() -> None:
+    """Only the base side keeps the value the settings refuse: its server fails to start."""
+    done = _short_run(
+        *("--env", "PAUSEMESH_SQLITE_SYNC=sometimes"),
+        *("--after-env", "PAUSEMESH_SQLITE_SYNC=ack"),
+    )
+    assert done.returncode != 0
+    assert "PAUSEMESH_SQLITE_SYNC must be one of" in done.stdout + done.stderr
