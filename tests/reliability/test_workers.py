@@ -60,8 +60,10 @@ def pinned_clients(server: ServerProcess, count: int = 2) -> list[httpx.Client]:
                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
             )
             worker = _worker(client)
-            # A repeat stays open until the end, so the next client is accepted anew.
-            (spare if worker in found else found.__setitem__(worker, client) or []).append(client)
+            if worker in found:
+                spare.append(client)  # stays open until the end: the next client is accepted anew
+            else:
+                found[worker] = client
     finally:
         for client in spare:
             client.close()
