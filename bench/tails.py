@@ -48,6 +48,7 @@ from typing import Any
 import aiohttp
 import uvloop
 from bench.http import cpu_seconds
+from tests.support.listeners import process_tree
 from tests.support.server import ServerProcess
 
 RUN_STARTED = "RUN_STARTED"
@@ -70,16 +71,12 @@ def kernel_seconds(pid: int) -> float:
 def rss_kib(pid: int) -> int:
     """VmRSS of the server process and its children (the workers), in KiB."""
     total = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for member in process_tree(pid):
         try:
-            text = (proc / "status").read_text()
+            text = Path(f"/proc/{member}/status").read_text()
         except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-        if int(proc.name) == pid or int(fields["PPid"].strip()) == pid:
-            total += int(fields.get("VmRSS", "0 kB").split()[0])
+            continue  # gone meanwhile
+        total += sum(int(line.split()[1]) for line in text.splitlines() if line[:6] == "VmRSS:")
     return total
 
 

@@ -7,6 +7,7 @@ one in between; these tests stage that race with two real servers.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,9 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bench.tails import rss_kib
 
 from tests.support import server as server_module
-from tests.support.listeners import holds_listener
+from tests.support.listeners import holds_listener, process_tree
 from tests.support.server import ServerProcess
 
 
@@ -67,3 +69,27 @@ def test_a_given_port_another_server_holds_fails_the_start_instead_of_reporting_
     finally:
         late.close()
     assert holds_listener(holder.pid, holder.port)
+
+
+def test_a_process_tree_holds_children_and_grandchildren_and_rss_counts_them() -> None:
+    # A child that starts a grandchild holding 64 MiB, and says when both are up.
+    code = (
+        "import subprocess, sys\n"
+        "grandchild = subprocess.Popen([sys.executable, '-c',"
+        ' \'import sys, time; b = bytearray(64 << 20); b[::4096] = b"x" * len(b[::4096]);'
+        " print(flush=True); time.sleep(60)'], stdout=subprocess.PIPE)\n"
+        "grandchild.stdout.readline()\n"
+        "print(grandchild.pid, flush=True)\n"
+        "grandchild.wait()\n"
+    )
+    before = rss_kib(os.getpid())
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            grandchild = int(child.stdout.readline())
+            assert {os.getpid(), child.pid, grandchild} <= process_tree(os.getpid())
+            assert os.getppid() not in process_tree(os.getpid())
+            assert rss_kib(os.getpid()) - before >= 64 * 1024
+        finally:
+            for pid in process_tree(child.pid):
+                os.kill(pid, signal.SIGKILL)

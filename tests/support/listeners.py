@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ("holds_listener",)
+__all__ = ("holds_listener", "process_tree")
 
 _PROC = Path("/proc")
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
@@ -35,7 +35,7 @@ def _listening_inodes(port: int) -> set[str] | None:
     return inodes
 
 
-def _process_tree(pid: int) -> set[int]:
+def process_tree(pid: int) -> set[int]:
     """``pid`` and its descendants (a ``--workers`` supervisor's workers hold sockets too)."""
     parents: dict[int, int] = {}
     for entry in _PROC.iterdir():
@@ -79,4 +79,4 @@ def holds_listener(pid: int, port: int) -> bool:
     listening = _listening_inodes(port)
     if listening is None:
         return True
-    return any(listening & _socket_inodes(member) for member in _process_tree(pid))
+    return any(listening & _socket_inodes(member) for member in process_tree(pid))
