@@ -41,17 +41,17 @@ class Stores:
 async def stores_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     if request.param == "sqlite":
         path = str(tmp_path / "gateway.db")
-        first = await SqliteDatabase(path).open()
-        second = await SqliteDatabase(path).open()
+        first_file = await SqliteDatabase(path).open()
+        second_file = await SqliteDatabase(path).open()
         try:
             yield Stores(
-                ledger=SqliteOperationLedger(first, owns_database=False),
-                fencing=SqliteFencedOperations(first),
-                other=SqliteFencedOperations(second),
+                ledger=SqliteOperationLedger(first_file, owns_database=False),
+                fencing=SqliteFencedOperations(first_file),
+                other=SqliteFencedOperations(second_file),
             )
         finally:
-            await second.close()
-            await first.close()
+            await second_file.close()
+            await first_file.close()
         return
     from pausemesh.stores.postgres import (  # noqa: PLC0415 - asyncpg only for this case
         PostgresDatabase,

@@ -357,7 +357,7 @@ async def test_lapsed_cohorts_lists_threads_whose_every_question_is_past_its_dea
     assert await threads.lapsed_cohorts(now=_at(10), limit=1) == ["early"]
     assert await threads.lapsed_cohorts(now=_at(30), limit=10) == ["early", "mixed", "late"]
     # A closed cohort leaves the listing.
-    record = await threads.get("early")
-    assert record is not None
-    await threads.save(msgspec.structs.replace(record, open_receipt=None), now=_at(30))
+    early = await threads.get("early")
+    assert early is not None
+    await threads.save(msgspec.structs.replace(early, open_receipt=None), now=_at(30))
     assert await threads.lapsed_cohorts(now=_at(30), limit=10) == ["mixed", "late"]

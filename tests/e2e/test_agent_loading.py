@@ -30,6 +30,7 @@ from pausemesh.settings import Settings
 from pausemesh.web.agui_starlette import StarletteAgui
 from pausemesh.web.app import create_app
 from tests.support.agui import post_run, run_body
+from tests.support.asgi import asgi
 from tests.support.server import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -143,7 +144,7 @@ async def test_create_app_and_the_starlette_binding_serve_a_pydantic_ai_agent_as
     message = {"id": "u1", "role": "user", "content": "Refund A-1001"}
     for app in apps:
         async with (
-            LifespanManager(app) as manager,
+            LifespanManager(asgi(app)) as manager,
             httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=manager.app), base_url="http://test"
             ) as client,

@@ -136,7 +136,7 @@ async def test_sigterm_with_a_short_grace_exits_in_time_and_the_thread_works_aft
     tmp_path: Path,
 ) -> None:
     grace = 2.0
-    server = _server(tmp_path, grace=str(grace))
+    server = _server(tmp_path, grace=grace)
     with server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
             first = await client.post("/agui", json=run_body("t-a", "r-0", messages=_user("hi")))

@@ -34,6 +34,7 @@ async def test_a_modern_client_is_asked_the_exact_terms_and_an_approval_dispatch
     target = case.stdio()
     question = await tool_round(target, "create_invoice", invoice())
     assert isinstance(question, InputRequiredResult)
+    assert question.input_requests is not None
     asked = question.input_requests["approval"].params.message  # type: ignore[union-attr]
     lines_while_asking = case.lines()
     approved = await tool_round(

@@ -218,7 +218,8 @@ def _api_key(case: GatewayCase, keys: str, principal: str, *roles: str) -> str:
         cwd=case.root,
         timeout=60,
     )
-    return re.findall(r"pmk_\S+", created.stdout)[-1]
+    made: list[str] = re.findall(r"pmk_\S+", created.stdout)
+    return made[-1]
 
 
 async def test_roles_from_the_identity_provider_grant_the_permissions_the_config_defines(

@@ -10,6 +10,7 @@ from litestar import Litestar, get
 
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
+from tests.support.asgi import asgi
 from tests.support.server import ServerProcess
 
 
@@ -35,7 +36,7 @@ async def host_app_fixture(tmp_path_factory: pytest.TempPathFactory) -> AsyncIte
         problem_details_for_app=True,
     )
     app = Litestar(route_handlers=[host_hello], plugins=[PauseMeshPlugin(config)])
-    async with LifespanManager(app, startup_timeout=60, shutdown_timeout=60):
+    async with LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60):
         yield app
 
 
@@ -55,7 +56,7 @@ async def client_fixture(target: ServerProcess | Litestar) -> AsyncIterator[http
     else:
         # The app itself, not LifespanManager's wrapper: that one shares one state dict
         # between every request, which Litestar uses as per-request storage.
-        options["transport"] = httpx.ASGITransport(target)
+        options["transport"] = httpx.ASGITransport(asgi(target))
         options["base_url"] = "http://embedded"
     async with httpx.AsyncClient(**options) as client:
         yield client

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from litestar import Litestar
 
+from tests.support.asgi import asgi
 from tests.support.rest import assert_problem, create
 
 pytestmark = pytest.mark.slow
@@ -184,7 +185,7 @@ async def test_the_body_limit_stops_reading_the_stream_before_the_end(host_app: 
         "server": ("127.0.0.1", 80),
         "state": {},
     }
-    await host_app(scope, receive, send)
+    await asgi(host_app)(scope, receive, send)
     assert sent[0]["status"] == 413
     assert b'"code":"PAYLOAD_TOO_LARGE"' in sent[1]["body"]
     assert pulled < 80

@@ -21,6 +21,7 @@ from pausemesh.web.agui_starlette import StarletteAgui
 from pausemesh.web.app import create_app
 from pausemesh.web.mcp_mount import McpPlugin
 from tests.support.agui import header_principal
+from tests.support.asgi import asgi
 from tests.support.identity import whoami
 
 RUN = {"threadId": "t-roles", "runId": "r-1", "messages": []}
@@ -83,8 +84,10 @@ async def test_with_api_keys_only_mcp_challenges_bearer_without_publishing_metad
         plugins=[McpPlugin(register_book_flight)],
     )
     async with (
-        LifespanManager(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://h") as client,
+        LifespanManager(asgi(app)),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=asgi(app)), base_url="http://h"
+        ) as client,
     ):
         refused = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert refused.status_code == 401

@@ -14,6 +14,7 @@ from litestar import Litestar, Request, get
 from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
+from tests.support.asgi import asgi
 from tests.support.rest import PAYLOAD, assert_problem
 
 
@@ -40,8 +41,10 @@ async def scoped_fixture(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     )
     app = Litestar(route_handlers=[host_hello], plugins=[PauseMeshPlugin(config)])
     async with (
-        LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://host") as client,
+        LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(asgi(app)), base_url="http://host"
+        ) as client,
     ):
         yield client
 
@@ -103,7 +106,7 @@ async def test_a_request_without_the_lifespan_fails_loudly(tmp_path: Path) -> No
     config = PauseMeshConfig(settings=Settings(database_path=str(tmp_path / "p.db")))
     app = Litestar(plugins=[PauseMeshPlugin(config)])
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app), base_url="http://host"
+        transport=httpx.ASGITransport(asgi(app)), base_url="http://host"
     ) as client:
         response = await client.post("/v1/continuations", json={"payload": 1})
     body = assert_problem(response, 500, "NOT_STARTED")
@@ -116,8 +119,10 @@ async def test_host_owned_storage_is_used_and_left_open(tmp_path: Path) -> None:
         config = PauseMeshConfig(settings=Settings(data_dir=str(tmp_path)), storage=storage)
         app = Litestar(plugins=[PauseMeshPlugin(config)])
         async with (
-            LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://h") as client,
+            LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(asgi(app)), base_url="http://h"
+            ) as client,
         ):
             created = await client.post("/v1/continuations", json={"payload": 1})
             assert created.status_code == 201
@@ -134,8 +139,8 @@ async def test_an_unavailable_store_is_503_without_internals(tmp_path: Path) -> 
     config = PauseMeshConfig(settings=Settings(data_dir=str(tmp_path)), storage=storage)
     app = Litestar(plugins=[PauseMeshPlugin(config)])
     async with (
-        LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://h") as client,
+        LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
+        httpx.AsyncClient(transport=httpx.ASGITransport(asgi(app)), base_url="http://h") as client,
     ):
         assert (await client.get("/healthz")).status_code == 200
         ready = await client.get("/readyz")

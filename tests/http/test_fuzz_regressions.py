@@ -55,7 +55,7 @@ def _no_python_text(text: str) -> None:
 
 def test_a_non_ascii_digit_in_last_event_id_is_a_400(http: httpx.Client) -> None:
     # "²".isdigit() is True, int("²") raises: the header once reached int() and made a 500.
-    response = http.get("/agui/threads/t-1/events", headers={"last-event-id": b"\xb2"})
+    response = http.get("/agui/threads/t-1/events", headers={b"last-event-id": b"\xb2"})
     assert_problem(response, 400, "INVALID_CURSOR")
 
 

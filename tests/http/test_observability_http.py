@@ -19,6 +19,7 @@ from pausemesh.core.log_format import JsonFormatter
 from pausemesh.settings import Settings
 from pausemesh.web.app import create_app
 from tests.support.agui import header_principal
+from tests.support.asgi import asgi
 
 
 def _app(path: Path, **settings: object) -> Litestar:
@@ -37,12 +38,12 @@ async def apps_fixture(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient,
         _app(tmp_path / "c"),
     ]
     async with (
-        LifespanManager(apps[0]),
-        LifespanManager(apps[1]),
-        LifespanManager(apps[2]),
+        LifespanManager(asgi(apps[0])),
+        LifespanManager(asgi(apps[1])),
+        LifespanManager(asgi(apps[2])),
     ):
         clients = [
-            httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app")
+            httpx.AsyncClient(transport=httpx.ASGITransport(asgi(app)), base_url="http://app")
             for app in apps
         ]
         try:

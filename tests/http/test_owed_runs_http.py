@@ -29,6 +29,7 @@ from pausemesh.stores.storage import Storage
 from pausemesh.web import PauseMeshPlugin
 from pausemesh.web.app import create_app
 from tests.support.agui import RunResult, read_frames, run_body
+from tests.support.asgi import asgi
 from tests.support.rest import PAYLOAD
 
 OWED_RUN = "pausemesh-owed-run"  # the name of the task ``OwedRuns.poke`` starts
@@ -88,9 +89,9 @@ async def server_fixture(tmp_path: Path) -> AsyncIterator[Server]:
     app = create_app(settings, agent=asking_agent, storage=storage)
     try:
         async with (
-            LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
+            LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
             httpx.AsyncClient(
-                transport=httpx.ASGITransport(app), base_url="http://embedded", timeout=30
+                transport=httpx.ASGITransport(asgi(app)), base_url="http://embedded", timeout=30
             ) as client,
         ):
             yield Server(client, app.plugins.get(PauseMeshPlugin), threads, events)

@@ -31,6 +31,7 @@ from pausemesh.settings import Settings
 from pausemesh.web.a2a_mount import A2APlugin
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.plugin import PauseMeshPlugin
+from tests.support.asgi import asgi
 from tests.support.protocol_clients import send_for_task, user_message
 
 BASE = "http://refunds.test"
@@ -108,8 +109,8 @@ async def refund_host(tmp_path: Path) -> AsyncIterator[Host]:
     )
     app = Litestar(plugins=[pausemesh, A2APlugin(executor, card, public_url=BASE)])
     async with (
-        LifespanManager(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+        LifespanManager(asgi(app)),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=asgi(app)), base_url=BASE) as http,
     ):
         config = ClientConfig(httpx_client=http, supported_protocol_bindings=["JSONRPC"])
         client = await create_client(f"{BASE}/a2a", client_config=config)

@@ -46,9 +46,12 @@ async def asked_then_gone(server: ServerProcess, destination: str) -> str:
         raise AssertionError
 
     async def call() -> None:
+        # The callback's first parameter is unused (named ``_context``, not the protocol's name).
         async with Client(
-            server.url("/mcp"), mode="legacy", elicitation_callback=never_answers
-        ) as client:  # type: ignore[arg-type]
+            server.url("/mcp"),
+            mode="legacy",
+            elicitation_callback=never_answers,  # type: ignore[arg-type]
+        ) as client:
             await client.call_tool(TOOL, {"destination": destination})
 
     session = asyncio.create_task(call())

@@ -24,6 +24,7 @@ from pausemesh.settings import Settings
 from pausemesh.web.app import create_app
 from pausemesh.web.mcp_mount import McpPlugin
 from pausemesh.web.plugin import PauseMeshPlugin
+from tests.support.asgi import asgi
 
 APPROVAL = {
     "type": "object",
@@ -64,9 +65,9 @@ async def http_fixture(tmp_path: Path, plugin: McpPlugin) -> AsyncIterator[httpx
         "mcp-protocol-version": "2025-11-25",
     }
     async with (
-        LifespanManager(app),
+        LifespanManager(asgi(app)),
         httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
+            transport=httpx.ASGITransport(app=asgi(app)),
             base_url="http://127.0.0.1:8000",
             headers=headers,
         ) as http,

@@ -51,7 +51,7 @@ async def test_a_host_pool_serves_the_stores_and_the_tail_and_is_never_closed_by
             assert await waiter
 
         await storage.close()
-        assert not host_pool._closed
+        assert not host_pool.is_closing()
         # The borrowed LISTEN connection went back to the host.
         assert host_pool.get_idle_size() == host_pool.get_size()
         assert await host_pool.fetchval("SELECT 1") == 1

@@ -218,6 +218,7 @@ async def test_the_runtime_role_erases_a_thread_only_through_the_audited_functio
             f" (SELECT count(*) FROM \"{schema}\".agui_thread_events WHERE thread_id = 't2'),"
             f" (SELECT erased_at FROM \"{schema}\".agui_thread_erasures WHERE thread_id = 't1')"
         )
+        assert counts is not None
         assert tuple(counts[:3]) == (0, 0, 2)
         assert counts[3] == now  # the audit row: which thread, when; nothing of its content
         await threads.close()

@@ -123,7 +123,7 @@ def assert_one_outcome(final: Task, racers: list[Racer]) -> dict[str, object]:
     assert final.status.state == TaskState.TASK_STATE_COMPLETED
     assert len(final.artifacts) == 1
     artifact = MessageToDict(final.artifacts[0])
-    booking = artifact["parts"][0]["data"]
+    booking: dict[str, object] = artifact["parts"][0]["data"]
     assert answers_in_history(final) == [{"flight": booking["flight"]}]
     for racer in racers:
         if racer.refused is not None:

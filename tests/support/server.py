@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -181,7 +182,7 @@ class ServerProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def start(self) -> ServerProcess:
+    def start(self) -> Self:
         assert self.process is None or self.process.poll() is not None, "already running"
         for attempt in range(_PORT_ATTEMPTS):
             self.process = subprocess.Popen(
@@ -253,7 +254,7 @@ class ServerProcess:
         self.process.kill()
         return self.process.wait(15)
 
-    def restart(self) -> ServerProcess:
+    def restart(self) -> Self:
         """Start again with the same command and port (after ``stop`` or ``kill``)."""
         self.stop()
         return self.start()
@@ -263,7 +264,7 @@ class ServerProcess:
         self._log.close()
         self.log_path.unlink(missing_ok=True)
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

@@ -59,7 +59,7 @@ def _after_call() -> None:
         os._exit(3)
     hold = control.get("hold")
     for _ in range(2400 if hold else 0):  # held until the test creates the file (at most 2 min)
-        if Path(hold).exists():
+        if Path(str(hold)).exists():
             break
         time.sleep(0.05)
     delay = float(control.get("delay", 0))

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import jwt
 import pytest
+from jwt.types import Options
 
 from pausemesh.a2a.push_policy import PushUrlPolicy
 from pausemesh.a2a.push_signing import PushSigner
@@ -85,7 +86,7 @@ def test_a_signed_delivery_verifies_with_the_published_key_only() -> None:
     )
     published = jwt.PyJWK.from_dict(signer.jwk).key
     foreign = jwt.PyJWK.from_dict(PushSigner(b"o" * 32, issuer="x").jwk).key
-    options = {"verify_exp": False}
+    options: Options = {"verify_exp": False}
 
     claims = jwt.decode(
         token, published, algorithms=["ES256"], audience="https://hook.example/", options=options

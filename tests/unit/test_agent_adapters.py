@@ -172,7 +172,10 @@ def test_streamed_langgraph_chunks_become_one_assistant_message_with_its_tool_ca
             tool_call_chunks=[{"index": 0, "id": "c1", "name": "issue_refund", "args": '{"order'}],
         ),
         AIMessageChunk(
-            content="", id="ai-1", tool_call_chunks=[{"index": 0, "args": '_id": "A-1001"}'}]
+            content="",
+            id="ai-1",
+            # A later piece of the call: LangChain sends it without an id or a name.
+            tool_call_chunks=[{"index": 0, "id": None, "name": None, "args": '_id": "A-1001"}'}],
         ),
     ]
     events = [e for chunk in chunks for e in mapper.map(chunk)]

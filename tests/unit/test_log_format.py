@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import threading
+from types import TracebackType
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -76,7 +77,7 @@ def test_the_text_format_keeps_key_value_fields() -> None:
     assert "status=pending" in line
 
 
-def sys_exc_info() -> tuple[type[BaseException], BaseException, object]:
+def sys_exc_info() -> tuple[type[BaseException], BaseException, TracebackType | None]:
     import sys  # noqa: PLC0415
 
     info = sys.exc_info()

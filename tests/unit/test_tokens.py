@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from pausemesh.core.tokens import (
@@ -87,8 +90,9 @@ def test_uuid7_puts_the_milliseconds_on_top_and_keeps_74_of_the_80_random_bits(
     from pausemesh.core import ids  # noqa: PLC0415 - local to this test
 
     random = bytes(range(0xA1, 0xAB))  # ten distinct bytes: a misplaced bit changes the id
-    monkeypatch.setattr(ids.os, "urandom", lambda n: random[:n])
-    monkeypatch.setattr(ids.time, "time_ns", lambda: 0x0123_4567_89AB * 1_000_000 + 999_999)
+    # ``ids`` calls ``os.urandom`` and ``time.time_ns`` through the modules: patch them there.
+    monkeypatch.setattr(os, "urandom", lambda n: random[:n])
+    monkeypatch.setattr(time, "time_ns", lambda: 0x0123_4567_89AB * 1_000_000 + 999_999)
     parsed = uuid.UUID(ids.uuid7())
     expected = 0x0123_4567_89AB << 80 | int.from_bytes(random)
     expected = expected & ~(0xF << 76 | 0x3 << 62) | 0x7 << 76 | 0x2 << 62
