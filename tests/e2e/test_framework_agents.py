@@ -9,6 +9,7 @@ official ``ag-ui-protocol`` models and the client's ordering rules.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 import uuid
@@ -97,8 +98,18 @@ def logged(tmp: Path, order_id: str) -> list[dict[str, Any]]:
     return [r for r in refund_log_lines(tmp / "refunds.jsonl") if r["orderId"] == order_id]
 
 
+# Order ids the module has handed out (and the fixed one ``ask`` uses): every test of a
+# framework shares one server and one refund log, so a repeated id would count another
+# test's refund as this one's (it did once, by chance).
+_ORDERS_USED = {"A-1001"}
+
+
 def _order() -> str:
-    return f"A-{uuid.uuid4().int % 9000 + 1000}"
+    """An order id (``A-dddd``, the shape the agents read) no other test here has used."""
+    while (order := f"A-{secrets.randbelow(9000) + 1000}") in _ORDERS_USED:
+        pass
+    _ORDERS_USED.add(order)
+    return order
 
 
 def test_the_approval_question_is_shaped_like_pydantic_ais_own_interrupt(
