@@ -25,6 +25,7 @@ from pausemesh.agui.events import (
 )
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
+from pausemesh.agui.run.expiry import EXPIRY_RUN_PREFIX
 from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.errors import LeaseLostError
@@ -554,3 +555,53 @@ async def test_an_invalid_agent_title_is_an_agent_protocol_error(title: str) -> 
     record = await host.threads.get("t1")
     assert record is not None
     assert record.title is None  # a failed run saves nothing
+
+
+async def _closing_lapsed_questions(host: RunHost, clock: ManualClock) -> str:
+    """The lease of thread t1 as the expiry sweep holds it while it closes lapsed questions."""
+    await host.threads.create_or_load("t1", owner=None, now=clock.now())
+    lease_id = host.leases.new_lease_id()
+    await host.leases.acquire(
+        "t1", lease_id=lease_id, run_id=f"{EXPIRY_RUN_PREFIX}sweep", now=clock.now()
+    )
+    return lease_id
+
+
+async def test_a_run_that_meets_a_close_of_lapsed_questions_waits_for_it_instead_of_thread_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def done(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield StateSnapshotEvent(snapshot={"ran": True})
+
+    clock = ManualClock()
+    host = _host(done, clock)
+    lease_id = await _closing_lapsed_questions(host, clock)
+    looked = asyncio.Event()
+    get = host.threads.get
+
+    async def watched_get(thread_id: str) -> Any:
+        looked.set()  # the run found the thread busy and looked who holds it
+        return await get(thread_id)
+
+    monkeypatch.setattr(host.threads, "get", watched_get)
+    run = asyncio.create_task(_run(host, _body("r1", messages=USER)))
+    # Until the run looks (or ends: THREAD_BUSY at once, as before this waited).
+    await asyncio.wait({run, asyncio.create_task(looked.wait())}, return_when="FIRST_COMPLETED")
+    await host.leases.release("t1", lease_id)  # the close is done
+    result = await run
+    assert result.last["type"] == "RUN_FINISHED", result.events
+    assert result.error_code is None
+
+
+async def test_a_close_of_lapsed_questions_that_holds_the_thread_on_is_thread_busy_in_the_end() -> (
+    None
+):
+    async def done(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield StateSnapshotEvent(snapshot={})
+
+    clock = ManualClock()
+    host = _host(done, clock)
+    await _closing_lapsed_questions(host, clock)
+    result = await _run(host, _body("r1", messages=USER))
+    assert result.error_code == "THREAD_BUSY"
+    assert result.types == ["RUN_ERROR"]

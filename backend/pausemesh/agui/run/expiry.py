@@ -47,11 +47,20 @@ from pausemesh.core.ports import Clock
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import IssuedCohort, ThreadRecord, cohort_deadline
 
-__all__ = ("EXPIRED_EVENT", "close_lapsed", "close_lapsed_cohorts", "has_lapsed")
+__all__ = (
+    "EXPIRED_EVENT",
+    "EXPIRY_RUN_PREFIX",
+    "close_lapsed",
+    "close_lapsed_cohorts",
+    "closing_lapsed",
+    "has_lapsed",
+)
 
 _log = logging.getLogger("pausemesh.agui")
 
 EXPIRED_EVENT: Final = "pausemesh.interrupts_expired"
+# The run id of a close (the browser demo reads it too: such a run is not the agent typing).
+EXPIRY_RUN_PREFIX: Final = "pausemesh-expiry-"
 _LAPSED: Final = frozenset({"expired", "cancelled"})
 _BATCH: Final = 100
 
@@ -99,7 +108,7 @@ async def close_lapsed(
     if statuses is None:
         return False
     lease_id = leases.new_lease_id()
-    run_id = f"pausemesh-expiry-{uuid.uuid4().hex}"
+    run_id = f"{EXPIRY_RUN_PREFIX}{uuid.uuid4().hex}"
     try:
         record = await leases.acquire(thread_id, lease_id=lease_id, run_id=run_id, now=now)
     except (ThreadBusyError, ThreadNotFoundError):
@@ -136,6 +145,15 @@ async def close_lapsed(
         return True
     finally:
         await leases.release(thread_id, lease_id)
+
+
+def closing_lapsed(record: ThreadRecord | None) -> bool:
+    """Whether a close of lapsed questions holds the record's lease right now (a few writes)."""
+    return (
+        record is not None
+        and record.lease is not None
+        and record.lease.run_id.startswith(EXPIRY_RUN_PREFIX)
+    )
 
 
 def has_lapsed(record: ThreadRecord, now: datetime) -> bool:

@@ -9,6 +9,7 @@ the finish with its pauses (``run/finish.py``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 import uuid
@@ -21,14 +22,14 @@ from opentelemetry.trace import Status, StatusCode
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.events import Interrupt, Message
 from pausemesh.agui.input import RunAgentInput
-from pausemesh.agui.run.expiry import close_lapsed, has_lapsed
+from pausemesh.agui.run.expiry import close_lapsed, closing_lapsed, has_lapsed
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
 from pausemesh.agui.run.tail_reads import SharedReads
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
-from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
+from pausemesh.core.errors import PauseMeshError, ThreadBusyError, ThreadNotFoundError
 from pausemesh.core.instance import new_holder
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.operations import OperationLedger
@@ -49,6 +50,9 @@ from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadSt
 __all__ = ("RunHost",)
 
 _TAIL_PAGE = 500
+# How long a run waits for a close of lapsed questions that holds its thread (at most 1 s).
+_CLOSE_WAITS = 50
+_CLOSE_WAIT_SECONDS = 0.02
 
 
 class RunHost:
@@ -100,6 +104,22 @@ class RunHost:
         self._reads = SharedReads(threads, page=_TAIL_PAGE)
 
     # -- reads ----------------------------------------------------------------------------
+
+    async def _acquire(self, thread_id: str, lease_id: str, run_id: str) -> ThreadRecord:
+        """The thread's lease for a run. While the expiry sweep (or a read) closes lapsed
+        questions it holds the lease for a few writes: an answer that arrives then waits for
+        that close and meets its outcome (``PAUSEMESH_AGUI_RESUME_EXPIRED``) instead of
+        ``THREAD_BUSY``. Any other holder is ``THREAD_BUSY`` at once."""
+        for _ in range(_CLOSE_WAITS):
+            try:
+                return await self.leases.acquire(
+                    thread_id, lease_id=lease_id, run_id=run_id, now=self.clock.now()
+                )
+            except ThreadBusyError:
+                if not closing_lapsed(await self.threads.get(thread_id)):
+                    raise
+            await asyncio.sleep(_CLOSE_WAIT_SECONDS)
+        raise ThreadBusyError(thread_id)
 
     async def _current(self, thread_id: str) -> ThreadRecord | None:
         """The record, with an open cohort whose deadlines all passed closed first (so no read
@@ -206,9 +226,7 @@ class RunHost:
             record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
             if record.owner != principal:
                 raise ThreadNotFoundError(thread_id)
-            record = await self.leases.acquire(
-                thread_id, lease_id=lease_id, run_id=run_input.run_id, now=now
-            )
+            record = await self._acquire(thread_id, lease_id, run_input.run_id)
         except PauseMeshError as error:
             if error.code == "THREAD_BUSY":
                 count(THREAD_BUSY)
