@@ -105,22 +105,6 @@ class RunHost:
 
     # -- reads ----------------------------------------------------------------------------
 
-    async def _acquire(self, thread_id: str, lease_id: str, run_id: str) -> ThreadRecord:
-        """The thread's lease for a run. While the expiry sweep (or a read) closes lapsed
-        questions it holds the lease for a few writes: an answer that arrives then waits for
-        that close and meets its outcome (``PAUSEMESH_AGUI_RESUME_EXPIRED``) instead of
-        ``THREAD_BUSY``. Any other holder is ``THREAD_BUSY`` at once."""
-        for _ in range(_CLOSE_WAITS):
-            try:
-                return await self.leases.acquire(
-                    thread_id, lease_id=lease_id, run_id=run_id, now=self.clock.now()
-                )
-            except ThreadBusyError:
-                if not closing_lapsed(await self.threads.get(thread_id)):
-                    raise
-            await asyncio.sleep(_CLOSE_WAIT_SECONDS)
-        raise ThreadBusyError(thread_id)
-
     async def _current(self, thread_id: str) -> ThreadRecord | None:
         """The record, with an open cohort whose deadlines all passed closed first (so no read
         shows a lapsed question as pending, even between two sweeps)."""
@@ -207,6 +191,22 @@ class RunHost:
         return woke
 
     # -- runs -----------------------------------------------------------------------------
+
+    async def _acquire(self, thread_id: str, lease_id: str, run_id: str) -> ThreadRecord:
+        """The thread's lease for a run. While the expiry sweep (or a read) closes lapsed
+        questions it holds the lease for a few writes: an answer that arrives then waits for
+        that close and meets its outcome (``PAUSEMESH_AGUI_RESUME_EXPIRED``) instead of
+        ``THREAD_BUSY``. Any other holder is ``THREAD_BUSY`` at once."""
+        for _ in range(_CLOSE_WAITS):
+            try:
+                return await self.leases.acquire(
+                    thread_id, lease_id=lease_id, run_id=run_id, now=self.clock.now()
+                )
+            except ThreadBusyError:
+                if not closing_lapsed(await self.threads.get(thread_id)):
+                    raise
+            await asyncio.sleep(_CLOSE_WAIT_SECONDS)
+        raise ThreadBusyError(thread_id)
 
     async def run(
         self,
