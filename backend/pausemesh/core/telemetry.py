@@ -16,7 +16,7 @@ To count something new, add a ``MetricSpec`` to ``METRICS`` and call ``count``/`
 from __future__ import annotations
 
 import enum
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
@@ -54,6 +54,7 @@ __all__ = (
     "current_request",
     "gauge_add",
     "leaf_span",
+    "make_current",
     "observe",
     "set_metrics",
     "set_request",
@@ -294,6 +295,18 @@ def tracer() -> trace.Tracer:
     return _tracer
 
 
+def make_current(
+    current: Span, parent: otel_context.Context | None = None
+) -> Token[otel_context.Context] | None:
+    """Make ``current`` the active span; the token for ``otel_context.detach``, or None when
+    there was nothing to make current. Without an SDK (and without an incoming trace
+    context) a span is the invalid no-op one: attaching it would only copy the context. A
+    span the sampler dropped is valid and made current, so its children are dropped too."""
+    if not current.get_span_context().is_valid:
+        return None
+    return otel_context.attach(trace.set_span_in_context(current, parent))
+
+
 # ``key`` -> ``pausemesh.key``, made once per attribute name (spans run on every request).
 _ATTRIBUTE_NAMES: dict[str, str] = {}
 
@@ -327,14 +340,12 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
             for k, v in attributes.items()
             if v is not None
         }
-        self._token: object | None = None
+        self._token: Token[otel_context.Context] | None = None
 
     def __enter__(self) -> Span:
         self._span = current = _tracer.start_span(self._name, attributes=self._attributes)
-        # Without an SDK the span is the invalid no-op one: nothing to make current. A span
-        # the sampler dropped is valid and made current, so its children are dropped too.
-        if self._current and current.get_span_context().is_valid:
-            self._token = otel_context.attach(trace.set_span_in_context(current))
+        if self._current:
+            self._token = make_current(current)
         return current
 
     def __exit__(
@@ -351,7 +362,7 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
             # An exception's text can carry input; only its type is recorded.
             current.set_status(Status(StatusCode.ERROR, type(error).__name__))
         if self._token is not None:
-            otel_context.detach(self._token)  # type: ignore[arg-type]
+            otel_context.detach(self._token)
         current.end()
 
 

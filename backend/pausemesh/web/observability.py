@@ -18,11 +18,18 @@ from typing import Any
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import propagate
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from pausemesh.core.telemetry import MetricsSink, RequestInfo, set_metrics, set_request, tracer
+from pausemesh.core.telemetry import (
+    MetricsSink,
+    RequestInfo,
+    make_current,
+    set_metrics,
+    set_request,
+    tracer,
+)
 
 __all__ = ("REQUEST_ID_HEADER", "TelemetryMiddleware", "route_template")
 
@@ -109,13 +116,7 @@ class TelemetryMiddleware:
                 "pausemesh.request_id": request_id,
             },
         )
-        # Without an SDK and without an incoming traceparent the span is the invalid no-op
-        # one: nothing to make current (and nothing for a log line to carry).
-        token = (
-            otel_context.attach(trace.set_span_in_context(current, parent))
-            if current.get_span_context().is_valid
-            else None
-        )
+        token = make_current(current, parent)
 
         async def watch(message: Message) -> None:
             nonlocal status, sent
