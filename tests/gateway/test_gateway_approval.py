@@ -17,9 +17,9 @@ from tests.support.protocol_clients import tool_round
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
-def _approval_case(case: GatewayCase) -> GatewayCase:
+async def _approval_case(case: GatewayCase) -> GatewayCase:
     case.jobs[0]["require_approval"] = True
-    case.pin()
+    await case.pin()
     return case
 
 
@@ -30,7 +30,7 @@ def _answer(approve: bool) -> dict[str, ElicitResult]:
 async def test_a_modern_client_is_asked_the_exact_terms_and_an_approval_dispatches_once(
     case: GatewayCase,
 ) -> None:
-    _approval_case(case)
+    await _approval_case(case)
     target = case.stdio()
     question = await tool_round(target, "create_invoice", invoice())
     assert isinstance(question, InputRequiredResult)
@@ -55,7 +55,7 @@ async def test_a_modern_client_is_asked_the_exact_terms_and_an_approval_dispatch
 async def test_a_declined_job_sends_nothing_and_every_repeat_stays_declined(
     case: GatewayCase,
 ) -> None:
-    _approval_case(case)
+    await _approval_case(case)
     target = case.stdio()
     question = await tool_round(target, "create_invoice", invoice())
     assert isinstance(question, InputRequiredResult)
@@ -72,7 +72,7 @@ async def test_a_declined_job_sends_nothing_and_every_repeat_stays_declined(
 
 
 async def test_a_handshake_era_client_answers_a_live_elicitation(case: GatewayCase) -> None:
-    _approval_case(case)
+    await _approval_case(case)
     asked: list[str] = []
 
     async def person(_context: Any, params: Any) -> ElicitResult:
@@ -94,7 +94,7 @@ async def test_a_handshake_era_client_answers_a_live_elicitation(case: GatewayCa
 async def test_an_answer_after_the_gateway_was_killed_mid_question_still_dispatches_once(
     case: GatewayCase,
 ) -> None:
-    _approval_case(case)
+    await _approval_case(case)
     with case.http() as server:
         url = server.url("/mcp")
         question = await tool_round(url, "create_invoice", invoice())
@@ -119,7 +119,7 @@ async def test_an_answer_after_the_gateway_was_killed_mid_question_still_dispatc
 async def test_a_handshake_era_question_cut_by_a_kill_is_asked_again_after_restart_and_dispatches_once(
     case: GatewayCase,
 ) -> None:
-    _approval_case(case)
+    await _approval_case(case)
     asked: list[str] = []
     with case.http() as server:
         url = server.url("/mcp")

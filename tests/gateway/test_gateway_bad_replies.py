@@ -27,7 +27,7 @@ async def _three_calls_and_status(client: Any) -> tuple[dict[str, Any], list[Any
 async def test_an_unreadable_upstream_reply_is_outcome_unknown_over_http_and_never_resent(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(garbage=True)
     with case.http() as server:
         async with gateway_client(server.url("/mcp")) as client:
@@ -46,7 +46,7 @@ async def test_an_unreadable_upstream_reply_is_outcome_unknown_over_http_and_nev
 async def test_an_oversized_upstream_reply_is_outcome_unknown_over_http_and_never_resent(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(pad=MAX_RETAINED_BYTES + 1)
     with case.http() as server:
         async with gateway_client(server.url("/mcp")) as client:

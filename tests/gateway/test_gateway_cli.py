@@ -28,10 +28,14 @@ def test_the_gateway_refuses_to_start_without_a_lock_or_with_a_stale_one(tmp_pat
     case = GatewayCase(tmp_path)
     case.write()
     missing = case.cli("gateway", "--stdio", check=False)
-    case.pin()
+    pinned = case.cli("gateway", "pin")
     case.jobs[0]["tool"] = "lookup_invoice"
     case.write()
     stale = case.cli("gateway", "--stdio", check=False)
+    assert pinned.stdout.splitlines()[0].startswith(
+        "pinned create_invoice: invoices/create_invoice sha256:"
+    )
+    assert pinned.stdout.splitlines()[1] == f"wrote {tmp_path / 'gateway.lock.json'}"
     assert missing.returncode == 2
     assert "GATEWAY_LOCK_MISSING" in missing.stderr
     assert stale.returncode == 2

@@ -21,7 +21,7 @@ WHY = "continuity_why"
 async def test_a_job_runs_once_and_a_repeat_reconciles_without_calling_the_upstream(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         first = await call(client, "create_invoice", invoice())
         second = await call(client, "create_invoice", invoice())
@@ -38,11 +38,11 @@ async def test_a_job_runs_once_and_a_repeat_reconciles_without_calling_the_upstr
 async def test_a_repeat_after_a_restart_through_a_renamed_alias_is_the_same_operation(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         first = await call(client, "create_invoice", invoice())
     case.jobs[0]["name"] = "bill_order"
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         again = await call(client, "bill_order", invoice())
@@ -55,7 +55,7 @@ async def test_a_repeat_after_a_restart_through_a_renamed_alias_is_the_same_oper
 async def test_other_arguments_for_the_same_business_key_are_an_operation_conflict(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         await call(client, "create_invoice", invoice(amount=100))
         conflict = await call(client, "create_invoice", invoice(amount=999))
@@ -67,7 +67,7 @@ async def test_other_arguments_for_the_same_business_key_are_an_operation_confli
 async def test_a_tool_definition_edited_after_pinning_is_tool_changed_and_nothing_is_sent(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(changed=True)
     async with gateway_client(case.stdio()) as client:
         changed = await call(client, "create_invoice", invoice())
@@ -91,7 +91,7 @@ async def test_a_definition_changed_on_a_live_connection_and_announced_is_tool_c
             "timeout_seconds": 5,
         }
     )
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         before = await call(client, "create_invoice", invoice("A-1"))
         redefined = await call(client, "redefine", {})
@@ -104,7 +104,7 @@ async def test_a_definition_changed_on_a_live_connection_and_announced_is_tool_c
 
 @pytest.mark.parametrize("field", ["operationId", "businessKey", "actor", "session"])
 async def test_fields_that_would_choose_identity_are_refused(case: GatewayCase, field: str) -> None:
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         refused = await call(client, "create_invoice", {**invoice(), field: "mine"})
@@ -116,7 +116,7 @@ async def test_fields_that_would_choose_identity_are_refused(case: GatewayCase, 
 
 async def test_an_upstream_timeout_leaves_a_sticky_outcome_unknown(case: GatewayCase) -> None:
     case.jobs[0]["timeout_seconds"] = 0.5
-    case.pin()
+    await case.pin()
     case.set_control(delay=3)
     async with gateway_client(case.stdio()) as client:
         first = await call(client, "create_invoice", invoice())
@@ -131,7 +131,7 @@ async def test_an_upstream_timeout_leaves_a_sticky_outcome_unknown(case: Gateway
 async def test_an_upstream_that_exits_mid_call_leaves_outcome_unknown_and_others_go_on(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(exit=True)
     async with gateway_client(case.stdio()) as client:
         lost = await call(client, "create_invoice", invoice("A-1"))
@@ -146,7 +146,7 @@ async def test_an_upstream_that_exits_mid_call_leaves_outcome_unknown_and_others
 
 
 async def test_twenty_concurrent_identical_calls_dispatch_once(case: GatewayCase) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(delay=1)
     async with gateway_client(case.stdio()) as client:
         results = await asyncio.gather(
@@ -159,7 +159,7 @@ async def test_twenty_concurrent_identical_calls_dispatch_once(case: GatewayCase
 
 
 async def test_a_caller_with_only_inspect_reads_status_but_cannot_run(case: GatewayCase) -> None:
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         await call(client, "create_invoice", invoice())
     case.access = '[access]\nlocal = ["auditor"]\n[access.roles]\nauditor = ["inspect"]\n'
@@ -181,7 +181,7 @@ async def test_a_caller_with_only_inspect_reads_status_but_cannot_run(case: Gate
 
 
 async def test_status_and_why_never_carry_the_response_body(case: GatewayCase) -> None:
-    case.pin()
+    await case.pin()
     key = {"job": "create_invoice", "order_id": "A-1"}
     async with gateway_client(case.stdio()) as client:
         before = await call(client, STATUS, key)
@@ -210,7 +210,7 @@ async def test_a_fixed_key_job_is_inspected_by_its_name_alone(case: GatewayCase)
             "business_key": "nightly-2026-12-02",
         }
     )
-    case.pin()
+    await case.pin()
     async with gateway_client(case.stdio()) as client:
         before = await call(client, STATUS, {"job": "nightly_invoice"})
         ran = await call(client, "nightly_invoice", invoice("N-1"))

@@ -54,7 +54,7 @@ async def test_ops_resolve_refuses_an_operation_a_current_worker_is_dispatching_
 ) -> None:
     case = GatewayCase(tmp_path)
     case.jobs[0]["timeout_seconds"] = 120  # the worker keeps waiting for the whole test
-    case.pin()
+    await case.pin()
     release = case.root / "release"
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio()) as client:
@@ -92,7 +92,7 @@ async def test_ops_resolve_works_at_once_after_the_worker_timed_out_and_declared
 ) -> None:
     case = GatewayCase(tmp_path)
     case.jobs[0]["timeout_seconds"] = 1
-    case.pin()
+    await case.pin()
     release = case.root / "release"
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio()) as client:
@@ -117,7 +117,7 @@ async def test_ops_resolve_refuses_an_unknown_operation_and_a_result_file_that_i
     tmp_path: Path,
 ) -> None:
     case = GatewayCase(tmp_path)
-    case.pin()
+    await case.pin()
     case.set_control(exit=True)
     async with gateway_client(case.stdio()) as client:
         lost = await call(client, "create_invoice", invoice())

@@ -34,7 +34,7 @@ KEY = {"job": "create_invoice", "order_id": "A-1"}
 async def test_a_gateway_killed_mid_call_leaves_a_sticky_unknown_that_status_and_why_explain(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(delay=20)
     with case.http() as server:
 
@@ -65,7 +65,7 @@ async def test_a_gateway_killed_mid_call_leaves_a_sticky_unknown_that_status_and
 async def test_a_retired_worker_cannot_record_its_late_reply_and_the_replacement_only_inspects(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     release = case.root / "release"
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio()) as retired:
@@ -101,7 +101,7 @@ def _ops(case: GatewayCase, *args: str, check: bool = True) -> Any:
 async def test_ops_resolve_records_an_audited_resolution_and_later_calls_reconcile_to_it(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(exit=True)
     async with gateway_client(case.stdio()) as client:
         lost = await call(client, "create_invoice", invoice())
@@ -179,7 +179,7 @@ async def test_over_http_each_principal_gets_its_roles_and_an_anonymous_caller_a
         '[access]\n[access.roles]\noperator = ["execute", "inspect"]\nauditor = ["inspect"]\n'
         '[access.principals]\nalice = ["operator"]\nbob = ["auditor"]\n'
     )
-    case.pin()
+    await case.pin()
     resolver = "tests.support.principals:header_principal"
     with case.http("--principal-resolver", resolver) as server:
         url = server.url("/mcp")
@@ -229,7 +229,7 @@ async def test_roles_from_the_identity_provider_grant_the_permissions_the_config
     case.access = (
         '[access]\n[access.roles]\noperator = ["execute", "inspect"]\nauditor = ["inspect"]\n'
     )
-    case.pin()
+    await case.pin()
     keys = str(case.root / "api-keys.json")
     operator = _api_key(case, keys, "carol", "operator")
     auditor = _api_key(case, keys, "dave", "auditor")
@@ -259,7 +259,7 @@ async def test_roles_from_the_identity_provider_grant_the_permissions_the_config
 async def test_the_gateways_http_mount_has_the_body_limit_and_json_checks_of_mcp(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     with case.http() as server:
         url = server.url("/mcp")
         headers = {"accept": "application/json, text/event-stream"}

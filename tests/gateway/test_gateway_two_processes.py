@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 async def test_twenty_identical_calls_split_across_two_gateway_processes_dispatch_once(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     case.set_control(delay=1)
     async with (
         gateway_client(case.stdio("--worker", "gw-a")) as first,
@@ -40,7 +40,7 @@ async def test_twenty_identical_calls_split_across_two_gateway_processes_dispatc
 async def test_an_attempt_of_a_retired_worker_is_unknown_not_busy_for_another_process(
     case: GatewayCase,
 ) -> None:
-    case.pin()
+    await case.pin()
     release = case.root / "release"
     case.set_control(hold=str(release))
     async with gateway_client(case.stdio("--worker", "gw-a")) as first:

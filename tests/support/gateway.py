@@ -18,6 +18,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
+from pausemesh.core.errors import GatewayError
+from pausemesh.gateway.config_load import load_gateway_config
+from pausemesh.gateway.lock import default_lock_path, pin, write_lock
+from pausemesh.stores.postgres.migrate import migrate
 from tests.support.listeners import holds_listener
 from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
@@ -57,6 +61,7 @@ class GatewayCase:
     )
     access: str = ""
     upstream_url: str | None = None
+    _migrated: bool = field(default=False, init=False, repr=False)
 
     @property
     def config(self) -> Path:
@@ -123,20 +128,17 @@ class GatewayCase:
             timeout=120,
         )
 
-    def pin(self) -> None:
-        """Write the config, migrate PostgreSQL (the app never does), pin the lock."""
+    async def pin(self) -> None:
+        """Write the config, migrate PostgreSQL (the app never does) and pin the lock, as
+        ``pausemesh migrate`` and ``pausemesh gateway pin`` do, in this process: the same code
+        on the same upstream process, without starting a Python process for the command
+        (``tests/gateway/test_gateway_cli.py`` runs the command itself)."""
         self.write()
-        if self.database_url is not None:
-            schema = self.database_schema or "pausemesh"
-            migrate = ["migrate", "--database-url", self.database_url, "--schema", schema]
-            subprocess.run(
-                [sys.executable, "-m", "pausemesh", *migrate],
-                env=_env(),
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
-        self.cli("gateway", "pin")
+        if self.database_url is not None and not self._migrated:
+            await migrate(self.database_url, schema=self.database_schema or "pausemesh")
+            self._migrated = True
+        config = load_gateway_config(str(self.config))
+        write_lock(await pin(config), default_lock_path(config))
 
     def stdio(self, *extra: str) -> StdioServerParameters:
         args = ["-m", "pausemesh", "gateway", "--stdio", "--config", str(self.config)]
@@ -188,8 +190,8 @@ async def _start_upstream(case: GatewayCase) -> subprocess.Popen[bytes]:
             if upstream.poll() is not None:
                 break
             try:
-                case.pin()
-            except subprocess.CalledProcessError:
+                await case.pin()
+            except GatewayError:
                 await asyncio.sleep(0.2)
                 continue
             if holds_listener(upstream.pid, port):
