@@ -118,12 +118,18 @@ class _PausedAppends:
         return getattr(self.threads, name)
 
     async def append_events(
-        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+        self,
+        thread_id: str,
+        *,
+        lease_id: str,
+        run_id: str,
+        events: Sequence[str],
+        release: bool = False,
     ) -> list[int]:
         self.reached.set()
         await self.go.wait()
         return await self.threads.append_events(
-            thread_id, lease_id=lease_id, run_id=run_id, events=events
+            thread_id, lease_id=lease_id, run_id=run_id, events=events, release=release
         )
 
 

@@ -276,6 +276,45 @@ async def test_append_without_the_lease_is_refused_and_writes_nothing(threads: T
     assert await threads.read_events("t1", after_sequence=0) == []
 
 
+async def test_an_append_that_ends_the_run_gives_the_lease_back_in_the_same_write(
+    threads: ThreadStore,
+) -> None:
+    await _leased(threads)
+    sequences = await threads.append_events(
+        "t1", lease_id="L1", run_id="r1", events=['{"a":1}', '{"end":1}'], release=True
+    )
+    record = await threads.get("t1")
+    assert record is not None
+    assert (record.lease, record.last_sequence) == (None, 2)
+    assert sequences == [1, 2]
+    # The next run takes the thread at once; the ended run can write nothing more.
+    await threads.acquire_lease("t1", lease_id="L2", run_id="r2", now=NOW, expires_at=LATER)
+    with pytest.raises(LeaseLostError):
+        await threads.append_events(
+            "t1", lease_id="L1", run_id="r1", events=['{"late":1}'], release=True
+        )
+    held = await threads.get("t1")
+    assert held is not None
+    assert held.lease is not None
+    assert held.lease.lease_id == "L2"
+    assert [e.event_json for e in await threads.read_events("t1", after_sequence=0)] == [
+        '{"a":1}',
+        '{"end":1}',
+    ]
+
+
+async def test_an_ending_append_with_no_events_still_gives_the_lease_back(
+    threads: ThreadStore,
+) -> None:
+    await _leased(threads)
+    assert (
+        await threads.append_events("t1", lease_id="L1", run_id="r1", events=[], release=True) == []
+    )
+    record = await threads.get("t1")
+    assert record is not None
+    assert record.lease is None
+
+
 async def test_logs_of_different_threads_are_independent(threads: ThreadStore) -> None:
     await _leased(threads, "t1")
     await _leased(threads, "t2")

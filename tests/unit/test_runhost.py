@@ -260,6 +260,59 @@ async def test_a_second_concurrent_run_on_a_thread_is_thread_busy() -> None:
     assert (await _run(host, _body("r99"))).last["type"] == "RUN_FINISHED"
 
 
+async def _answers(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    yield StateSnapshotEvent(snapshot={"n": len(ctx.messages)})
+
+
+async def _asks(_: RunContext) -> AsyncIterator[AgentOutput]:
+    yield PauseRequest(message="Which?")
+
+
+async def _fails(_: RunContext) -> AsyncIterator[AgentOutput]:
+    yield StateSnapshotEvent(snapshot={})
+    msg = "boom"
+    raise RuntimeError(msg)
+
+
+@pytest.mark.parametrize(
+    ("agent", "last_type"),
+    [(_answers, "RUN_FINISHED"), (_asks, "RUN_FINISHED"), (_fails, "RUN_ERROR")],
+    ids=["finished", "interrupted", "failed"],
+)
+async def test_the_frame_that_ends_a_run_reaches_the_client_with_the_thread_already_free(
+    agent: Agent, last_type: str
+) -> None:
+    # A client (or a tail) that starts the next run the moment it reads the last frame must
+    # not meet THREAD_BUSY: the lease is given back in the write of the last events, not in a
+    # write after them. The first run's generator is held right after its last frame.
+    host = _host(agent)
+    first = host.run(convert_run_input(_body("r1")), None)
+    chunks = [chunk async for chunk in _until_last(first, last_type)]
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.lease is None
+    assert host.leases.held == {}
+    # The next run: a resume of the question when the first asked one, else a new turn.
+    cohort = record.open_receipt
+    resume = (
+        []
+        if cohort is None
+        else [{"interruptId": i, "status": "cancelled"} for i in cohort.interrupt_ids]
+    )
+    second = await _run(host, _body("r2", resume=resume))
+    assert (cohort is not None) == (agent is _asks)
+    assert second.types[0] == "RUN_STARTED", second.events
+    assert [c async for c in first] == []  # nothing follows the last frame
+    assert last_type.encode() in chunks[-1]
+
+
+async def _until_last(run: AsyncIterator[bytes], last_type: str) -> AsyncIterator[bytes]:
+    async for chunk in run:
+        yield chunk
+        if f'"type":"{last_type}"'.encode() in chunk:
+            return
+
+
 async def test_a_silent_run_keeps_its_lease_past_the_ttl_and_frees_it_when_done() -> None:
     gate = asyncio.Event()
 

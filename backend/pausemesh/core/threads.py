@@ -303,12 +303,20 @@ class ThreadStore(Protocol):
         ...
 
     async def append_events(
-        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+        self,
+        thread_id: str,
+        *,
+        lease_id: str,
+        run_id: str,
+        events: Sequence[str],
+        release: bool = False,
     ) -> list[int]:
         """Append events (JSON texts) in order; return their sequences (last_sequence + 1, …).
 
         Fenced by the lease: ``LeaseLostError`` (``LEASE_LOST``) if ``lease_id`` does not hold
         the thread (it lapsed or was freed, and maybe another writer took it).
+        ``release``: the events end the run, and the lease is dropped in the same write, so
+        whoever reads them (a tail, the client) finds the thread free for the next run.
         Wakes up ``wait_for_events`` waiters once committed.
         """
         ...

@@ -44,7 +44,9 @@ async def finish(
     now = run.host.clock.now()
     if not pauses:
         await _save_end(run, transcript, None, closed, now)
-        return await run.emit([RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id)])
+        return await run.emit(
+            [RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id)], last=True
+        )
     continuations = await _create(run, pauses, now)
     try:
         finished, receipt = issue_interrupts(
@@ -59,7 +61,8 @@ async def finish(
             MessagesSnapshotEvent(messages=to_messages(transcript.messages)),
             StateSnapshotEvent(snapshot=transcript.state),
             finished,
-        ]
+        ],
+        last=True,
     )
 
 

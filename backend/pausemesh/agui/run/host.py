@@ -266,4 +266,4 @@ class RunHost:
                 run_span.set_status(Status(StatusCode.ERROR))
             run_span.end()
             # Runs even when the client went away and the scope is cancelled.
-            await self.leases.release(thread_id, lease_id)
+            await run.release()

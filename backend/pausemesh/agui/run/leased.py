@@ -103,6 +103,8 @@ class LeasedRun:
         # Set by the lease keeper when a renewal finds the lease taken: the run writes nothing
         # more, and whatever runs its agent stops it (``on_lease_lost``).
         self.lease_lost = False
+        # Set once the run's last write gave the lease back with its last events.
+        self.released = False
         self._stops: list[Callable[[], None]] = []
 
     # -- the lease ------------------------------------------------------------------------
@@ -130,24 +132,40 @@ class LeasedRun:
 
     # -- output ---------------------------------------------------------------------------
 
-    async def emit(self, events: Sequence[Event]) -> bytes:
-        """Append ``events`` to the thread log, then return their frames (id = sequence)."""
+    async def emit(self, events: Sequence[Event], *, last: bool = False) -> bytes:
+        """Append ``events`` to the thread log, then return their frames (id = sequence).
+
+        ``last``: they end the run (``RUN_FINISHED``, the interrupting one included, or
+        ``RUN_ERROR``), and the lease is given back in the same write: a client (or a tail)
+        that reads them finds the thread free for its next run, never ``THREAD_BUSY``."""
         if not events:
             return b""
         self.check_lease()
         texts = [encode_event(e) for e in events]
+        if last:
+            # Renewals stop first: one racing the write would find the lease gone and take
+            # the run for one that lost it.
+            self.host.leases.drop(self.thread_id, self.lease_id)
         sequences = await self.host.threads.append_events(
             self.thread_id,
             lease_id=self.lease_id,
             run_id=self.run_id,
             events=[t.decode() for t in texts],
+            release=last,
         )
+        self.released = last
         return b"".join(encode_frame(t, s) for t, s in zip(texts, sequences, strict=True))
+
+    async def release(self) -> None:
+        """Give the lease back unless the run's last write did (a run that ended early, or
+        whose client went away); runs even in a cancelled scope."""
+        if not self.released:
+            await self.host.leases.release(self.thread_id, self.lease_id)
 
     async def _error_frame(self, error: AguiRunError) -> bytes:
         if self.started and not self.lease_lost:
             with contextlib.suppress(PauseMeshError):
-                return await self.emit([error.to_event()])
+                return await self.emit([error.to_event()], last=True)
         return encode_frame(error.to_event())
 
     async def frames(self) -> AsyncGenerator[bytes, None]:
@@ -269,5 +287,6 @@ class LeasedRun:
                 to_messages(record.messages),
                 record.state,
                 open_interrupts(record),
-            )
+            ),
+            last=True,
         )

@@ -174,7 +174,13 @@ class InMemoryThreadStore:
         return dropped
 
     async def append_events(
-        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+        self,
+        thread_id: str,
+        *,
+        lease_id: str,
+        run_id: str,
+        events: Sequence[str],
+        release: bool = False,
     ) -> list[int]:
         current = self._require(thread_id)
         if current.lease is None or current.lease.lease_id != lease_id:
@@ -187,7 +193,9 @@ class InMemoryThreadStore:
             for seq, text in zip(sequences, events, strict=True)
         )
         self._records[thread_id] = msgspec.structs.replace(
-            current, last_sequence=current.last_sequence + len(events)
+            current,
+            last_sequence=current.last_sequence + len(events),
+            lease=None if release else current.lease,
         )
         if events:
             self._notifier.notify(thread_id)

@@ -197,7 +197,10 @@ class PostgresThreadStore(SharedDatabaseStore):
         # Fence on the lease, take the sequences, insert, notify: one statement, one commit.
         self._sql_append = f"""
             WITH head AS (
-                UPDATE {q}.agui_threads SET last_sequence = last_sequence + $3
+                UPDATE {q}.agui_threads SET last_sequence = last_sequence + $3,
+                    lease_id = CASE WHEN $7 THEN NULL ELSE lease_id END,
+                    lease_run_id = CASE WHEN $7 THEN NULL ELSE lease_run_id END,
+                    lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
                 WHERE thread_id = $1 AND lease_id = $2
                 RETURNING last_sequence
             ), ins AS (
@@ -341,17 +344,32 @@ class PostgresThreadStore(SharedDatabaseStore):
         return await self.database.run(op)
 
     async def append_events(
-        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+        self,
+        thread_id: str,
+        *,
+        lease_id: str,
+        run_id: str,
+        events: Sequence[str],
+        release: bool = False,
     ) -> list[int]:
         texts = list(events)
         if not texts:
             record = await self._load(thread_id)
             if record.lease is None or record.lease.lease_id != lease_id:
                 raise LeaseLostError(thread_id)
+            if release:
+                await self.release_lease(thread_id, lease_id=lease_id)
             return []
         await self.database.ensure_schema()
         row = await self.database.fetchrow(
-            self._sql_append, thread_id, lease_id, len(texts), run_id, texts, self.listener.channel
+            self._sql_append,
+            thread_id,
+            lease_id,
+            len(texts),
+            run_id,
+            texts,
+            self.listener.channel,
+            release,
         )
         if row is None:
             await self._load(thread_id)

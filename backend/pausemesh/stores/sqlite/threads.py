@@ -92,6 +92,15 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
     )
 
 
+def _release(conn: sqlite3.Connection, thread_id: str, lease_id: str) -> None:
+    """Drop ``lease_id``'s lease if it still holds the thread (in the caller's write)."""
+    conn.execute(
+        "UPDATE agui_threads SET lease_id = NULL, lease_run_id = NULL,"
+        " lease_expires_at_us = NULL WHERE thread_id = ? AND lease_id = ?",
+        (thread_id, lease_id),
+    )
+
+
 def _load(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord:
     row = conn.execute(_SELECT_ONE, (thread_id,)).fetchone()
     if row is None:
@@ -214,14 +223,7 @@ class SqliteThreadStore:
         return await self.database.write(op)
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE agui_threads SET lease_id = NULL, lease_run_id = NULL,"
-                " lease_expires_at_us = NULL WHERE thread_id = ? AND lease_id = ?",
-                (thread_id, lease_id),
-            )
-
-        await self.database.write(op)
+        await self.database.write(lambda conn: _release(conn, thread_id, lease_id))
 
     async def renew_leases(self, leases: Mapping[str, str], *, expires_at: datetime) -> set[str]:
         if not leases:
@@ -258,7 +260,13 @@ class SqliteThreadStore:
         return await self.database.write(op)
 
     async def append_events(
-        self, thread_id: str, *, lease_id: str, run_id: str, events: Sequence[str]
+        self,
+        thread_id: str,
+        *,
+        lease_id: str,
+        run_id: str,
+        events: Sequence[str],
+        release: bool = False,
     ) -> list[int]:
         texts = list(events)
 
@@ -282,6 +290,8 @@ class SqliteThreadStore:
                     for seq, text in zip(sequences, texts, strict=True)
                 ],
             )
+            if release:
+                _release(conn, thread_id, lease_id)
             return sequences
 
         sequences = await self.database.write(op)
