@@ -78,7 +78,7 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="pausemesh-bench-gateway-") as root:
         case = GatewayCase(Path(root))
         case.jobs[0]["business_key"] = "invoice:{order_id}"
-        case.pin()
+        await case.pin()
         direct = StdioServerParameters(
             command=sys.executable, args=[str(UPSTREAM)], env=case.upstream_env()
         )
