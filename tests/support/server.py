@@ -144,6 +144,8 @@ class ServerProcess:
         # A port picked here may be taken by another test's server before this one binds it:
         # then the first start moves to a new one. A given port, or a restart, keeps its port.
         self._may_move_port = port is None
+        self.lost_starts: list[str] = []
+        """The output of each first start that lost its picked port (before the move)."""
         self.env = dict(env or {})
         self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
         self.ready_path = ready_path
@@ -197,6 +199,11 @@ class ServerProcess:
             except _PortTakenError:
                 if not self._may_move_port or attempt == _PORT_ATTEMPTS - 1:
                     raise
+                # The lost start's lines (uvicorn's ERROR for the bind) are not this server's:
+                # tests read the output for ERROR lines and tracebacks. Kept apart instead.
+                self.lost_starts.append(self.output())
+                self._log.seek(0)
+                self._log.truncate()
                 self.port = free_port()
                 continue
             self._may_move_port = False
