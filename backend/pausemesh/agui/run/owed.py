@@ -94,13 +94,15 @@ async def continue_thread(host: RunHost, thread_id: str) -> Owed:
         return Owed.BUSY
     except ThreadNotFoundError:
         return Owed.DONE
+    released = False
     try:
         # Under the lease: another run may have continued it between our look and the lease.
         if await _decided(host.service, record):
-            await _run(host, record, run_id, lease_id)
+            released = await _run(host, record, run_id, lease_id)
         return Owed.DONE
     finally:
-        await host.leases.release(thread_id, lease_id)
+        if not released:
+            await host.leases.release(thread_id, lease_id)
 
 
 async def _roles(host: RunHost, record: ThreadRecord) -> frozenset[str]:
@@ -113,8 +115,9 @@ async def _roles(host: RunHost, record: ThreadRecord) -> frozenset[str]:
     return frozenset(created.owner_roles)
 
 
-async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) -> None:
-    """The owed run itself, as the thread's owner, into the thread log."""
+async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) -> bool:
+    """The owed run itself, as the thread's owner, into the thread log; whether its last
+    write gave the lease back (``LeasedRun.released``)."""
     thread_id = record.thread_id
     run_input = RunAgentInput(thread_id=thread_id, run_id=run_id, messages=[], state=record.state)
     run = LeasedRun(
@@ -131,6 +134,7 @@ async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) 
         _log.warning("the run continuing thread %s failed", thread_id)
     else:
         _log.info("continued thread %s with decisions made elsewhere", thread_id)
+    return run.released
 
 
 async def continue_owed_runs(host: RunHost) -> int:
