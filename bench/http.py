@@ -43,9 +43,15 @@ are read from ``/metrics`` (the SQLite group-commit histogram), a count the load
 SQLite write group's time goes, read from ``/metrics`` of each worker that answers: writes per
 commit, the wait for the write turn a sibling worker holds, and BEGIN to COMMIT.
 
+``--floor`` (with ``--workers``): the table adds the stack under PauseMesh alone, served as
+``--workers N`` serves PauseMesh (``bench/stack_floor.py``): ``Litestar``, an app of the same
+two routes with no store, no log line and no middleware, and ``uvicorn``, a bare ASGI app; and
+it prints how the server CPU per lifecycle splits into the stack's and PauseMesh's own, against
+what 0.8 of raw commits ÷ 2 leaves per lifecycle on these cores.
+
 Usage: .venv/bin/python bench/http.py [--seconds 10] [--concurrency 16] [--warmup 2]
        [--workers 1,2] [--rounds 1] [--client native|aiohttp]
-       [--reference PATH] [--cache-dir DIR] [--store-metrics]
+       [--reference PATH] [--cache-dir DIR] [--store-metrics] [--floor]
        .venv/bin/python bench/http.py --jwt [--rounds 2]
        .venv/bin/python bench/http.py --agent [--rounds 3]
        .venv/bin/python bench/http.py --observability [--rounds 2] [--seconds 8]
@@ -80,6 +86,7 @@ from bench.reference import (  # noqa: E402
     node_24,
     node_version,
 )
+from bench.stack_floor import FloorServer  # noqa: E402
 from tests.support.identity import SigningKey, jwt_env, write_jwks  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
@@ -455,7 +462,7 @@ def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> 
         count, latencies, wall, cpu, client_cpu = drive_with(
             args, server.base_url, args.seconds, server.pid
         )
-        if args.store_metrics and not isinstance(server, ReferenceServer):
+        if args.store_metrics and not isinstance(server, ReferenceServer | FloorServer):
             for found in workers_store_histograms(server.base_url, totals.processes):
                 totals.workers_seen += 1
                 for key, value in found.items():
@@ -529,6 +536,12 @@ def main() -> None:
         " /metrics",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="--workers: also measure the stack alone (bench/stack_floor.py: Litestar on uvicorn"
+        " with no PauseMesh in it, and uvicorn alone), served as --workers N serves PauseMesh",
+    )
+    parser.add_argument(
         "--sqlite-sync",
         choices=("ack", "commit"),
         default="commit",
@@ -574,6 +587,8 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     # Each round measures every setting in turn (and raw commits once), so background load
     # falls on all of them alike; the figures are summed over the rounds.
     results = [Totals(f"serve -w {n}", n) for n in counts]
+    floors = [(app, n) for app in FLOOR_APPS for n in counts] if args.floor else []
+    results += [Totals(f"{FLOOR_APPS[app]} -w {n}", n) for app, n in floors]
     if reference is not None:
         results.insert(0, Totals("reference"))
     raws: list[float] = []
@@ -581,6 +596,7 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
         for round_no in range(1, rounds + 1):
             raws.append(raw_commit_rate(Path(tmp) / f"raw-{round_no}.db", args.seconds / 2))
             servers: list[ServerProcess] = [ours(args, tmp, n, round_no) for n in counts]
+            servers += [FloorServer(app, n) for app, n in floors]
             if reference is not None:
                 build, node, _ = reference
                 database = Path(tmp) / f"reference-{round_no}.db"
@@ -621,11 +637,42 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     rates = [r.rate for r in results]
     ratios = "".join(f"{rate / (raw / 2):>13.2f}" for rate in rates)
     print(f"  {'ratio to raw commits / 2':<{width}}  {ratios}")
+    if floors:
+        floor_lines(results, counts, raw)
     if reference is not None:
         ratios = "".join(f"{rate / rates[0]:>13.2f}" for rate in rates)
         print(f"  {'ratio ours / reference':<{width}}  {ratios}")
         ceilings = "".join(f"{r.ceiling / rates[0]:>13.2f}" for r in results)
         print(f"  {'ceiling here / reference rate':<{width}}  {ceilings}")
+
+
+# The --floor columns: bench/stack_floor.py's apps, by their labels in the table.
+FLOOR_APPS = {"litestar": "Litestar", "asgi": "uvicorn"}
+
+
+def floor_lines(
+    results: list[Totals], counts: list[int], raw: float, cores: int | None = None
+) -> None:
+    """What PauseMesh adds to the stack under it, per lifecycle, against what the goal of 0.8
+    of raw commits ÷ 2 leaves for a lifecycle on these cores (at the client CPU measured)."""
+    by_label = {r.label: r for r in results}
+    goal = 0.8 * raw / 2
+    print(
+        "  --floor: Litestar = a Litestar app of the same two routes, uvicorn = a bare ASGI app;"
+        " both with no store, no log line, served as serve -w N is"
+    )
+    for n in counts:
+        serve, stack = by_label[f"serve -w {n}"], by_label[f"Litestar -w {n}"]
+        own = serve.cpu / serve.count - stack.cpu / stack.count
+        client = serve.client_cpu / serve.count
+        # At the goal's rate the server's N processes (one core each at most) and the client
+        # share the machine's cores: the server CPU per lifecycle that rate leaves.
+        budget = min(n, (cores or os.cpu_count() or 1) - goal * client) / goal
+        print(
+            f"  -w {n}: server CPU per lifecycle {1000 * serve.cpu / serve.count:.2f} ms, of which"
+            f" the stack alone {1000 * stack.cpu / stack.count:.2f} and PauseMesh {1000 * own:.2f};"
+            f" 0.8 of raw commits ÷ 2 ({goal:,.0f}/s) leaves {1000 * budget:.2f} ms in all"
+        )
 
 
 async def check_costs(jwks_uri: str, key: SigningKey, count: int = 300) -> tuple[float, float]:
