@@ -74,6 +74,7 @@ import os  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
@@ -141,17 +142,22 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process and its live children (the workers), from /proc."""
-    total = 0.0
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of ``/proc/<pid>/stat`` after the name) of every process still there."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            fields = _stat(int(proc.name))
+            yield int(proc.name), _stat(int(proc.name))
         except OSError:
             continue
-        if int(proc.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent pid
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and its live children (the workers), from /proc."""
+    total = 0.0
+    for proc, fields in process_stats():
+        if proc == pid or int(fields[1]) == pid:  # fields[1]: the parent pid
             total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
     return total
 

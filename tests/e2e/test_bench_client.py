@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from bench.http import RESUME, native_lifecycles, store_histograms, workers_store_histograms
-from bench.native_client import build_client, compiler, run_client
+from bench.native_client import compiler, run_client
 
 from tests.support.server import ServerProcess
 
@@ -25,11 +25,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(compiler() is None, reason="no C compiler on this machine"),
 ]
-
-
-@pytest.fixture(scope="module")
-def client_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_client(tmp_path_factory.mktemp("bench-client"))
 
 
 def test_every_lifecycle_the_native_client_counts_is_a_continuation_resumed_on_the_server(

@@ -8,13 +8,13 @@ routes parse, and ``--workers N`` must really be N processes.
 from __future__ import annotations
 
 import io
-from contextlib import redirect_stdout
+from contextlib import redirect_stdout, suppress
 from pathlib import Path
 
 import httpx
 import pytest
-from bench.http import Totals, floor_lines, native_lifecycles
-from bench.native_client import build_client, compiler
+from bench.http import Totals, floor_lines, native_lifecycles, process_stats
+from bench.native_client import compiler
 from bench.stack_floor import APPS, FloorServer
 
 pytestmark = [
@@ -23,23 +23,14 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def client_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_client(tmp_path_factory.mktemp("bench-client"))
-
-
 def _workers_of(pid: int) -> int:
     """The worker processes uvicorn's supervisor ``pid`` spawned (not its resource tracker)."""
     count = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+    for child, fields in process_stats():
+        if int(fields[1]) != pid:  # the parent pid
             continue
-        try:
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        count += parent == pid and b"--multiprocessing-fork" in command
+        with suppress(OSError):  # gone meanwhile
+            count += b"--multiprocessing-fork" in Path(f"/proc/{child}/cmdline").read_bytes()
     return count
 
 
