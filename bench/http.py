@@ -617,6 +617,8 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     width = max(
         len(name) for name in [*names, "ratio to raw commits / 2", "ceiling here / reference rate"]
     )
+    # Columns as wide as the widest label and a gap ("Litestar -w 2" beside "serve -w 2").
+    column = max(13, 2 + max(len(r.label) for r in results))
     load = os.getloadavg()
     print(
         f"bench/http.py: pausemesh serve over HTTP, {rounds} round(s) of {args.seconds:.0f}s"
@@ -639,16 +641,16 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
         + (f", per round {', '.join(f'{r:,.0f}' for r in raws)}" if rounds > 1 else "")
     )
     for name in names:
-        print(f"  {name:<{width}}  " + "".join(f"{t.get(name, '-'):>13}" for t in tables))
+        print(f"  {name:<{width}}  " + "".join(f"{t.get(name, '-'):>{column}}" for t in tables))
     rates = [r.rate for r in results]
-    ratios = "".join(f"{rate / (raw / 2):>13.2f}" for rate in rates)
+    ratios = "".join(f"{rate / (raw / 2):>{column}.2f}" for rate in rates)
     print(f"  {'ratio to raw commits / 2':<{width}}  {ratios}")
     if floors:
         floor_lines(results, counts, raw)
     if reference is not None:
-        ratios = "".join(f"{rate / rates[0]:>13.2f}" for rate in rates)
+        ratios = "".join(f"{rate / rates[0]:>{column}.2f}" for rate in rates)
         print(f"  {'ratio ours / reference':<{width}}  {ratios}")
-        ceilings = "".join(f"{r.ceiling / rates[0]:>13.2f}" for r in results)
+        ceilings = "".join(f"{r.ceiling / rates[0]:>{column}.2f}" for r in results)
         print(f"  {'ceiling here / reference rate':<{width}}  {ceilings}")
 
 
