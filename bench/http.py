@@ -87,6 +87,7 @@ from bench.reference import (  # noqa: E402
     node_24,
     node_version,
 )
+from bench.stack_floor import APPS as FLOOR_APPS  # noqa: E402
 from bench.stack_floor import FloorServer  # noqa: E402
 from tests.support.identity import SigningKey, jwt_env, write_jwks  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
@@ -652,10 +653,6 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
         print(f"  {'ratio ours / reference':<{width}}  {ratios}")
         ceilings = "".join(f"{r.ceiling / rates[0]:>{column}.2f}" for r in results)
         print(f"  {'ceiling here / reference rate':<{width}}  {ceilings}")
-
-
-# The --floor columns: bench/stack_floor.py's apps, by their labels in the table.
-FLOOR_APPS = {"litestar": "Litestar", "asgi": "uvicorn"}
 
 
 def floor_lines(

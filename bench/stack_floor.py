@@ -40,14 +40,14 @@ import uvicorn
 from litestar import Litestar, get, post
 from litestar.params import HeaderParameter, PathParameter
 from tests.support.server import ServerProcess
-from uvicorn.supervisors import Multiprocess
 
-from pausemesh.cli import _uvicorn_config
+from pausemesh.cli import supervise_workers, uvicorn_config
 from pausemesh.cli_workers import listener_for_workers
 from pausemesh.process_tuning import tune_for_serving
 from pausemesh.settings import load_settings, with_overrides
 
-APPS = ("litestar", "asgi")
+# Each app by name, with its label in ``bench/http.py --floor``'s table.
+APPS = {"litestar": "Litestar", "asgi": "uvicorn"}
 _TOKEN = "pm1." + "t" * 43
 
 
@@ -144,7 +144,7 @@ class FloorServer(ServerProcess):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", choices=APPS, required=True)
+    parser.add_argument("--app", choices=list(APPS), required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=1)
@@ -156,13 +156,12 @@ def main() -> None:
         host=args.host,
         port=args.port,
         log_level="warning",
+        workers=args.workers,
     )
     if args.workers == 1:
-        uvicorn.Server(_uvicorn_config(factory, settings, factory=True)).run()
+        uvicorn.Server(uvicorn_config(factory, settings, factory=True)).run()
         return
-    config = _uvicorn_config(factory, settings, factory=True, workers=args.workers)
-    listener = listener_for_workers(settings.host, settings.port)
-    Multiprocess(config, sockets=[listener or config.bind_socket()]).run()
+    supervise_workers(factory, settings, listener_for_workers(settings.host, settings.port))
 
 
 if __name__ == "__main__":

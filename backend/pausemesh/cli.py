@@ -176,7 +176,8 @@ def _check_start(settings: Settings, loopback_resolver: Any | None = None) -> An
     return resolver
 
 
-def _uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
+def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
+    """The uvicorn settings ``pausemesh serve`` runs with (``bench/stack_floor.py`` too)."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
     return uvicorn.Config(
@@ -236,7 +237,7 @@ def serve_app(
     )
     tune_for_serving()
     _announce(settings)
-    server = uvicorn.Server(_uvicorn_config(app, settings))
+    server = uvicorn.Server(uvicorn_config(app, settings))
     # uvicorn raises the signal again once it has stopped; this handler takes it, so a
     # graceful stop exits 0 instead of dying of the re-raised SIGTERM.
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -250,8 +251,6 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
     ``argv`` in ``pausemesh.cli_workers.worker_app``."""
     import os  # noqa: PLC0415
 
-    from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
-
     from pausemesh.cli_workers import (  # noqa: PLC0415
         WORKER_ARGV_ENV,
         listener_for_workers,
@@ -260,9 +259,6 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
 
     _check_start(settings)
     os.environ[WORKER_ARGV_ENV] = json.dumps(list(argv))
-    config = _uvicorn_config(
-        "pausemesh.cli_workers:worker_app", settings, factory=True, workers=settings.workers
-    )
     try:
         listener = listener_for_workers(settings.host, settings.port)
     except OSError as error:
@@ -270,6 +266,16 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
     _announce(settings)
     if listener is not None and (advice := migration_advice()) is not None:
         _log.info(advice)
+    supervise_workers("pausemesh.cli_workers:worker_app", settings, listener)
+
+
+def supervise_workers(factory: str, settings: Settings, listener: socket.socket | None) -> None:
+    """``settings.workers`` processes under uvicorn's supervisor, each building its app with
+    ``factory`` (an import string), on ``listener`` (``cli_workers.listener_for_workers``;
+    None: uvicorn's one shared socket). ``bench/stack_floor.py`` serves its apps with it too."""
+    from uvicorn.supervisors import Multiprocess  # noqa: PLC0415 - only the server commands
+
+    config = uvicorn_config(factory, settings, factory=True, workers=settings.workers)
     Multiprocess(config, sockets=[listener or config.bind_socket()]).run()
 
 

@@ -34,7 +34,7 @@ def _workers_of(pid: int) -> int:
     return count
 
 
-@pytest.mark.parametrize("app", APPS)
+@pytest.mark.parametrize("app", list(APPS))
 def test_each_floor_app_serves_the_native_clients_lifecycles_from_as_many_workers_as_asked(
     client_binary: Path, app: str
 ) -> None:
