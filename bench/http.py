@@ -16,6 +16,9 @@ Prints lifecycles/s, p50/p99 lifecycle latency and the server's CPU use (the ser
 and its worker processes), read from ``/proc/<pid>/stat`` over the measured window, for each
 ``--workers`` setting in turn, and raw one-row SQLite commits/s on the same disk in the same
 run: a lifecycle is two commits, so "raw commits ÷ 2" is what SQLite alone could sustain.
+With ``--workers``, each serving process's share too, round by round: its CPU (% of a core)
+and how many of the client's connections it held halfway through (the kernel spreads them
+over the workers' listening sockets), which tells a worker left idle from one at full load.
 Figures, never assertions.
 
 ``--reference PATH`` (a checkout or git directory of ``aantenore/pausemesh``, the TypeScript
@@ -73,8 +76,11 @@ import asyncio  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from contextlib import suppress  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
 
 import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
@@ -152,6 +158,49 @@ def process_stats() -> Iterator[tuple[int, list[str]]]:
             yield int(proc.name), _stat(int(proc.name))
         except OSError:
             continue
+
+
+def serving_processes(pid: int) -> list[int]:
+    """The processes that serve requests for server ``pid``: the worker processes uvicorn's
+    supervisor spawned (not its resource tracker), or ``pid`` itself when it has none."""
+    workers = []
+    for child, fields in process_stats():
+        if int(fields[1]) != pid:  # the parent pid
+            continue
+        with suppress(OSError):  # gone meanwhile
+            if b"--multiprocessing-fork" in Path(f"/proc/{child}/cmdline").read_bytes():
+                workers.append(child)
+    return sorted(workers) or [pid]
+
+
+def process_cpu(pid: int) -> float:
+    """utime + stime of one process (its threads included), from /proc; 0 once it is gone."""
+    try:
+        fields = _stat(pid)
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def connections_held(pids: list[int], port: int) -> dict[int, int]:
+    """How many established TCP connections to local ``port`` each of ``pids`` holds: which
+    worker the kernel gave each of the client's connections to (/proc/net/tcp and each
+    process's file descriptors)."""
+    established: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address (hex ip:port), state (01: established), inode
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    established.add(f"socket:[{fields[9]}]")
+    held = dict.fromkeys(pids, 0)
+    for pid in pids:
+        with suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with suppress(OSError):
+                    held[pid] += os.readlink(fd) in established
+    return held
 
 
 def cpu_seconds(pid: int) -> float:
@@ -382,6 +431,9 @@ class Totals:
         # --store-metrics: the store histograms' sums and counts over every worker seen.
         self.store: dict[tuple[str, str], float] = {}
         self.workers_seen = 0
+        # Per round: its wall time, and each serving process's CPU seconds and the client
+        # connections it held.
+        self.per_process: list[tuple[float, list[tuple[float, int]]]] = []
 
     @property
     def rate(self) -> float:
@@ -398,7 +450,25 @@ class Totals:
             ("server CPU per lifecycle (ms)", f"{1000 * self.cpu / self.count:.2f}"),
             ("client CPU (% of one core)", f"{100 * self.client_cpu / self.wall:.0f}"),
             ("CPU-bound ceiling here (lifecycles/s)", f"{self.ceiling:,.0f}"),
+            *self.process_rows(),
             *self.store_rows(),
+        ]
+
+    def process_rows(self) -> list[tuple[str, str]]:
+        """Each server process's share, round by round (``|`` between rounds): a worker that
+        got few of the client's connections idles while the other is busy."""
+        if not self.per_process:
+            return []
+        cpu = " | ".join(
+            " ".join(f"{100 * used / wall:.0f}" for used, _ in shares)
+            for wall, shares in self.per_process
+        )
+        held = " | ".join(
+            " ".join(f"{count}" for _, count in shares) for _, shares in self.per_process
+        )
+        return [
+            ("CPU per server process (% of one core)", cpu),
+            ("client connections per server process", held),
         ]
 
     def store_rows(self) -> list[tuple[str, str]]:
@@ -466,9 +536,27 @@ def drive_with(
 def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> None:
     with server:
         drive_with(args, server.base_url, args.warmup, None)
-        count, latencies, wall, cpu, client_cpu = drive_with(
-            args, server.base_url, args.seconds, server.pid
+        serving = serving_processes(server.pid)
+        before = [process_cpu(pid) for pid in serving]
+        # Which process holds which of the client's connections, counted halfway through.
+        port = urlsplit(server.base_url).port or 80
+        held: dict[int, int] = {}
+        counter = threading.Timer(
+            args.seconds / 2, lambda: held.update(connections_held(serving, port))
         )
+        counter.start()
+        try:
+            count, latencies, wall, cpu, client_cpu = drive_with(
+                args, server.base_url, args.seconds, server.pid
+            )
+        finally:
+            counter.cancel()
+            counter.join()
+        shares = [
+            (process_cpu(pid) - then, held.get(pid, 0))
+            for pid, then in zip(serving, before, strict=True)
+        ]
+        totals.per_process.append((wall, shares))
         if args.store_metrics and not isinstance(server, ReferenceServer | FloorServer):
             for found in workers_store_histograms(server.base_url, totals.processes):
                 totals.workers_seen += 1
@@ -618,8 +706,9 @@ def compare(args: argparse.Namespace, rounds: int) -> None:
     width = max(
         len(name) for name in [*names, "ratio to raw commits / 2", "ceiling here / reference rate"]
     )
-    # Columns as wide as the widest label and a gap ("Litestar -w 2" beside "serve -w 2").
-    column = max(13, 2 + max(len(r.label) for r in results))
+    # Columns as wide as the widest cell and a gap ("Litestar -w 2" beside "serve -w 2", a
+    # round-by-round split beside the next setting's).
+    column = max(13, 2 + max(len(cell) for table in tables for cell in table.values()))
     load = os.getloadavg()
     print(
         f"bench/http.py: pausemesh serve over HTTP, {rounds} round(s) of {args.seconds:.0f}s"

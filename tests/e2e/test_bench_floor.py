@@ -2,18 +2,21 @@
 
 Its figures stand for what Litestar on uvicorn costs without PauseMesh, so the apps must answer
 the lean client's two requests as PauseMesh does, Litestar must really parse what PauseMesh's
-routes parse, and ``--workers N`` must really be N processes.
+routes parse, and ``--workers N`` must really be N processes. The bench's split of a server's
+CPU and connections over its worker processes is checked on the bare floor app (the cheapest
+server the bench starts).
 """
 
 from __future__ import annotations
 
+import argparse
 import io
-from contextlib import redirect_stdout, suppress
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import httpx
 import pytest
-from bench.http import Totals, floor_lines, native_lifecycles, process_stats
+from bench.http import Totals, floor_lines, measure, native_lifecycles, serving_processes
 from bench.native_client import compiler
 from bench.stack_floor import APPS, FloorServer
 
@@ -23,27 +26,40 @@ pytestmark = [
 ]
 
 
-def _workers_of(pid: int) -> int:
-    """The worker processes uvicorn's supervisor ``pid`` spawned (not its resource tracker)."""
-    count = 0
-    for child, fields in process_stats():
-        if int(fields[1]) != pid:  # the parent pid
-            continue
-        with suppress(OSError):  # gone meanwhile
-            count += b"--multiprocessing-fork" in Path(f"/proc/{child}/cmdline").read_bytes()
-    return count
-
-
 @pytest.mark.parametrize("app", list(APPS))
 def test_each_floor_app_serves_the_native_clients_lifecycles_from_as_many_workers_as_asked(
     client_binary: Path, app: str
 ) -> None:
     with FloorServer(app, 2) as server:
         run = native_lifecycles(client_binary, server.base_url, seconds=0.5, concurrency=4)
-        workers = _workers_of(server.pid)
+        workers = serving_processes(server.pid)
     # The client stops with an error on any other status or a missing id or token.
     assert run.count > 0
-    assert workers == 2
+    assert len(workers) == 2
+    assert server.pid not in workers  # the supervisor serves nothing itself
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_bench_gives_each_serving_process_its_cpu_and_the_connections_it_holds(
+    client_binary: Path, workers: int
+) -> None:
+    args = argparse.Namespace(
+        warmup=0.2, seconds=1.0, concurrency=6, native=client_binary, store_metrics=False
+    )
+    totals = Totals(f"asgi -w {workers}", workers)
+    measure(args, FloorServer("asgi", workers), totals)  # starts and stops the server
+    ((wall, shares),) = totals.per_process
+    assert wall > 0
+    assert len(shares) == workers
+    # Every connection of the client is held by exactly one serving process.
+    assert sum(held for _, held in shares) == 6
+    # A process that held connections served them: it used CPU.
+    assert all(cpu > 0 for cpu, held in shares if held)
+    rows = dict(totals.process_rows())
+    assert len(rows["CPU per server process (% of one core)"].split()) == workers
+    assert rows["client connections per server process"].split() == [
+        str(held) for _, held in shares
+    ]
 
 
 def test_the_litestar_floor_parses_the_body_and_headers_pausemesh_parses() -> None:
