@@ -18,7 +18,9 @@ and its worker processes), read from ``/proc/<pid>/stat`` over the measured wind
 run: a lifecycle is two commits, so "raw commits ÷ 2" is what SQLite alone could sustain.
 With ``--workers``, each serving process's share too, round by round: its CPU (% of a core)
 and how many of the client's connections it held halfway through (the kernel spreads them
-over the workers' listening sockets), which tells a worker left idle from one at full load.
+over the workers' listening sockets), which tells a worker left idle from one at full load;
+and the whole machine's idle, iowait and softirq shares (``/proc/stat``), the kernel's part
+that no process's CPU figure includes.
 Figures, never assertions.
 
 ``--reference PATH`` (a checkout or git directory of ``aantenore/pausemesh``, the TypeScript
@@ -180,6 +182,21 @@ def process_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def machine_ticks() -> list[int]:
+    """The whole machine's CPU time so far, in ticks, from the first line of /proc/stat:
+    user, nice, system, idle, iowait, irq, softirq, steal."""
+    return [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
+def machine_shares(before: list[int], after: list[int]) -> tuple[float, float, float]:
+    """Idle, iowait and softirq as fractions of all the cores' time between two readings of
+    ``machine_ticks``: what the processes' own CPU figures leave out (softirq is the kernel's
+    packet work for the loopback, charged to no process)."""
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent) or 1
+    return spent[3] / total, spent[4] / total, spent[6] / total
 
 
 def connections_held(pids: list[int], port: int) -> dict[int, int]:
@@ -434,6 +451,8 @@ class Totals:
         # Per round: its wall time, and each serving process's CPU seconds and the client
         # connections it held.
         self.per_process: list[tuple[float, list[tuple[float, int]]]] = []
+        # Per round: the whole machine's idle, iowait and softirq shares.
+        self.machine: list[tuple[float, float, float]] = []
 
     @property
     def rate(self) -> float:
@@ -466,9 +485,13 @@ class Totals:
         held = " | ".join(
             " ".join(f"{count}" for _, count in shares) for _, shares in self.per_process
         )
+        machine = " | ".join(
+            " ".join(f"{100 * share:.0f}" for share in shares) for shares in self.machine
+        )
         return [
             ("CPU per server process (% of one core)", cpu),
             ("client connections per server process", held),
+            ("machine idle, iowait, softirq (% of all)", machine),
         ]
 
     def store_rows(self) -> list[tuple[str, str]]:
@@ -545,6 +568,7 @@ def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> 
             args.seconds / 2, lambda: held.update(connections_held(serving, port))
         )
         counter.start()
+        ticks = machine_ticks()
         try:
             count, latencies, wall, cpu, client_cpu = drive_with(
                 args, server.base_url, args.seconds, server.pid
@@ -552,6 +576,7 @@ def measure(args: argparse.Namespace, server: ServerProcess, totals: Totals) -> 
         finally:
             counter.cancel()
             counter.join()
+        totals.machine.append(machine_shares(ticks, machine_ticks()))
         shares = [
             (process_cpu(pid) - then, held.get(pid, 0))
             for pid, then in zip(serving, before, strict=True)

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from bench.http import Totals, floor_lines, measure, native_lifecycles, serving_processes
+from bench.http import (
+    Totals,
+    floor_lines,
+    machine_shares,
+    machine_ticks,
+    measure,
+    native_lifecycles,
+    serving_processes,
+)
 from bench.native_client import compiler
 from bench.stack_floor import APPS, FloorServer
 
@@ -60,6 +68,21 @@ def test_the_bench_gives_each_serving_process_its_cpu_and_the_connections_it_hol
     assert rows["client connections per server process"].split() == [
         str(held) for _, held in shares
     ]
+    ((idle, iowait, softirq),) = totals.machine
+    # Shares of the whole machine's time over the round: the client and server were busy.
+    assert 0 <= idle < 1
+    assert 0 <= iowait <= 1
+    assert 0 <= softirq <= 1
+    assert idle + iowait + softirq < 1
+    assert len(rows["machine idle, iowait, softirq (% of all)"].split()) == 3
+
+
+def test_the_machine_shares_are_idle_iowait_and_softirq_of_all_the_time_spent() -> None:
+    # /proc/stat's order: user, nice, system, idle, iowait, irq, softirq, steal.
+    before = [100, 0, 50, 1000, 10, 0, 5, 0]
+    after = [120, 0, 50, 1050, 30, 0, 15, 0]  # 100 ticks: 20 user, 50 idle, 20 iowait, 10 softirq
+    assert machine_shares(before, after) == pytest.approx((0.5, 0.2, 0.1))
+    assert len(machine_ticks()) == 8
 
 
 def test_the_litestar_floor_parses_the_body_and_headers_pausemesh_parses() -> None:
