@@ -175,13 +175,17 @@ def serving_processes(pid: int) -> list[int]:
     return sorted(workers) or [pid]
 
 
+def _cpu_of(fields: list[str]) -> float:
+    """utime + stime (seconds) from a process's ``_stat`` fields, its threads included."""
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
 def process_cpu(pid: int) -> float:
     """utime + stime of one process (its threads included), from /proc; 0 once it is gone."""
     try:
-        fields = _stat(pid)
+        return _cpu_of(_stat(pid))
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def machine_ticks() -> list[int]:
@@ -225,7 +229,7 @@ def cpu_seconds(pid: int) -> float:
     total = 0.0
     for proc, fields in process_stats():
         if proc == pid or int(fields[1]) == pid:  # fields[1]: the parent pid
-            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+            total += _cpu_of(fields)
     return total
 
 
@@ -474,8 +478,8 @@ class Totals:
         ]
 
     def process_rows(self) -> list[tuple[str, str]]:
-        """Each server process's share, round by round (``|`` between rounds): a worker that
-        got few of the client's connections idles while the other is busy."""
+        """Each server process's share and the machine's, round by round (``|`` between
+        rounds): they tell a worker starved of connections from cores that are full."""
         if not self.per_process:
             return []
         cpu = " | ".join(
