@@ -346,7 +346,7 @@ async def test_the_wal_watch_is_readable_once_another_connection_commits(tmp_pat
         await database.close()
 
 
-async def test_a_watcher_on_wal_events_does_not_look_while_nothing_is_written(
+async def test_a_watcher_on_wal_events_stops_looking_once_settled_while_nothing_is_written(
     two_processes: tuple[SqliteThreadStore, SqliteThreadStore],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -360,15 +360,24 @@ async def test_a_watcher_on_wal_events_does_not_look_while_nothing_is_written(
         return poll(watcher)
 
     monkeypatch.setattr(changes.ChangeWatcher, "poll", counted)
+    # Its looks after the start end after 0.1 s (looks at 20, 40 and 80 ms, then 160).
+    monkeypatch.setattr(changes, "SETTLE_SECONDS", 0.1)
     await _leased(b, "t1")
     waiting = asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2))
+    await asyncio.sleep(0)  # it waits: the watcher started
+    # The fixture's ``timer`` case patches the module's watch_wal away.
+    on_words = vars(changes)["watch_wal"] is watch_wal
+    async with asyncio.timeout(STUCK):
+        while on_words and a._watcher._timer is not None:  # noqa: ASYNC110 - polls the loop's timers: no look is due
+            await asyncio.sleep(0.05)
+    settled = looks
     await asyncio.sleep(0.3)  # the timer would look about 15 times meanwhile
-    quiet = looks
+    quiet = looks - settled
     await b.append_events("t1", lease_id="L", run_id="r", events=["{}"])
     async with asyncio.timeout(STUCK):
         assert await waiting
-    # The fixture's ``timer`` case patches the module's watch_wal away.
-    if vars(changes)["watch_wal"] is watch_wal:  # the kernel's word: no look until a write
+    if on_words:  # the kernel's word: once settled, no look until a write
+        assert 0 < settled <= 4  # the start's looks: 20, 40, 80, 160 ms
         assert quiet == 0
     else:
         assert quiet > 0
@@ -401,3 +410,37 @@ async def test_a_refused_wal_watch_is_said_once_and_the_timer_serves(
         assert said == [f"inotify refused ({os.strerror(errno.EMFILE)}): {FALLBACK}"]
     finally:
         await database.close()
+
+
+async def test_a_sqlite_tail_is_woken_when_a_look_came_before_the_commit_was_visible(
+    tmp_path: Path,
+) -> None:
+    """The kernel's word comes when a commit's frames are written to the log; the commit is
+    visible only later (with ``synchronous=FULL`` its fsync lies between). A look in between
+    takes the word and finds nothing, and no later write need come: here the word is taken
+    (drained) while the loop cannot look, as such a look would have taken it."""
+    databases = [await SqliteDatabase(tmp_path / "shared.db").open() for _ in range(2)]
+    a, b = SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
+    try:
+        await _leased(b, "t1")
+        waiting = asyncio.create_task(
+            a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2)
+        )
+        await asyncio.sleep(0)  # it waits, and the watcher runs on the kernel's word
+        watch = a._watcher._wal  # the word this test takes away
+        if watch is None:
+            pytest.skip("no inotify here: the watcher's timer looks every tick anyway")
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(watch.fd)
+        try:
+            await b.append_events("t1", lease_id="L", run_id="r", events=["{}"])
+            assert watch.drain()  # the commit's word, taken
+        finally:
+            loop.add_reader(watch.fd, a._watcher._written)
+        async with asyncio.timeout(STUCK):
+            assert await waiting
+    finally:
+        await a.close()
+        await b.close()
+        for database in databases:
+            await database.close()

@@ -86,7 +86,11 @@ def _tail(
                 return
 
 
-def assert_tail_on_one_worker_sees_the_run_of_the_other(server: ServerProcess) -> None:
+def assert_tail_on_one_worker_sees_the_run_of_the_other(
+    server: ServerProcess, *, stuck: float = STUCK
+) -> None:
+    """``stuck``: how long the tail may wait for a frame (``bench/cross_worker_tails.py``
+    counts misses with a shorter bound)."""
     a, b = pinned_clients(server)
     try:
         thread_id = new_thread()
@@ -95,7 +99,7 @@ def assert_tail_on_one_worker_sees_the_run_of_the_other(server: ServerProcess) -
         run_id = f"run-answer-{secrets.token_hex(4)}"
         tail = threading.Thread(target=_tail, args=(a, thread_id, run_id, out), daemon=True)
         tail.start()
-        assert out.get(timeout=STUCK) is None
+        assert out.get(timeout=stuck) is None
         answered = post_run(b, resume_body(thread_id, [resolved(interrupt["id"])], run_id=run_id))
         assert answered.last["type"] == "RUN_FINISHED", answered.events
         # Worker A's tail: the log B wrote before it opened, then B's answer run, as B sent it.
@@ -105,7 +109,7 @@ def assert_tail_on_one_worker_sees_the_run_of_the_other(server: ServerProcess) -
             or frames[-1].event.get("runId") != run_id
             or (frames[-1].event["type"] != "RUN_FINISHED")
         ):
-            frame = out.get(timeout=STUCK)
+            frame = out.get(timeout=stuck)
             assert frame is not None
             frames.append(frame)
         started = next(
@@ -114,7 +118,7 @@ def assert_tail_on_one_worker_sees_the_run_of_the_other(server: ServerProcess) -
             if f.event["type"] == "RUN_STARTED" and f.event["runId"] == run_id
         )
         assert [f.event["type"] for f in frames[started:]] == answered.types
-        tail.join(STUCK)
+        tail.join(stuck)
         sequences = [f.sequence for f in frames]
         assert sequences == list(range(1, len(frames) + 1))
     finally:

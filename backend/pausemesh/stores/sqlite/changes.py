@@ -10,6 +10,14 @@ committed, and only then reads which threads moved past the last change it saw (
 clock of migration ``thread_changes``, an index range scan). Only the tails of those threads
 are woken; an idle tail costs nothing here, and with no commits the watcher does not run at
 all. It runs only while some tail waits, as loop callbacks (no task).
+
+The kernel's word comes when a commit's frames are written, and the commit is visible only
+after that (with ``synchronous=FULL`` its fsync lies between): a look the word prompts can come
+too early, and no later write need follow. So after each word (and after it starts, when a
+commit may be on its way) the watcher looks again at growing intervals, ``TICK_SECONDS``
+doubled each time, for ``SETTLE_SECONDS``; then it rests until the next word. A commit slower
+than that to show is found by the next look, or by the wheel's safety read of an idle tail's
+head (``thread_notify``).
 """
 
 from __future__ import annotations
@@ -22,9 +30,12 @@ from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.wal_watch import WalWrites, watch_wal
 from pausemesh.stores.thread_notify import ThreadNotifier
 
-__all__ = ("TICK_SECONDS", "ChangeWatcher")
+__all__ = ("SETTLE_SECONDS", "TICK_SECONDS", "ChangeWatcher")
 
 TICK_SECONDS: Final = 0.02
+# How long after the last word of a write (or the start) the watcher keeps looking: eight
+# looks at growing intervals, for commits whose fsync outlasts the look the word prompted.
+SETTLE_SECONDS = 5.0
 # Looks without any waiter before the watcher stops (it starts again with the next waiter).
 _IDLE_TICKS: Final = 50
 
@@ -43,6 +54,9 @@ class ChangeWatcher:
         self._wal: WalWrites | None = None
         self._last_look = 0.0
         self._idle = 0
+        # The last word of a write (or the start), and the wait before the next look after it.
+        self._word_at = 0.0
+        self._backoff = tick
 
     async def start(self) -> None:
         """Make sure the watcher runs; call it before a waiter reads the thread's head, so a
@@ -63,8 +77,8 @@ class ChangeWatcher:
         self._seen = rows[0][0] if rows else 0
         if self._wal is not None:
             loop.add_reader(self._wal.fd, self._written)
-        else:
-            self._timer = loop.call_later(self.tick, self._check)
+            self._settle_from(loop.time())  # a commit written before the watch may show later
+        self._timer = loop.call_later(self.tick, self._check)
 
     def _version(self) -> int:
         rows = self.database.read_now("PRAGMA data_version")
@@ -85,14 +99,24 @@ class ChangeWatcher:
             self._seen = max(self._seen, change)
         return len(rows)
 
+    def _settle_from(self, now: float) -> None:
+        self._word_at = now
+        self._backoff = self.tick
+
     def _written(self) -> None:
         """The log was written: look now, or one tick after the last look (so a busy file
         costs at most one look per tick, as the timer did)."""
         assert self._wal is not None  # noqa: S101 - the reader is added with it
-        if not self._wal.drain() or self._timer is not None:
-            return  # nothing new, or a look is already due
+        if not self._wal.drain():
+            return  # nothing new
         loop = asyncio.get_running_loop()
-        wait = self._last_look + self.tick - loop.time()
+        self._settle_from(loop.time())
+        due = self._last_look + self.tick
+        if self._timer is not None:
+            if self._timer.when() <= due:
+                return  # a look is due soon enough
+            self._timer.cancel()  # a later look of the settling: this word brings it forward
+        wait = due - loop.time()
         if wait > 0:
             self._timer = loop.call_later(wait, self._check)
         else:
@@ -100,7 +124,8 @@ class ChangeWatcher:
 
     def _check(self) -> None:
         self._timer = None
-        self._last_look = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = self._last_look = loop.time()
         self._idle = 0 if self.notifier.watching else self._idle + 1
         if self._idle >= _IDLE_TICKS or (self._wal is not None and not self.notifier.watching):
             self._stop()  # the next waiter starts it again
@@ -108,7 +133,11 @@ class ChangeWatcher:
         with contextlib.suppress(Exception):  # a failed look is retried at the next one
             self.poll()
         if self._wal is None:
-            self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
+            self._timer = loop.call_later(self.tick, self._check)
+        elif now - self._word_at < SETTLE_SECONDS:
+            # A commit whose word came before this look may not have shown yet: look again.
+            self._timer = loop.call_later(self._backoff, self._check)
+            self._backoff *= 2
 
     def _stop(self) -> None:
         if self._timer is not None:
