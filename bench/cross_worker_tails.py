@@ -61,7 +61,9 @@ def run_setting(sync: str, checks: int, bound: float) -> int:
     with tempfile.TemporaryDirectory() as directory:
         args = ["demo", "--no-browser", "--workers", "2", "--database-path"]
         env = {"PAUSEMESH_LOG_LEVEL": "warning", "PAUSEMESH_SQLITE_SYNC": sync, **QUIET_TAILS}
-        with ServerProcess([*args, f"{directory}/demo.db"], env=env, ready_path="/readyz") as server:
+        with ServerProcess(
+            [*args, f"{directory}/demo.db"], env=env, ready_path="/readyz"
+        ) as server:
             started = time.monotonic()
             for index in range(1, checks + 1):
                 try:
@@ -71,7 +73,9 @@ def run_setting(sync: str, checks: int, bound: float) -> int:
                     print(f"  {sync}: check {index} missed a frame for {bound:g} s", flush=True)
                 if index % 50 == 0 or index == checks:
                     elapsed = time.monotonic() - started
-                    print(f"  {sync}: {index} checks, {misses} missed ({elapsed:.0f} s)", flush=True)
+                    print(
+                        f"  {sync}: {index} checks, {misses} missed ({elapsed:.0f} s)", flush=True
+                    )
     return misses
 
 
