@@ -6,8 +6,8 @@ Starts ``pausemesh demo --workers 2`` on a fresh SQLite file for each ``--sync``
 tail must receive every frame of the answer, each within ``--bound`` seconds (the same check as
 ``tests/reliability/test_workers.py``, keep-alives off so only the change watcher can wake the
 tail). ``--load N`` runs N busy processes beside it, as a loaded CI machine would: a miss is a
-race (a wake-up lost between a commit and its word), rarer on a quiet machine. Prints the misses
-per setting; counts, never assertions.
+race (a wake-up lost between a commit's word and the moment the commit shows), rarer on a quiet
+machine. Prints the misses per setting; counts, never assertions.
 
 Usage: .venv/bin/python bench/cross_worker_tails.py [--checks 300] [--sync commit,ack] [--load 2]
 """
