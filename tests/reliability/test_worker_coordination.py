@@ -5,6 +5,7 @@ lock held by a killed process is a real subprocess)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -278,7 +279,16 @@ async def two_processes_fixture(
     """Two stores on one file; ``timer``: where the kernel gives no word of WAL writes."""
     if request.param == "timer":
         monkeypatch.setattr(changes, "watch_wal", lambda _path: None)
-    databases = [await SqliteDatabase(tmp_path / "shared.db").open() for _ in range(2)]
+    async with _two_stores(tmp_path) as stores:
+        yield stores
+
+
+@contextlib.asynccontextmanager
+async def _two_stores(
+    directory: Path,
+) -> AsyncIterator[tuple[SqliteThreadStore, SqliteThreadStore]]:
+    """Two thread stores on one SQLite file, as two processes have."""
+    databases = [await SqliteDatabase(directory / "shared.db").open() for _ in range(2)]
     try:
         yield SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
     finally:
@@ -419,9 +429,7 @@ async def test_a_sqlite_tail_is_woken_when_a_look_came_before_the_commit_was_vis
     visible only later (with ``synchronous=FULL`` its fsync lies between). A look in between
     takes the word and finds nothing, and no later write need come: here the word is taken
     (drained) while the loop cannot look, as such a look would have taken it."""
-    databases = [await SqliteDatabase(tmp_path / "shared.db").open() for _ in range(2)]
-    a, b = SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
-    try:
+    async with _two_stores(tmp_path) as (a, b):
         await _leased(b, "t1")
         waiting = asyncio.create_task(
             a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2)
@@ -439,8 +447,5 @@ async def test_a_sqlite_tail_is_woken_when_a_look_came_before_the_commit_was_vis
             loop.add_reader(watch.fd, a._watcher._written)
         async with asyncio.timeout(STUCK):
             assert await waiting
-    finally:
         await a.close()
         await b.close()
-        for database in databases:
-            await database.close()

@@ -14,8 +14,9 @@ all. It runs only while some tail waits, as loop callbacks (no task).
 The kernel's word comes when a commit's frames are written, and the commit is visible only
 after that (with ``synchronous=FULL`` its fsync lies between): a look the word prompts can come
 too early, and no later write need follow. So after each word (and after it starts, when a
-commit may be on its way) the watcher looks again at growing intervals, ``TICK_SECONDS``
-doubled each time, for ``SETTLE_SECONDS``; then it rests until the next word. A commit slower
+commit may be on its way) the watcher looks again at growing intervals (each as long as the
+time since the word, ``TICK_SECONDS`` at least: 20, 40, 80 ms …) for ``SETTLE_SECONDS``; then
+it rests until the next word. A commit slower
 than that to show is found by the next look, or by the wheel's safety read of an idle tail's
 head (``thread_notify``).
 """
@@ -33,8 +34,8 @@ from pausemesh.stores.thread_notify import ThreadNotifier
 __all__ = ("SETTLE_SECONDS", "TICK_SECONDS", "ChangeWatcher")
 
 TICK_SECONDS: Final = 0.02
-# How long after the last word of a write (or the start) the watcher keeps looking: eight
-# looks at growing intervals, for commits whose fsync outlasts the look the word prompted.
+# How long after the last word of a write (or the start) the watcher keeps looking: nine
+# looks at doubling intervals, for commits whose fsync outlasts the look the word prompted.
 SETTLE_SECONDS = 5.0
 # Looks without any waiter before the watcher stops (it starts again with the next waiter).
 _IDLE_TICKS: Final = 50
@@ -54,9 +55,8 @@ class ChangeWatcher:
         self._wal: WalWrites | None = None
         self._last_look = 0.0
         self._idle = 0
-        # The last word of a write (or the start), and the wait before the next look after it.
+        # When the last word of a write came (or the watcher started).
         self._word_at = 0.0
-        self._backoff = tick
 
     async def start(self) -> None:
         """Make sure the watcher runs; call it before a waiter reads the thread's head, so a
@@ -77,7 +77,7 @@ class ChangeWatcher:
         self._seen = rows[0][0] if rows else 0
         if self._wal is not None:
             loop.add_reader(self._wal.fd, self._written)
-            self._settle_from(loop.time())  # a commit written before the watch may show later
+            self._word_at = loop.time()  # a commit written before the watch may show later
         self._timer = loop.call_later(self.tick, self._check)
 
     def _version(self) -> int:
@@ -99,10 +99,6 @@ class ChangeWatcher:
             self._seen = max(self._seen, change)
         return len(rows)
 
-    def _settle_from(self, now: float) -> None:
-        self._word_at = now
-        self._backoff = self.tick
-
     def _written(self) -> None:
         """The log was written: look now, or one tick after the last look (so a busy file
         costs at most one look per tick, as the timer did)."""
@@ -110,13 +106,13 @@ class ChangeWatcher:
         if not self._wal.drain():
             return  # nothing new
         loop = asyncio.get_running_loop()
-        self._settle_from(loop.time())
+        now = self._word_at = loop.time()
         due = self._last_look + self.tick
         if self._timer is not None:
             if self._timer.when() <= due:
                 return  # a look is due soon enough
             self._timer.cancel()  # a later look of the settling: this word brings it forward
-        wait = due - loop.time()
+        wait = due - now
         if wait > 0:
             self._timer = loop.call_later(wait, self._check)
         else:
@@ -134,10 +130,9 @@ class ChangeWatcher:
             self.poll()
         if self._wal is None:
             self._timer = loop.call_later(self.tick, self._check)
-        elif now - self._word_at < SETTLE_SECONDS:
+        elif (since := now - self._word_at) < SETTLE_SECONDS:
             # A commit whose word came before this look may not have shown yet: look again.
-            self._timer = loop.call_later(self._backoff, self._check)
-            self._backoff *= 2
+            self._timer = loop.call_later(max(self.tick, since), self._check)
 
     def _stop(self) -> None:
         if self._timer is not None:
