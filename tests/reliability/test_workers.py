@@ -1,9 +1,8 @@
 """``pausemesh demo --workers 2``: two worker processes on one port and one store.
 
 Real server processes (uvicorn's supervisor and two spawned workers), on a SQLite file and on
-PostgreSQL. A connection stays with the worker that accepted it, so a client limited to one
-connection is pinned to one worker; ``/readyz`` names the worker (its pid) when there are
-several.
+PostgreSQL. A client limited to one connection stays with one worker (``tests.support.pinning``);
+``/readyz`` names the worker (its pid) when there are several.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import pytest
 from pausemesh.stores.postgres.migrate import migrate
 from tests.e2e.agui_helpers import ask, new_thread, resolved, resume_body
 from tests.support.agui import Frame, post_run, read_frames
+from tests.support.pinning import pinned_clients, wait_for_every_worker, worker_of
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.rest import PAYLOAD, create
 from tests.support.server import ServerProcess
@@ -38,39 +38,6 @@ RESUMES = 200
 EXPIRING = 10
 # No keep-alive wake-up within a test: a tail sees another worker's events only if it is woken.
 QUIET_TAILS = {"PAUSEMESH_KEEPALIVE_SECONDS": "3600"}
-
-
-def _worker(client: httpx.Client) -> int:
-    response = client.get("/readyz")
-    assert response.status_code == 200, response.text
-    worker: int = response.json()["worker"]
-    return worker
-
-
-def pinned_clients(server: ServerProcess, count: int = 2) -> list[httpx.Client]:
-    """``count`` clients, each on one connection to a different worker process."""
-    found: dict[int, httpx.Client] = {}
-    spare: list[httpx.Client] = []
-    deadline = time.monotonic() + STUCK
-    try:
-        while len(found) < count and time.monotonic() < deadline:
-            client = httpx.Client(
-                base_url=server.base_url,
-                timeout=STUCK,
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            )
-            worker = _worker(client)
-            if worker in found:
-                spare.append(client)  # stays open until the end: the next client is accepted anew
-            else:
-                found[worker] = client
-    finally:
-        for client in spare:
-            client.close()
-    assert len(found) == count, f"only {len(found)} distinct workers answered"
-    for worker, client in found.items():
-        assert _worker(client) == worker  # the same connection, still the same worker
-    return list(found.values())
 
 
 def _tail(
@@ -154,8 +121,7 @@ def assert_connections_opened_together_reach_both_workers(server: ServerProcess)
     # Both workers listen first: the server is ready once one answers, and a worker still
     # starting has no socket for the kernel to spread connections to (run first, this was
     # flaky).
-    for client in pinned_clients(server):
-        client.close()
+    wait_for_every_worker(server, 2, deadline=time.monotonic() + STUCK)
     connections = 16
     ready = threading.Barrier(connections)
     workers: queue.Queue[int] = queue.Queue()
@@ -163,7 +129,7 @@ def assert_connections_opened_together_reach_both_workers(server: ServerProcess)
     def connect() -> None:
         with httpx.Client(base_url=server.base_url, timeout=STUCK) as client:
             ready.wait(STUCK)
-            workers.put(_worker(client))
+            workers.put(worker_of(client))
 
     threads = [threading.Thread(target=connect) for _ in range(connections)]
     for thread in threads:

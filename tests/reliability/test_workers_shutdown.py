@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import httpx
 import pytest
 
 from tests.support.agui import run_body
+from tests.support.pinning import wait_for_every_worker
 from tests.support.server import ServerProcess, assert_clean_exit
 
 pytestmark = pytest.mark.slow
@@ -51,6 +53,10 @@ async def clients_per_worker(
     """``STREAMS_PER_WORKER`` clients on each worker, each on one connection (so it stays)."""
     found: dict[int, list[httpx.AsyncClient]] = {}
     every: list[httpx.AsyncClient] = []
+    # Every worker listens first, so the clients below are found quickly: one left idle for
+    # uvicorn's 5 s keep-alive timeout would reconnect, maybe to another worker.
+    deadline = time.monotonic() + STUCK
+    await asyncio.to_thread(wait_for_every_worker, server, WORKERS, deadline=deadline)
     try:
         while sum(len(c) for c in found.values()) < WORKERS * STREAMS_PER_WORKER:
             assert len(every) < 200, f"the connections did not spread: {found.keys()}"
