@@ -191,6 +191,7 @@ def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
         log_level=settings.log_level,
         access_log=False,
         server_header=False,
+        timeout_keep_alive=settings.idle_connection_seconds,
         # A backstop only: the drain ends every run and tail within the grace period.
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds) + 2,
         **extra,

@@ -164,6 +164,10 @@ class Settings:
     # Seconds between keep-alive comments on an idle stream (runs and live tails), so proxies
     # keep the connection and a dead client is noticed.
     keepalive_seconds: Annotated[float, Meta(ge=0.1, le=3600.0)] = 15.0
+    # How long an idle keep-alive HTTP connection stays open (uvicorn's own default, 5 s).
+    # Behind a proxy that keeps connections to the server, it must outlast the proxy's idle
+    # timeout, or the proxy can send a request on a connection the server is closing (a 502).
+    idle_connection_seconds: Annotated[int, Meta(ge=1, le=3600)] = 5
     # On SIGTERM: how long in-flight runs may go on before they end with SERVER_SHUTTING_DOWN.
     shutdown_grace_seconds: Annotated[float, Meta(ge=0.0, le=3600.0)] = 10.0
     # A run lease's TTL: how long a thread stays busy after its process died unseen.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -132,6 +134,34 @@ def test_identity_cors_and_limits_come_from_flags(tmp_path: Path) -> None:
         assert allowed.headers["access-control-allow-origin"] == "https://chat.example"
         other = httpx.options(url, headers={**preflight, "origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
+
+
+# Longer than uvicorn's own keep-alive timeout (5 s), which closed such a connection before.
+_PAST_UVICORNS_DEFAULT = 6.0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_idle_connection_stays_open_as_long_as_the_setting_says(
+    tmp_path: Path, workers: str
+) -> None:
+    args = ["serve", "--workers", workers, "--database-path", str(tmp_path / "idle.db")]
+    env = {"PAUSEMESH_IDLE_CONNECTION_SECONDS": "60"}
+    with ServerProcess(args, env=env, ready_path="/readyz") as server:
+        connection = http.client.HTTPConnection(server.host, server.port, timeout=60)
+        try:
+            connection.request("GET", "/readyz")
+            first = connection.getresponse()
+            first_body = first.read()
+            opened = connection.sock
+            time.sleep(_PAST_UVICORNS_DEFAULT)
+            # The same socket: a connection the server had closed fails here (no reconnect).
+            connection.request("GET", "/readyz")
+            again = connection.getresponse()
+            assert connection.sock is opened
+            assert (first.status, again.status) == (200, 200)
+            assert again.read() == first_body  # with two workers: the same worker answered
+        finally:
+            connection.close()
 
 
 def test_a_bad_flag_value_stops_the_server_naming_its_setting(tmp_path: Path) -> None:

@@ -48,6 +48,11 @@ def test_cli_overrides_environment_which_overrides_the_env_file(tmp_path: Path) 
         ("PAUSEMESH_PORT", "0", "PAUSEMESH_PORT must be an integer between 1 and 65535"),
         ("PAUSEMESH_TOKEN_TTL_SECONDS", "5", "PAUSEMESH_TOKEN_TTL_SECONDS must be an integer"),
         ("PAUSEMESH_MAX_PAYLOAD_BYTES", "1e9", "PAUSEMESH_MAX_PAYLOAD_BYTES must be an integer"),
+        (
+            "PAUSEMESH_IDLE_CONNECTION_SECONDS",
+            "0.5",
+            "PAUSEMESH_IDLE_CONNECTION_SECONDS must be an",
+        ),
         ("PAUSEMESH_LOG_LEVEL", "loud", "PAUSEMESH_LOG_LEVEL must be one of"),
         ("PAUSEMESH_SQLITE_SYNC", "sometimes", "PAUSEMESH_SQLITE_SYNC must be one of"),
         ("PAUSEMESH_DATABASE_PATH", "  ", "PAUSEMESH_DATABASE_PATH must not be empty"),
@@ -163,7 +168,9 @@ def test_previous_keys_are_validated_and_redacted() -> None:
     assert "b" * 40 not in repr(settings)
 
 
-@pytest.mark.parametrize("name", ["port", "token_ttl_seconds", "max_payload_bytes"])
+@pytest.mark.parametrize(
+    "name", ["port", "token_ttl_seconds", "max_payload_bytes", "idle_connection_seconds"]
+)
 def test_an_integer_setting_accepts_its_declared_bounds_and_nothing_past_them(name: str) -> None:
     _, meta = get_args(get_type_hints(Settings, include_extras=True)[name])  # Annotated[int, Meta]
     env = "PAUSEMESH_" + name.upper()
