@@ -54,7 +54,7 @@ async def clients_per_worker(
     found: dict[int, list[httpx.AsyncClient]] = {}
     every: list[httpx.AsyncClient] = []
     # Every worker listens first, so the clients below are found quickly: one left idle for
-    # uvicorn's 5 s keep-alive timeout would reconnect, maybe to another worker.
+    # the server's idle timeout (5 s) would reconnect, maybe to another worker.
     deadline = time.monotonic() + STUCK
     await asyncio.to_thread(wait_for_every_worker, server, WORKERS, deadline=deadline)
     try:

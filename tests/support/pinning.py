@@ -6,9 +6,10 @@ can move such a client, and both are handled here rather than left to fail a tes
 
 - The server is ready once one worker answers; a worker still starting has no socket yet for the
   kernel to spread connections to, so every new connection lands on the others.
-- uvicorn closes a keep-alive connection left idle for 5 s (its ``timeout_keep_alive``); httpx
-  then opens a new one, which the kernel may hand to another worker. A client pinned while a
-  late worker was awaited could sit idle that long and come back on another worker.
+- The server closes a keep-alive connection left idle for ``PAUSEMESH_IDLE_CONNECTION_SECONDS``
+  (5 s by default); httpx then opens a new one, which the kernel may hand to another worker. A
+  client pinned while a late worker was awaited could sit idle that long and come back on
+  another worker.
 """
 
 from __future__ import annotations
