@@ -289,9 +289,12 @@ async def _two_stores(
 ) -> AsyncIterator[tuple[SqliteThreadStore, SqliteThreadStore]]:
     """Two thread stores on one SQLite file, as two processes have."""
     databases = [await SqliteDatabase(directory / "shared.db").open() for _ in range(2)]
+    stores = SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
     try:
-        yield SqliteThreadStore(databases[0]), SqliteThreadStore(databases[1])
+        yield stores
     finally:
+        for store in stores:
+            await store.close()  # its watcher and notifier (the database is ours to close)
         for database in databases:
             await database.close()
 
@@ -320,8 +323,6 @@ async def test_a_sqlite_tail_is_woken_by_an_append_another_process_committed(
     async with asyncio.timeout(STUCK):
         assert await t2
     assert [e.sequence for e in await a.read_events("t2", after_sequence=0)] == [1, 2]
-    await a.close()
-    await b.close()
 
 
 async def test_the_wal_watch_is_readable_once_another_connection_commits(tmp_path: Path) -> None:
@@ -391,8 +392,6 @@ async def test_a_watcher_on_wal_events_stops_looking_once_settled_while_nothing_
         assert quiet == 0
     else:
         assert quiet > 0
-    await a.close()
-    await b.close()
 
 
 FALLBACK = "the SQLite change watcher looks every 20 ms instead"
@@ -447,5 +446,3 @@ async def test_a_sqlite_tail_is_woken_when_a_look_came_before_the_commit_was_vis
             loop.add_reader(watch.fd, a._watcher._written)
         async with asyncio.timeout(STUCK):
             assert await waiting
-        await a.close()
-        await b.close()
