@@ -11,12 +11,14 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
+from litestar.middleware import DefineMiddleware
 from litestar.params import HeaderParameter, JSONBody, PathParameter
 
 from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
 from pausemesh.core.model import Continuation
 from pausemesh.core.validation import check_idempotency_key
 from pausemesh.web.context import PauseMeshCaller
+from pausemesh.web.direct_call import DirectCall
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.projections import PROTOCOLS, project_a2a, project_agui, project_mcp
 from pausemesh.web.schemas import (
@@ -100,6 +102,7 @@ class ContinuationController(Controller):
         summary="Create a pending continuation",
         description="Returns the envelope and the raw resume token; the token is shown only here.",
         responses=problem_responses(400, 401, 409, 413, 429, 503),
+        middleware=[DefineMiddleware(DirectCall)],
     )
     async def create(
         self,
@@ -149,6 +152,17 @@ class ContinuationController(Controller):
         ),
         security=[{"pausemeshResumeToken": []}],
         responses=problem_responses(400, 401, 404, 409, 410, 413, 429, 503),
+        middleware=[
+            DefineMiddleware(
+                DirectCall,
+                headers={
+                    "idempotency_key": "idempotency-key",
+                    "authorization": "authorization",
+                    "pausemesh_token": "pausemesh-token",
+                },
+                path_ids=("continuation_id",),
+            )
+        ],
     )
     async def resume(
         self,
