@@ -102,3 +102,40 @@ def test_redacting_filter_scrubs_authorization_values_and_secret_keys() -> None:
     assert "abc123def" not in message
     assert "t0k" not in message
     assert "'ok': 1" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Bearer eyJhbGciOi.x", "eyJhbGciOi.x"),
+        ("bEaReR eyJhbGciOi.x", "eyJhbGciOi.x"),
+        ("auth=PAUSEMESH pm1.abc", "pm1.abc"),
+        ("a line with\tPauseMesh\npm1.abc in it", "pm1.abc"),
+        # Case folding maps U+017F (the long s) onto "s": the pattern matches it.
+        ("Pau\u017feMesh pm1.abc", "pm1.abc"),
+        ("BEARER\u00a0pm1.abc", "pm1.abc"),
+    ],
+)
+def test_every_spelling_of_a_credential_the_pattern_knows_is_scrubbed_in_each_place(
+    text: str, secret: str
+) -> None:
+    record = logging.LogRecord("host", logging.INFO, __file__, 1, text, (text,), None)
+    record.pausemesh = {"continuationId": text, "nested": {"id": text}}
+    assert RedactingFilter().filter(record)
+    assert secret not in record.msg
+    assert "[REDACTED]" in record.msg
+    assert record.args == (record.msg,)
+    assert record.pausemesh == {
+        "continuationId": record.msg,
+        "nested": {"id": record.msg},
+    }
+
+
+def test_text_without_a_credential_is_kept_as_it_is() -> None:
+    text = "01a24cce-a1f5-78ad-ac05-d1f34bb8d86b bearing PauseMeshy things, \u017f"
+    record = logging.LogRecord("host", logging.INFO, __file__, 1, text, (text,), None)
+    record.pausemesh = {"continuationId": text}
+    assert RedactingFilter().filter(record)
+    assert record.msg is text
+    assert record.args == (text,)
+    assert record.pausemesh == {"continuationId": text}
