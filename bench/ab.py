@@ -15,7 +15,10 @@ commit) with ``git archive`` into a temporary directory and compares it with the
 ``--after-env NAME=VALUE`` (repeatable, ``--mode http``) sets a variable for the "after"
 servers only: with ``--base HEAD`` it compares a setting with the default on the same code,
 e.g. ``--after-env PAUSEMESH_SQLITE_SYNC=ack``. ``--env NAME=VALUE`` sets one for both sides
-(a change measured under a setting; ``--after-env`` wins for the after side).
+(a change measured under a setting; ``--after-env`` wins for the after side). A side's
+``PAUSEMESH_LOG_LEVEL`` or ``PAUSEMESH_WORKERS`` replaces ``--log-level`` or ``--workers`` for
+that side's servers (the command line would win over the variable otherwise), e.g.
+``--after-env PAUSEMESH_LOG_LEVEL=warning`` measures the log lines' share.
 
 Prints each pair and the medians, the ratio after/base and in how many pairs "after" did
 better. Figures, never assertions.
@@ -80,7 +83,11 @@ def http(args: argparse.Namespace, sides: list[Side]) -> None:
         servers = []
         for side in sides:
             command = ["serve", "--database-path", f"{tmp}/{side.name}.db"]
-            command += ["--log-level", args.log_level, "--workers", str(args.workers)]
+            # A side's own variable wins: ``serve``'s options would override it.
+            if "PAUSEMESH_LOG_LEVEL" not in side.extra_env:
+                command += ["--log-level", args.log_level]
+            if "PAUSEMESH_WORKERS" not in side.extra_env:
+                command += ["--workers", str(args.workers)]
             server = ServerProcess(command, ready_path="/readyz", env=side.env(), cwd=side.root)
             servers.append(stack.enter_context(server))
         for server in servers:  # warm-up: imports, caches, the first pages of the file
