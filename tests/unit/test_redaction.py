@@ -119,13 +119,13 @@ def test_redacting_filter_scrubs_authorization_values_and_secret_keys() -> None:
 def test_every_spelling_of_a_credential_the_pattern_knows_is_scrubbed_in_each_place(
     text: str, secret: str
 ) -> None:
-    record = logging.LogRecord("host", logging.INFO, __file__, 1, text, (text,), None)
-    record.pausemesh = {"continuationId": text, "nested": {"id": text}}
+    fields = {"continuationId": text, "nested": {"id": text}}
+    record = logging.makeLogRecord({"msg": text, "args": (text,), "pausemesh": fields})
     assert RedactingFilter().filter(record)
     assert secret not in record.msg
     assert "[REDACTED]" in record.msg
     assert record.args == (record.msg,)
-    assert record.pausemesh == {
+    assert record.__dict__["pausemesh"] == {
         "continuationId": record.msg,
         "nested": {"id": record.msg},
     }
@@ -133,9 +133,9 @@ def test_every_spelling_of_a_credential_the_pattern_knows_is_scrubbed_in_each_pl
 
 def test_text_without_a_credential_is_kept_as_it_is() -> None:
     text = "01a24cce-a1f5-78ad-ac05-d1f34bb8d86b bearing PauseMeshy things, \u017f"
-    record = logging.LogRecord("host", logging.INFO, __file__, 1, text, (text,), None)
-    record.pausemesh = {"continuationId": text}
+    fields = {"continuationId": text}
+    record = logging.makeLogRecord({"msg": text, "args": (text,), "pausemesh": fields})
     assert RedactingFilter().filter(record)
     assert record.msg is text
     assert record.args == (text,)
-    assert record.pausemesh == {"continuationId": text}
+    assert record.__dict__["pausemesh"] == {"continuationId": text}
