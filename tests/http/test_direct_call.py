@@ -112,6 +112,10 @@ _STEPS: list[tuple[str, Request_]] = [
     ("id too long", _resume("x" * 201, ("pausemesh-token", "{token}"), ("idempotency-key", "k1"))),
     ("unknown id", _resume("nope", ("pausemesh-token", "{token}"), ("idempotency-key", "k1"))),
     (
+        "id ending in a newline",
+        _resume("direct-1%0A", ("pausemesh-token", "{token}"), ("idempotency-key", "k1")),
+    ),
+    (
         "first of two tokens wrong",
         _resume(
             "direct-1",

@@ -136,7 +136,9 @@ class DirectCall:
 
     def _ids_match(self, scope: Scope) -> bool:
         params = scope["path_params"]
-        return all(_ID.match(params[name]) is not None for name in self._path_ids)
+        # ``fullmatch``: no trailing newline before the pattern's ``$`` either, so every id
+        # answered here is one Litestar's own check accepts too (anything else goes to it).
+        return all(_ID.fullmatch(params[name]) is not None for name in self._path_ids)
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         plan = self._plan
