@@ -10,10 +10,10 @@ handler-level middleware reads exactly those, calls the same handler function, a
 its return value as Litestar would (same serializer, status code and media type).
 
 It is the same route either way: whenever something this path does not do could apply (a
-guard, a before/after hook, response headers or cookies, a DTO, a custom response class, the
-response cache, CSRF, compression, allowed hosts) or the path id does not match its pattern,
-it hands the request to Litestar unchanged, so Litestar's own checks answer exactly as
-before. Errors raised here are rendered by Litestar's exception handling inside the other
+guard, a before/after hook, response headers or cookies, a DTO, a custom response class, a
+sync handler, the response cache, CSRF, compression, allowed hosts), the path id does not
+match its pattern or the body is empty, it hands the request to Litestar unchanged, so
+Litestar's own checks answer exactly as before. Errors raised here are rendered by Litestar's exception handling inside the other
 middlewares (as Litestar itself places it), so a problem body carries the request id and
 is counted in the access line like any other.
 """
