@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
-from litestar.middleware import DefineMiddleware
 from litestar.params import HeaderParameter, JSONBody, PathParameter
 
 from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
@@ -102,7 +101,7 @@ class ContinuationController(Controller):
         summary="Create a pending continuation",
         description="Returns the envelope and the raw resume token; the token is shown only here.",
         responses=problem_responses(400, 401, 409, 413, 429, 503),
-        middleware=[DefineMiddleware(DirectCall)],
+        middleware=[DirectCall],
     )
     async def create(
         self,
@@ -152,17 +151,7 @@ class ContinuationController(Controller):
         ),
         security=[{"pausemeshResumeToken": []}],
         responses=problem_responses(400, 401, 404, 409, 410, 413, 429, 503),
-        middleware=[
-            DefineMiddleware(
-                DirectCall,
-                headers={
-                    "idempotency_key": "idempotency-key",
-                    "authorization": "authorization",
-                    "pausemesh_token": "pausemesh-token",
-                },
-                path_ids=("continuation_id",),
-            )
-        ],
+        middleware=[DirectCall],
     )
     async def resume(
         self,

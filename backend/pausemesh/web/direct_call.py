@@ -35,6 +35,7 @@ from litestar.exceptions import (
     SerializationException,
 )
 from litestar.handlers import HTTPRouteHandler
+from litestar.params import HeaderParameter, PathParameter
 from litestar.serialization import encode_json, get_serializer
 from litestar.types import ASGIApp, Receive, Scope, Send, Serializer
 
@@ -43,8 +44,10 @@ from pausemesh.web.schemas import ID_PATTERN
 __all__ = ("DirectCall",)
 
 _ID: Final = re.compile(ID_PATTERN)
+_ID_MAX: Final = 200  # the longest id ``ID_PATTERN`` admits
 # The parameters every direct route takes besides its headers and path ids.
 _ALWAYS: Final = frozenset({"request", "data", "caller"})
+_JSON: Final = MediaType.JSON.value.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +55,53 @@ class _Plan:
     caller: Provide
     serializer: Serializer
     status: int
-    content_type: bytes
+    headers: dict[bytes, str]
+    """Header name (lower case) -> the handler's parameter."""
+    path_ids: tuple[str, ...]
 
 
-def _plan(app: Any, handler: HTTPRouteHandler, expected: frozenset[str]) -> _Plan | None:
+def _parameters(handler: HTTPRouteHandler) -> tuple[dict[bytes, str], tuple[str, ...]]:
+    """The handler's header and path-id parameters, read from its own signature (so the
+    names cannot drift from what Litestar reads). Any other kind of parameter is a
+    programming error: the route is not one this path can answer."""
+    headers: dict[bytes, str] = {}
+    path_ids: list[str] = []
+    for name, field in handler.parsed_fn_signature.parameters.items():
+        kwarg = field.kwarg_definition
+        if name in _ALWAYS:
+            continue
+        if (
+            isinstance(kwarg, HeaderParameter)
+            and not kwarg.is_constrained
+            and not field.is_required
+            and (not field.has_default or field.default is None)  # absent: None
+        ):
+            # Litestar's alias: the parameter's ``name``, else the argument's own name.
+            headers[(kwarg.name or name).lower().encode("latin-1")] = name
+        elif (
+            isinstance(kwarg, PathParameter)
+            and kwarg.pattern == ID_PATTERN
+            and (kwarg.min_length or 1) <= 1
+            and (kwarg.max_length or _ID_MAX) >= _ID_MAX
+        ):
+            path_ids.append(name)
+        else:
+            raise ImproperlyConfiguredException(
+                f"DirectCall for {handler}: parameter {name!r} is neither an optional plain"
+                " header nor an id path parameter"
+            )
+    return headers, tuple(path_ids)
+
+
+def _plan(app: Any, handler: HTTPRouteHandler) -> _Plan | None:
     """How to answer directly, or None when a layer asks for something only Litestar's own
     path does (checked once per route)."""
-    parameters = set(handler.parsed_fn_signature.parameters)
-    if parameters != expected:
-        # A programming error: the route and its DirectCall disagree on the parameters.
+    missing = _ALWAYS - set(handler.parsed_fn_signature.parameters)
+    if missing:
         raise ImproperlyConfiguredException(
-            f"DirectCall for {handler}: the handler takes {sorted(parameters)},"
-            f" DirectCall reads {sorted(expected)}"
+            f"DirectCall for {handler}: the handler does not take {sorted(missing)}"
         )
+    headers, path_ids = _parameters(handler)
     caller = handler.resolve_dependencies().get("caller")
     if (
         caller is None
@@ -93,7 +130,8 @@ def _plan(app: Any, handler: HTTPRouteHandler, expected: frozenset[str]) -> _Pla
         caller=caller,
         serializer=get_serializer(handler.resolve_type_encoders()),
         status=handler.status_code,
-        content_type=MediaType.JSON.value.encode(),
+        headers=headers,
+        path_ids=path_ids,
     )
 
 
@@ -102,23 +140,21 @@ def _handler(scope: Scope) -> HTTPRouteHandler:
     return cast("HTTPRouteHandler", scope["route_handler"])
 
 
-class DirectCall:
-    """Handler-level middleware: ``middleware=[DefineMiddleware(DirectCall, headers=...,
-    path_ids=...)]``. ``headers`` maps the handler's header parameters to header names;
-    ``path_ids`` names its path parameters, each an id of ``ID_PATTERN``. The handler takes
-    ``request``, ``data`` (``JSONBody[StrictBody[...]]``) and the ``caller`` dependency too."""
+def _ids_match(plan: _Plan, scope: Scope) -> bool:
+    params = scope["path_params"]
+    # ``fullmatch``: no trailing newline before the pattern's ``$`` either, so every id
+    # answered here is one Litestar's own check accepts too (anything else goes to it).
+    return all(_ID.fullmatch(params[name]) is not None for name in plan.path_ids)
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        headers: dict[str, str] | None = None,
-        path_ids: tuple[str, ...] = (),
-    ) -> None:
+
+class DirectCall:
+    """Handler-level middleware: ``middleware=[DirectCall]`` on a route whose handler takes
+    ``request``, ``data`` (``JSONBody[StrictBody[...]]``), the ``caller`` dependency, and
+    otherwise only optional plain header parameters and path ids of ``ID_PATTERN`` (read
+    from the handler's signature when the route first serves)."""
+
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._headers = {name.encode("latin-1"): kwarg for kwarg, name in (headers or {}).items()}
-        self._path_ids = path_ids
-        self._expected = _ALWAYS | set((headers or {}).keys()) | set(path_ids)
         self._planned = False
         self._plan: _Plan | None = None
         # As Litestar places it between a handler and the middlewares wrapping it: an error
@@ -127,18 +163,13 @@ class DirectCall:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._planned:
-            self._plan = _plan(scope["litestar_app"], _handler(scope), self._expected)
+            self._plan = _plan(scope["litestar_app"], _handler(scope))
             self._planned = True
-        if self._plan is None or not self._ids_match(scope):
+        plan = self._plan
+        if plan is None or not _ids_match(plan, scope):
             await self.app(scope, receive, send)
             return
         await self._answer_guarded(scope, receive, send)
-
-    def _ids_match(self, scope: Scope) -> bool:
-        params = scope["path_params"]
-        # ``fullmatch``: no trailing newline before the pattern's ``$`` either, so every id
-        # answered here is one Litestar's own check accepts too (anything else goes to it).
-        return all(_ID.fullmatch(params[name]) is not None for name in self._path_ids)
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         plan = self._plan
@@ -154,15 +185,15 @@ class DirectCall:
             data = await request.json()
         except SerializationException as error:
             raise ClientException(str(error)) from error
-        kwargs: dict[str, Any] = dict.fromkeys(self._headers.values())
-        wanted = self._headers
+        wanted = plan.headers
+        kwargs: dict[str, Any] = dict.fromkeys(wanted.values())
         for header, value in scope["headers"]:
             kwarg = wanted.get(header.lower())
             # The first of repeated headers, as Litestar's parameter does.
             if kwarg is not None and kwargs[kwarg] is None:
                 kwargs[kwarg] = value.decode("latin-1")
         params = scope["path_params"]
-        for name in self._path_ids:
+        for name in plan.path_ids:
             kwargs[name] = params[name]
         kwargs["request"] = request
         kwargs["data"] = data
@@ -174,7 +205,7 @@ class DirectCall:
                 "type": "http.response.start",
                 "status": plan.status,
                 "headers": [
-                    (b"content-type", plan.content_type),
+                    (b"content-type", _JSON),
                     (b"content-length", str(len(body)).encode()),
                 ],
             }
