@@ -180,12 +180,14 @@ def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
     """The uvicorn settings ``pausemesh serve`` runs with (``bench/stack_floor.py`` too)."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
+    from pausemesh.http_protocol import CoalescingHttpToolsProtocol  # noqa: PLC0415
+
     return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http="auto",
+        http=CoalescingHttpToolsProtocol,
         lifespan="on",
         log_config=None,
         log_level=settings.log_level,
