@@ -4,9 +4,12 @@ uvicorn writes a response's status line and headers as soon as the app sends
 ``http.response.start``, and its body on ``http.response.body``: two ``write`` system calls,
 two TCP segments and two wake-ups of the client for every response, where the body follows
 the head a few microseconds later in the same task step. ``CoalescingHttpToolsProtocol``
-gives the protocol a transport that holds a write until the next one or until the event
-loop's current callbacks have run, whichever comes first, so a head goes out with its body
-and a streamed response's head (an SSE tail) still leaves within the same loop iteration.
+gives the protocol a transport that holds a response's head until the next write or until
+the event loop has run the callbacks that were ready, whichever comes first: a head goes out
+with its body, and a streamed response's head (an SSE tail with nothing to send yet) still
+leaves within the same loop iteration. Only the head is held: a streamed response's later
+chunks go out at once, as before, so a fan-out to many tails reaches the first of them
+while the loop still writes to the others.
 """
 
 from __future__ import annotations
@@ -20,26 +23,35 @@ __all__ = ("CoalescingHttpToolsProtocol", "HoldingTransport")
 
 
 class HoldingTransport(asyncio.Transport):
-    """A transport that sends a write together with the next one of the same loop iteration."""
+    """A transport that can hold one write (a response's head) to send it with the next."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._transport = transport
         self._loop = loop
+        self._hold_next = False
         self._held: bytes | None = None
         self._flush_scheduled = False
 
+    def hold_next_write(self) -> None:
+        """Hold the next write (a response's head) until the write after it or the end of the
+        loop's ready callbacks."""
+        self._hold_next = True
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
         held = self._held
-        if held is None:
+        if held is not None:
+            self._held = None
+            self._transport.writelines((held, data))
+        elif not self._hold_next:
+            self._transport.write(data)
+        else:
+            self._hold_next = False
             # Copied: the caller may reuse a mutable buffer once write returns.
             self._held = data if isinstance(data, bytes) else bytes(data)
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
-            return
-        self._held = None
-        self._transport.writelines((held, data))
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -106,6 +118,15 @@ class HoldingTransport(asyncio.Transport):
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's ``httptools`` protocol on a transport that sends a head with its body."""
 
+    _holding: HoldingTransport
+
     # uvicorn narrows BaseProtocol's BaseTransport to Transport; so does this override.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(HoldingTransport(transport, self.loop))
+        self._holding = HoldingTransport(transport, self.loop)
+        super().connection_made(self._holding)
+
+    def on_message_begin(self) -> None:
+        # A request begins: the first write after it is its response's head (or a
+        # ``100 Continue``, which the app's read of the body follows at once).
+        super().on_message_begin()
+        self._holding.hold_next_write()

@@ -222,25 +222,34 @@ class Recorded(asyncio.Transport):
         self.closing = self.aborted = True
 
 
-async def test_a_lone_write_leaves_once_the_loop_has_run_its_ready_callbacks() -> None:
+async def test_a_held_head_leaves_with_the_next_write_or_once_the_loop_ran_its_callbacks() -> None:
     recorded = Recorded()
     transport = HoldingTransport(recorded, asyncio.get_running_loop())
+    transport.hold_next_write()
     transport.write(b"head")
     assert recorded.sent == []
     await asyncio.sleep(0)
     assert recorded.sent == [b"head"]
+    transport.hold_next_write()
     transport.write(b"head")
     transport.write(bytearray(b"body"))
-    transport.write(b"chunk")
     assert recorded.sent == [b"head", b"headbody"]
-    await asyncio.sleep(0)
-    assert recorded.sent == [b"head", b"headbody", b"chunk"]
+
+
+async def test_writes_after_a_head_go_out_at_once() -> None:
+    recorded = Recorded()
+    transport = HoldingTransport(recorded, asyncio.get_running_loop())
+    transport.write(b"event: one")  # a streamed response's chunk: nothing asked to hold it
+    transport.write(b"event: two")
+    assert recorded.sent == [b"event: one", b"event: two"]
 
 
 async def test_close_sends_a_held_write_first_and_abort_drops_it() -> None:
     closed, aborted = Recorded(), Recorded()
     loop = asyncio.get_running_loop()
     first, second = HoldingTransport(closed, loop), HoldingTransport(aborted, loop)
+    first.hold_next_write()
+    second.hold_next_write()
     first.write(b"last")
     first.close()
     second.write(b"lost")
@@ -253,6 +262,7 @@ async def test_close_sends_a_held_write_first_and_abort_drops_it() -> None:
 async def test_a_write_held_when_the_connection_went_away_is_dropped() -> None:
     recorded = Recorded()
     transport = HoldingTransport(recorded, asyncio.get_running_loop())
+    transport.hold_next_write()
     transport.write(bytearray(b"late"))
     recorded.closing = True  # the peer reset the connection meanwhile
     await asyncio.sleep(0)
