@@ -73,7 +73,16 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.body", "body": b"first", "more_body": True})
         await send({"type": "http.response.body", "body": b"second"})
         return
-    body = b"" if path == "/empty" else json.dumps({"path": path}).encode()
+    if path == "/echo":
+        received = b""
+        more = True
+        while more:
+            message = await receive()
+            received += message.get("body", b"")
+            more = message.get("more_body", False)
+        body = json.dumps({"received": received.decode()}).encode()
+    else:
+        body = b"" if path == "/empty" else json.dumps({"path": path}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -174,6 +183,16 @@ def test_a_connection_close_request_gets_its_whole_response_then_the_close(
             {"path": "/last"},
         )
         assert sock.recv(1) == b""
+
+
+def test_a_client_waiting_for_100_continue_gets_it_then_its_response(app_port: int) -> None:
+    with connected(app_port) as sock:
+        head = request("/echo", method="POST", body=b"", expect="100-continue")
+        sock.sendall(head.replace(b"Content-Length: 0", b"Content-Length: 5"))
+        assert read_until(sock, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"hello")
+        status, _, body = read_response(sock)
+        assert (status, json.loads(body)) == (200, {"received": "hello"})
 
 
 def test_pausemesh_serve_answers_a_create_in_one_segment(server: ServerProcess) -> None:
