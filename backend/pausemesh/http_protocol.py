@@ -55,9 +55,10 @@ class HoldingTransport(asyncio.Transport):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        held, self._held = self._held, None
-        if held is not None and not self._transport.is_closing():
-            self._transport.write(held)
+        if self._transport.is_closing():
+            self._held = None  # the peer went away meanwhile: nothing to send it to
+        else:
+            self._send_held()
 
     def _send_held(self) -> None:
         held, self._held = self._held, None

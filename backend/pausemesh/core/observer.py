@@ -120,13 +120,12 @@ def _clean(value: Any) -> bool:
 
 
 def _redact_fields(fields: dict[Any, Any]) -> dict[Any, Any]:
-    """``_redact`` of a dict, with its flat scalar values handled in line (the usual record)."""
+    """``_redact`` of a dict, its clean values kept as they are (the usual record)."""
     out: dict[Any, Any] = {}
     for key, value in fields.items():
-        kind = type(value)
         if _secret_key(key):
             out[key] = "[REDACTED]"
-        elif kind in _PLAIN or (kind is str and _plain(value)):
+        elif _clean(value):
             out[key] = value
         else:
             out[key] = _redact(value)
