@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from litestar import Response
+from litestar import Request, Response
 from litestar._asgi.utils import wrap_in_exception_handler
 from litestar.di import Provide
 from litestar.enums import MediaType
@@ -52,6 +53,9 @@ _JSON: Final = MediaType.JSON.value.encode()
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
+    fn: Callable[..., Awaitable[Any]]
+    """The handler function itself (the route's one implementation)."""
+    request_class: type[Request[Any, Any, Any]]
     caller: Provide
     serializer: Serializer
     status: int
@@ -127,6 +131,8 @@ def _plan(app: Any, handler: HTTPRouteHandler) -> _Plan | None:
     ):
         return None
     return _Plan(
+        fn=handler.fn,
+        request_class=handler.resolve_request_class(),
         caller=caller,
         serializer=get_serializer(handler.resolve_type_encoders()),
         status=handler.status_code,
@@ -174,8 +180,7 @@ class DirectCall:
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         plan = self._plan
         assert plan is not None  # noqa: S101 - only called with a plan
-        handler = _handler(scope)
-        request = handler.resolve_request_class()(scope=scope, receive=receive, send=send)
+        request = plan.request_class(scope=scope, receive=receive, send=send)
         # Litestar's order: the body (400/413), then the dependency (401), then the handler.
         if not await request.body():
             # No body: Litestar's own answer (it reads the body kept in the scope's state).
@@ -198,7 +203,7 @@ class DirectCall:
         kwargs["request"] = request
         kwargs["data"] = data
         kwargs["caller"] = await plan.caller(request=request)
-        result = await handler.fn(**kwargs)
+        result = await plan.fn(**kwargs)
         body = encode_json(result, plan.serializer)
         await send(
             {
