@@ -82,6 +82,35 @@ async def test_a_tail_on_one_replica_sees_events_appended_on_another(
     assert [(e.sequence, e.event_json) for e in entries] == [(1, '{"type":"RUN_STARTED"}')]
 
 
+async def test_tails_woken_by_a_notification_take_the_head_from_it(
+    replicas: tuple[PostgresThreadStore, PostgresThreadStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The notification carries the append's last sequence: the woken tails of replica A do
+    not read the head again (one round trip each, or one shared, saved per wake-up)."""
+    a, b = replicas
+    await _lease(b)
+    reads = 0
+    read_head = a._head
+
+    async def counted(thread_id: str) -> int:
+        nonlocal reads
+        reads += 1
+        return await read_head(thread_id)
+
+    monkeypatch.setattr(a, "_head", counted)
+    tails = [
+        asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK))
+        for _ in range(20)
+    ]
+    await _until(lambda: a.listener.listening and reads == 1, "A listens and its tails wait")
+    await asyncio.sleep(0.01)
+    await _append(b, "{}", "{}")
+    async with asyncio.timeout(STUCK):
+        assert await asyncio.gather(*tails) == [True] * 20
+    assert reads == 1  # the check before waiting, shared by the twenty tails
+
+
 async def test_a_dropped_listener_reconnects_and_the_tail_misses_and_repeats_nothing(
     replicas: tuple[PostgresThreadStore, PostgresThreadStore],
 ) -> None:

@@ -325,6 +325,46 @@ async def test_a_sqlite_tail_is_woken_by_an_append_another_process_committed(
     assert [e.sequence for e in await a.read_events("t2", after_sequence=0)] == [1, 2]
 
 
+class _HeadReads:
+    """Counts a thread store's reads of a thread's head (its ``_head``)."""
+
+    def __init__(self, store: SqliteThreadStore) -> None:
+        self.count = 0
+        self._read = store._head
+
+    async def __call__(self, thread_id: str) -> int:
+        self.count += 1
+        return await self._read(thread_id)
+
+
+@pytest.mark.parametrize("appender", ["this process", "another process"])
+async def test_a_woken_sqlite_tail_takes_the_head_from_the_word_that_woke_it(
+    two_processes: tuple[SqliteThreadStore, SqliteThreadStore],
+    monkeypatch: pytest.MonkeyPatch,
+    appender: str,
+) -> None:
+    """Its own process's append, or the change watcher's look after another's, reports how
+    far the thread now goes: a thousand woken tails need not read it again."""
+    a, b = two_processes
+    await _leased(b if appender == "another process" else a, "t1")
+    writer = b if appender == "another process" else a
+    reads = _HeadReads(a)
+    monkeypatch.setattr(a, "_head", reads)
+    tails = [
+        asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2))
+        for _ in range(20)
+    ]
+    async with asyncio.timeout(STUCK):
+        while reads.count == 0:  # noqa: ASYNC110 - polls state owned by the tails
+            await asyncio.sleep(0)
+    await asyncio.sleep(0.01)  # every tail waits
+    assert reads.count == 1  # their check before waiting, shared
+    await writer.append_events("t1", lease_id="L", run_id="r", events=["{}", "{}"])
+    async with asyncio.timeout(STUCK):
+        assert await asyncio.gather(*tails) == [True] * 20
+    assert reads.count == 1
+
+
 async def test_the_wal_watch_is_readable_once_another_connection_commits(tmp_path: Path) -> None:
     database = await SqliteDatabase(tmp_path / "wal.db").open()
     other = sqlite3.connect(tmp_path / "wal.db", isolation_level=None)

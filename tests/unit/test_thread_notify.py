@@ -184,6 +184,36 @@ async def test_the_tails_one_append_wakes_read_the_head_once_between_them() -> N
     await notifier.close()
 
 
+async def test_tails_woken_by_an_append_that_reports_its_head_do_not_read_the_head_again() -> None:
+    notifier = ThreadNotifier()
+    head = Head()
+    tails = [asyncio.create_task(notifier.wait_past("t", 0, STUCK, head)) for _ in range(50)]
+    await asyncio.sleep(0.01)
+    assert head.reads == 1  # their first read, shared
+    head.value = 3
+    notifier.notify("t", 3)
+    async with asyncio.timeout(STUCK):
+        assert await asyncio.gather(*tails) == [True] * 50
+    assert head.reads == 1  # the append said how far the thread goes
+    await notifier.close()
+
+
+async def test_a_reported_head_not_past_a_tails_mark_is_checked_against_the_log() -> None:
+    notifier = ThreadNotifier()
+    head = Head()
+    head.value = 2
+    # The tail has sent up to 2; a late word reports 2 (the append it already read), while
+    # a later append (3) committed without a word of its own: the tail must read and see it.
+    tail = asyncio.create_task(notifier.wait_past("t", 2, STUCK, head))
+    await asyncio.sleep(0.01)
+    head.value = 3
+    notifier.notify("t", 2)
+    async with asyncio.timeout(STUCK):
+        assert await tail is True
+    assert head.reads == 2
+    await notifier.close()
+
+
 async def test_a_head_read_that_failed_is_not_handed_to_the_next_ask() -> None:
     class Flaky(Head):
         failures = 1

@@ -27,6 +27,7 @@ from contextvars import ContextVar
 
 from pausemesh.core import keepalive
 from pausemesh.core.keepalive import KeepAlive
+from pausemesh.core.shared_result import SharedResult
 
 __all__ = ("ThreadNotifier", "Wake")
 
@@ -37,12 +38,14 @@ GRANULARITY = 0.5
 class Wake:
     """One generation of a thread's wake-up: fired once, then replaced."""
 
-    __slots__ = ("_reading", "fired", "waiters")
+    __slots__ = ("_reading", "fired", "head", "waiters")
 
     def __init__(self) -> None:
         self.fired = False
+        self.head: int | None = None
+        """The thread's head the firing append reported, if it did."""
         self.waiters: set[asyncio.Future[bool]] = set()
-        self._reading: asyncio.Future[int] | None = None
+        self._reading: SharedResult[int] | None = None
 
     async def read_head(self, head: Callable[[], Awaitable[int]]) -> int:
         """``head()``, shared with every holder of this wake that asks while it is read.
@@ -51,24 +54,30 @@ class Wake:
         a thousand round trips. Any read started after this wake was taken (by a holder of it)
         serves every holder: a commit made later fires this wake, or, if it already fired and
         woke them, they ask again. Only a read in flight is shared, so a later safety read is a
-        read. The read is a task: a holder that goes away mid-read does not cut it short.
+        read. A holder that goes away mid-read does not cut it short (``SharedResult``).
         """
         reading = self._reading
         if reading is None:
-            reading = self._reading = asyncio.ensure_future(head())
-            reading.add_done_callback(self._read_done)
-        return await asyncio.shield(reading)
+            reading = self._reading = SharedResult(head())
+            reading.task.add_done_callback(lambda _: self._read_done(reading))
+        return await reading.get()
 
-    def _read_done(self, reading: asyncio.Future[int]) -> None:
+    def _read_done(self, reading: SharedResult[int]) -> None:
         if self._reading is reading:
             self._reading = None
 
-    def fire(self) -> None:
+    def fire(self, head: int | None = None) -> None:
         self.fired = True
+        self.head = head
         for waiter in self.waiters:
             if not waiter.done():
                 waiter.set_result(True)
         self.waiters.clear()
+
+    def past(self, after_sequence: int) -> bool:
+        """Whether the append that fired this wake reported a head past ``after_sequence``: a
+        woken tail need not read the head to know its next read finds events."""
+        return self.head is not None and self.head > after_sequence
 
 
 class _Sleeper:
@@ -128,10 +137,12 @@ class ThreadNotifier:
             wake = self._wakes[thread_id] = Wake()
         return wake
 
-    def notify(self, thread_id: str) -> None:
+    def notify(self, thread_id: str, head: int | None = None) -> None:
+        """Wake the tails of ``thread_id``; ``head``: its last sequence after the append that
+        notifies, when the notifier knows it (the woken tails then skip reading it)."""
         wake = self._wakes.pop(thread_id, None)
         if wake is not None:
-            wake.fire()
+            wake.fire(head)
 
     def notify_all(self) -> None:
         """Wake every waiting tail (after a lost connection: each re-reads its log)."""
@@ -278,7 +289,7 @@ class ThreadNotifier:
             _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
             return False
         _REMEMBERED.set(None)
-        return await wake.read_head(head) > after_sequence
+        return wake.past(after_sequence) or await wake.read_head(head) > after_sequence
 
 
 async def _read(head: Callable[[], Awaitable[int]]) -> int | None:

@@ -2,8 +2,8 @@
 
 When a thread changes, every tail of it wakes at once and each would read the log after its
 own mark: a thousand reads of the same rows for one event. Here the first tail that asks
-starts one read (a task, so a tail that goes away mid-read does not cut it short for the
-others) and every tail of the thread that asks while it runs, with a mark at or past the
+starts one read (a ``SharedResult``: a tail that goes away mid-read does not cut it short
+for the others) and every tail of the thread that asks while it runs, with a mark at or past the
 read's, takes its result. Each entry's SSE frame is encoded once, and a tail that takes the
 whole result sends the very same bytes as the others.
 
@@ -15,10 +15,8 @@ error in every tail that took it, as each tail's own read would have.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 from pausemesh.agui.sse import encode_frame
+from pausemesh.core.shared_result import SharedResult
 from pausemesh.core.threads import ThreadStore
 
 __all__ = ("Batch", "SharedReads")
@@ -39,11 +37,11 @@ class Batch:
 class _Read:
     """One read in flight: the entries after ``after``, encoded once."""
 
-    __slots__ = ("after", "task")
+    __slots__ = ("after", "page")
 
-    def __init__(self, after: int, task: asyncio.Task[_Page]) -> None:
+    def __init__(self, after: int, page: SharedResult[_Page]) -> None:
         self.after = after
-        self.task = task
+        self.page = page
 
 
 class _Page:
@@ -84,23 +82,18 @@ class SharedReads:
         read = self._reads.get(thread_id)
         if read is None or read.after > mark:
             read = self._start(thread_id, mark)
-        # shield: a tail that goes away (its task cancelled) leaves the read to the others.
-        page = await asyncio.shield(read.task)
+        # A tail that goes away (its task cancelled) leaves the read to the others.
+        page = await read.page.get()
         return page.after(mark)
 
     def _start(self, thread_id: str, mark: int) -> _Read:
-        task = asyncio.get_running_loop().create_task(self._read(thread_id, mark))
-        read = self._reads[thread_id] = _Read(mark, task)
-        task.add_done_callback(lambda done: self._finished(thread_id, read, done))
+        read = self._reads[thread_id] = _Read(mark, SharedResult(self._read(thread_id, mark)))
+        read.page.task.add_done_callback(lambda _: self._finished(thread_id, read))
         return read
 
-    def _finished(self, thread_id: str, read: _Read, task: asyncio.Task[_Page]) -> None:
+    def _finished(self, thread_id: str, read: _Read) -> None:
         if self._reads.get(thread_id) is read:
             del self._reads[thread_id]
-        # Every tail that took the read has seen its error; none left must not log it again.
-        if not task.cancelled():
-            with contextlib.suppress(Exception):
-                task.exception()
 
     async def _read(self, thread_id: str, mark: int) -> _Page:
         entries = await self.threads.read_events(thread_id, after_sequence=mark, limit=self.page)

@@ -198,7 +198,7 @@ class InMemoryThreadStore:
             lease=None if release else current.lease,
         )
         if events:
-            self._notifier.notify(thread_id)
+            self._notifier.notify(thread_id, sequences[-1])
         return sequences
 
     async def read_events(

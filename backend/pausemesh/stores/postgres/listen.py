@@ -2,7 +2,8 @@
 
 Every thread append ends with ``pg_notify(channel, "<sequence> <thread id>")`` in the same
 transaction, so the notification arrives on every replica only once the events are committed.
-Waiters never trust a notification's content: they re-read the log from their last sequence.
+Waiters take only its sequence from a notification (past their mark, they need not read the
+head to know events wait); the events themselves they read from the log after their last sequence.
 When the listening connection drops, every waiter is woken (it re-reads and finds what it
 missed, without repeats: reads are by sequence), the connection is re-established with backoff,
 and all waiters are woken once more after LISTEN is back, covering what was committed between.
@@ -64,15 +65,15 @@ class ThreadListener:
             )
         await asyncio.shield(self._ready)
 
-    def wake(self, thread_id: str) -> None:
-        self.notifier.notify(thread_id)
+    def wake(self, thread_id: str, head: int | None = None) -> None:
+        self.notifier.notify(thread_id, head)
 
     def _wake_all(self) -> None:
         self.notifier.notify_all()
 
     def _on_notification(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
-        _, _, thread_id = str(payload).partition(" ")
-        self.notifier.notify(thread_id)
+        sequence, _, thread_id = str(payload).partition(" ")
+        self.notifier.notify(thread_id, int(sequence) if sequence.isdigit() else None)
 
     def _on_termination(self, _conn: Any) -> None:
         self._lost.set()

@@ -376,7 +376,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             raise LeaseLostError(thread_id)
         last = int(row[0])
         # Local waiters need not wait for the notification's round trip.
-        self.listener.wake(thread_id)
+        self.listener.wake(thread_id, last)
         return list(range(last - len(texts) + 1, last + 1))
 
     async def read_events(
@@ -433,6 +433,8 @@ class PostgresThreadStore(SharedDatabaseStore):
             )
             if not woke or notifier.stopped:
                 return False
+            if wake.past(after_sequence):
+                return True  # the append that woke us said how far the thread now goes
 
     def stop_waiting(self) -> None:
         self.listener.notifier.stop()

@@ -92,10 +92,11 @@ class ChangeWatcher:
             return 0
         self._data_version = version
         rows = self.database.read_now(
-            "SELECT thread_id, change_seq FROM agui_threads WHERE change_seq > ?", (self._seen,)
+            "SELECT thread_id, change_seq, last_sequence FROM agui_threads WHERE change_seq > ?",
+            (self._seen,),
         )
-        for thread_id, change in rows:
-            self.notifier.notify(thread_id)
+        for thread_id, change, head in rows:
+            self.notifier.notify(thread_id, head)
             self._seen = max(self._seen, change)
         return len(rows)
 

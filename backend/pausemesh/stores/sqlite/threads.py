@@ -296,7 +296,7 @@ class SqliteThreadStore:
 
         sequences = await self.database.write(op)
         if sequences:
-            self._notifier.notify(thread_id)
+            self._notifier.notify(thread_id, sequences[-1])
         return sequences
 
     async def read_events(
