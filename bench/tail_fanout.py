@@ -8,6 +8,7 @@ costs (waking, the head check, reading the log, encoding the frames), without th
 ``bench/tails.py`` adds. Figures, never assertions.
 
 Usage: .venv/bin/python bench/tail_fanout.py [--tails 1000] [--events 12] [--rounds 2]
+    [--loop uvloop|asyncio]
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+
+import uvloop
 
 from pausemesh.agui.agent import AgentOutput, RunContext
 from pausemesh.agui.run import RunHost
@@ -87,12 +90,22 @@ def main() -> None:
     parser.add_argument("--tails", type=int, default=1000)
     parser.add_argument("--events", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the event loop (uvloop, as pausemesh serve runs; asyncio: the standard library's)",
+    )
     args = parser.parse_args()
-    print(f"bench/tail_fanout.py: {args.tails} tails of one thread, {args.events} events")
+    run = uvloop.run if args.loop == "uvloop" else asyncio.run
+    print(
+        f"bench/tail_fanout.py: {args.tails} tails of one thread, {args.events} events,"
+        f" {args.loop} loop"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.rounds):
             path = str(Path(tmp) / f"round-{n}.db")
-            per = asyncio.run(one_round(path, args.tails, args.events))
+            per = run(one_round(path, args.tails, args.events))
             print(f"  round {n + 1}: {1e6 * per:6.1f} us of CPU per event per tail")
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
