@@ -92,7 +92,8 @@ async def test_a_failure_no_caller_waited_for_any_more_is_not_reported_as_never_
         await asyncio.sleep(0)
     finally:
         loop.set_exception_handler(previous)
-    assert reported == []
+    # Only this call's failure counts: the collector may also meet other tests' leftovers.
+    assert [c for c in reported if c.get("exception") is call.error] == []
 
 
 async def test_a_cancelled_call_cancels_its_waiting_callers() -> None:

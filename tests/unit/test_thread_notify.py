@@ -242,9 +242,13 @@ async def test_a_head_the_wheel_cannot_read_in_time_does_not_hold_up_other_tails
     class Hanging(Head):
         hang = False
 
+        def __init__(self) -> None:
+            super().__init__()
+            self.answered = asyncio.Event()
+
         async def __call__(self) -> int:
             if self.hang:
-                await asyncio.Event().wait()  # a database that does not answer
+                await self.answered.wait()  # a database that does not answer (until the end)
             return await super().__call__()
 
     notifier = ThreadNotifier(granularity=0.01)
@@ -260,6 +264,10 @@ async def test_a_head_the_wheel_cannot_read_in_time_does_not_hold_up_other_tails
     assert not other.done()
     for tail in (stuck, other):
         tail.cancel()
+    # The database answers at last: the read a woken tail left behind ends, no task pending.
+    stuck_head.answered.set()
+    await asyncio.gather(stuck, other, return_exceptions=True)
+    await asyncio.sleep(0)
     await notifier.close()
 
 
