@@ -11,6 +11,7 @@ import pytest
 
 from pausemesh.stores.postgres import PostgresDatabase, PostgresThreadStore
 from pausemesh.stores.postgres.migrate import migrate
+from tests.support.head_reads import HeadReads
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 
 pytestmark = pytest.mark.postgres
@@ -90,25 +91,17 @@ async def test_tails_woken_by_a_notification_take_the_head_from_it(
     not read the head again (one round trip each, or one shared, saved per wake-up)."""
     a, b = replicas
     await _lease(b)
-    reads = 0
-    read_head = a._head
-
-    async def counted(thread_id: str) -> int:
-        nonlocal reads
-        reads += 1
-        return await read_head(thread_id)
-
-    monkeypatch.setattr(a, "_head", counted)
+    reads = HeadReads(a, monkeypatch)
     tails = [
         asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK))
         for _ in range(20)
     ]
-    await _until(lambda: a.listener.listening and reads == 1, "A listens and its tails wait")
+    await _until(lambda: a.listener.listening and reads.count == 1, "A listens and its tails wait")
     await asyncio.sleep(0.01)
     await _append(b, "{}", "{}")
     async with asyncio.timeout(STUCK):
         assert await asyncio.gather(*tails) == [True] * 20
-    assert reads == 1  # the check before waiting, shared by the twenty tails
+    assert reads.count == 1  # the check before waiting, shared by the twenty tails
 
 
 async def test_a_dropped_listener_reconnects_and_the_tail_misses_and_repeats_nothing(

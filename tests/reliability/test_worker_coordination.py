@@ -35,6 +35,7 @@ from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore, changes, wal_watch
 from pausemesh.stores.sqlite.wal_watch import watch_wal
+from tests.support.head_reads import HeadReads
 from tests.support.postgres import migrated_database
 
 NOW = datetime.now(UTC)
@@ -325,18 +326,6 @@ async def test_a_sqlite_tail_is_woken_by_an_append_another_process_committed(
     assert [e.sequence for e in await a.read_events("t2", after_sequence=0)] == [1, 2]
 
 
-class _HeadReads:
-    """Counts a thread store's reads of a thread's head (its ``_head``)."""
-
-    def __init__(self, store: SqliteThreadStore) -> None:
-        self.count = 0
-        self._read = store._head
-
-    async def __call__(self, thread_id: str) -> int:
-        self.count += 1
-        return await self._read(thread_id)
-
-
 @pytest.mark.parametrize("appender", ["this process", "another process"])
 async def test_a_woken_sqlite_tail_takes_the_head_from_the_word_that_woke_it(
     two_processes: tuple[SqliteThreadStore, SqliteThreadStore],
@@ -348,8 +337,7 @@ async def test_a_woken_sqlite_tail_takes_the_head_from_the_word_that_woke_it(
     a, b = two_processes
     await _leased(b if appender == "another process" else a, "t1")
     writer = b if appender == "another process" else a
-    reads = _HeadReads(a)
-    monkeypatch.setattr(a, "_head", reads)
+    reads = HeadReads(a, monkeypatch)
     tails = [
         asyncio.create_task(a.wait_for_events("t1", after_sequence=0, wait_seconds=STUCK * 2))
         for _ in range(20)

@@ -57,14 +57,9 @@ class Wake:
         read. A holder that goes away mid-read does not cut it short (``SharedResult``).
         """
         reading = self._reading
-        if reading is None:
+        if reading is None or reading.task.done():
             reading = self._reading = SharedResult(head())
-            reading.task.add_done_callback(lambda _: self._read_done(reading))
         return await reading.get()
-
-    def _read_done(self, reading: SharedResult[int]) -> None:
-        if self._reading is reading:
-            self._reading = None
 
     def fire(self, head: int | None = None) -> None:
         self.fired = True
