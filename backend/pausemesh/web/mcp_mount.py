@@ -41,6 +41,7 @@ from pausemesh.mcp.pauses import McpPauses
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.mcp.task_feed import TaskFeed, TaskStatusObserver
 from pausemesh.mcp.tasks import McpTasks, TaskSupport
+from pausemesh.web.mcp_sessions import bind_session_owner
 from pausemesh.web.mcp_tasks import McpTaskEndpoint, declare_tasks_capability
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
@@ -149,9 +150,21 @@ class McpRules(ProtocolMount):
 
     __slots__ = ()
 
+    async def admit(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """``ProtocolMount.admit``, then the caller handed to the SDK as the owner of the
+        sessions it opens: another principal's session id is a 404 (``bind_session_owner``)."""
+        if not await super().admit(scope, receive, send):
+            return False
+        bind_session_owner(scope)
+        return True
+
     def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
         # The standalone GET stream, and a task's result stream (it waits for the answer).
         return scope.get("method") == "GET" or rpc_method == "tasks/result"
+
+    def is_tail(self, scope: Scope, rpc_method: str | None) -> bool:  # noqa: ARG002 - one binding here
+        # Both wait on someone else (a server message, a person's answer): idle tails.
+        return True
 
     def starts_work(self, scope: Scope, message: Any) -> bool:  # noqa: ARG002 - one binding here
         return "tools/call" in jsonrpc_methods(message)

@@ -12,7 +12,13 @@ mount records what it sees, with nothing but ASGI:
 * the session's standalone GET stream: its ASGI ``send`` is wrapped, so a notice can be
   written into the response between two of the SDK's server-sent events (only at an event
   boundary, under one lock with the SDK's own writes); the entry ends with the response;
-* ``DELETE``: the session is forgotten.
+* ``DELETE`` (answered 2xx: the SDK ended it): the session is forgotten.
+
+A session belongs to the principal that opened it (``bind_session_owner``): the SDK's session
+manager is handed the caller as its ``AuthenticatedUser``, records who opened each session and
+answers any other principal 404 "Session not found", exactly as for a session that does not
+exist (its GET stream, ``DELETE`` and every POST). The task messages the mount answers beside
+the SDK are refused the same way first (``refused_session``: the SDK's own session table).
 
 For each principal with at least one such stream, one follower reads the principal's task
 feed (``mcp.task_feed``: the thread store's change notification, across replicas), re-reads
@@ -34,14 +40,25 @@ from typing import Any, Final
 
 import msgspec
 from litestar.types import Message, Receive, Scope, Send
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
 
 from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.mcp.task_feed import TaskFeed
 from pausemesh.mcp.tasks import McpTasks, TaskFinisher, TaskView
 from pausemesh.web.protocol_mount import MESSAGE_SCOPE_KEY
 
-__all__ = ("McpSessions", "SessionStream", "status_notice")
+__all__ = (
+    "McpSessions",
+    "SessionStream",
+    "bind_session_owner",
+    "refused_session",
+    "send_session_not_found",
+    "status_notice",
+)
 
 _log = logging.getLogger("pausemesh.mcp")
 
@@ -60,6 +77,66 @@ def status_notice(view: TaskView) -> dict[str, Any]:
 
 def _sse(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + msgspec.json.encode(message) + b"\n\n"
+
+
+def bind_session_owner(scope: Scope) -> None:
+    """Hand the SDK's session manager the resolved caller as its ``AuthenticatedUser``.
+
+    The manager records the user that opens a session and answers a request for that session
+    from any other user 404 "Session not found", as for an unknown session; without a user it
+    binds nothing. Only the principal goes over (the credential stays with the resolver), as
+    the SDK's ``client_id`` and ``subject``, the parts its comparison reads. An anonymous caller
+    (no resolver) is left without one: every such caller is the same nobody.
+    """
+    principal = principal_in_scope(scope)
+    if principal is None:
+        return
+    token = AccessToken(token="", client_id=principal, subject=principal, scopes=[])
+    scope["user"] = AuthenticatedUser(token)
+
+
+# The SDK's own answer for an unknown session (``streamable_http_manager``), byte for byte.
+_SESSION_NOT_FOUND: Final = (
+    JSONRPCError(
+        jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message="Session not found")
+    )
+    .model_dump_json(by_alias=True, exclude_unset=True)
+    .encode()
+)
+
+
+def refused_session(manager: StreamableHTTPSessionManager, scope: Scope) -> bool:
+    """Whether the SDK would answer this request 404 "Session not found": it names a session
+    the manager does not hold, or one another principal opened.
+
+    For the task messages the mount answers beside the SDK, so they are refused exactly as the
+    SDK refuses every other request of the session. The manager has no public lookup: its
+    session table and owners are read as its ``_handle_stateful_request`` reads them (the SDK
+    is pinned; ``tests/protocols/test_mcp_session_owners.py`` fails if they move).
+    """
+    session_id = session_id_of(scope)
+    if session_id is None:
+        return False
+    if session_id not in manager._server_instances:  # noqa: SLF001 - see above
+        return True
+    user = scope.get("user")
+    caller = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    return caller != manager._session_owners.get(session_id)  # noqa: SLF001 - see above
+
+
+async def send_session_not_found(send: Send) -> None:
+    """404 "Session not found", as the SDK answers for a session it does not hold."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 404,
+            "headers": [
+                (b"content-length", str(len(_SESSION_NOT_FOUND)).encode()),
+                (b"content-type", b"application/json"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _SESSION_NOT_FOUND, "more_body": False})
 
 
 def session_id_of(scope: Scope) -> str | None:
@@ -151,11 +228,22 @@ class McpSessions:
         if method == "POST" and isinstance(message, dict) and message.get("method") == "initialize":
             await sdk(scope, receive, self._on_initialize(scope, message, send))
             return
-        await sdk(scope, receive, send)
-        if method == "DELETE":
-            session_id = session_id_of(scope)
-            if session_id is not None:
-                self._drop(session_id)
+        if method != "DELETE":
+            await sdk(scope, receive, send)
+            return
+        ended = False
+
+        async def watching(event: Message) -> None:
+            nonlocal ended
+            if event["type"] == "http.response.start":
+                ended = 200 <= event.get("status", 0) < 300
+            await send(event)
+
+        await sdk(scope, receive, watching)
+        session_id = session_id_of(scope)
+        # Only a DELETE the SDK carried out ends the session: another principal's is a 404.
+        if ended and session_id is not None:
+            self._drop(session_id)
 
     def _on_initialize(self, scope: Scope, message: dict[str, Any], send: Send) -> Send:
         params = message.get("params")

@@ -58,7 +58,12 @@ from pausemesh.mcp.tasks import (
     TaskSupport,
     TaskView,
 )
-from pausemesh.web.mcp_sessions import McpSessions, status_notice
+from pausemesh.web.mcp_sessions import (
+    McpSessions,
+    refused_session,
+    send_session_not_found,
+    status_notice,
+)
 from pausemesh.web.protocol_mount import send_json
 
 __all__ = ("McpTaskEndpoint", "declare_tasks_capability")
@@ -184,6 +189,10 @@ class McpTaskEndpoint:
         return _Exchange(message) if _is_ours(message, self._support) else None
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
+        if refused_session(self._server().session_manager, scope):
+            # An unknown session, or another principal's: what the SDK answers on its requests.
+            await send_session_not_found(send)
+            return
         principal = principal_in_scope(scope)
         request_id = exchange.body.get("id")
         method = exchange.method
