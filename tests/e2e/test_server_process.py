@@ -19,7 +19,7 @@ import pytest
 from bench.tails import rss_kib
 
 from tests.support import server as server_module
-from tests.support.listeners import holds_listener, process_tree
+from tests.support.listeners import holds_listener, process_tree, took_everything_sent
 from tests.support.server import ServerProcess
 
 
@@ -39,6 +39,28 @@ def test_a_listening_socket_is_held_by_its_process_and_not_by_another() -> None:
             assert holds_listener(os.getpid(), port)
             assert not holds_listener(other.pid, port)
         assert not holds_listener(os.getpid(), port)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_connection_is_taken_once_accepted_and_all_it_sent_is_read_by_that_process() -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            with socket.create_connection(listener.getsockname()) as client:
+                client.sendall(b"head")
+                assert not took_everything_sent(os.getpid(), client)  # queued, not accepted
+                accepted, _ = listener.accept()
+                with accepted:
+                    assert not took_everything_sent(os.getpid(), client)  # accepted, unread
+                    assert accepted.recv(2) == b"he"
+                    assert not took_everything_sent(os.getpid(), client)  # half read
+                    assert accepted.recv(16) == b"ad"
+                    assert took_everything_sent(os.getpid(), client)
+                    assert not took_everything_sent(other.pid, client)
     finally:
         other.kill()
         other.wait()

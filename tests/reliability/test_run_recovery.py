@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -178,9 +179,13 @@ def test_a_live_run_keeps_its_thread_past_the_ttl_and_a_dead_ones_thread_moves_t
             [interrupt] = ask(client, thread_id).interrupts
         answer = resume_body(thread_id, [resolved(interrupt["id"], "PM101")])
         _answer_until_started(first, answer)
+        term_ends = asyncio.run(_pg_lease_expires_at(schema, thread_id))
         with httpx.Client(base_url=second.base_url, timeout=STUCK) as client:
-            # Well past the TTL, the live run still holds its thread: the keeper renews it.
-            time.sleep(3 * 2)
+            # Once the lease's term has ended, the live run still holds its thread: the keeper
+            # renews it. Waited for as a moment, not slept for: the run (its airline call
+            # alone takes 8 s) is still live when the answer is sent again.
+            while datetime.now(UTC) <= term_ends:  # the replicas share this machine's clock
+                time.sleep(0.05)
             assert post_run(client, answer).error_code == "THREAD_BUSY"
             first.kill()
             done, _busy = _until_answered(client, answer)
@@ -204,6 +209,19 @@ async def _pg_lease(schema: str, thread_id: str) -> str | None:
     assert row is not None
     lease: str | None = row[0]
     return lease
+
+
+async def _pg_lease_expires_at(schema: str, thread_id: str) -> datetime:
+    conn = await asyncpg.connect(DATABASE_URL)
+    try:
+        expires_at = await conn.fetchval(
+            f'SELECT lease_expires_at FROM "{schema}".agui_threads WHERE thread_id = $1',  # noqa: S608
+            thread_id,
+        )
+    finally:
+        await conn.close()
+    assert isinstance(expires_at, datetime)
+    return expires_at
 
 
 def _first_accepted(

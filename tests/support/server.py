@@ -24,7 +24,7 @@ from typing import Self
 
 import httpx
 
-from tests.support.listeners import holds_listener
+from tests.support.listeners import holds_listener, took_everything_sent
 
 __all__ = (
     "ServerProcess",
@@ -37,6 +37,8 @@ __all__ = (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PORT_ATTEMPTS = 3
+# Liveness bound for a held request's head to be read: only a stuck server gets near it.
+_HEAD_TAKEN_WITHIN = 30.0
 
 
 class _PortTakenError(RuntimeError):
@@ -56,12 +58,20 @@ def held_request(
 ) -> socket.socket:
     """A ``POST`` whose head the server has taken but whose ``length``-byte body the caller
     sends later (``sock.sendall(body)``): the request reaches its route only then, e.g. once
-    the server drains."""
+    the server drains.
+
+    Returns once the server process has accepted the connection and read the head: a server
+    that stops before then closes a connection with no request on it (or the listener with
+    the connection still queued), and the body's send meets a reset instead of the route."""
     sock = socket.create_connection((server.host, server.port))
     lines = [f"POST {path} HTTP/1.1", f"Host: {server.host}:{server.port}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     lines.append(f"Content-Length: {length}")
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    deadline = time.monotonic() + _HEAD_TAKEN_WITHIN
+    while not took_everything_sent(server.pid, sock):
+        assert time.monotonic() < deadline, f"the head was never taken:\n{server.output()[-3000:]}"
+        time.sleep(0.01)
     return sock
 
 
