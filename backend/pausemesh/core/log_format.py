@@ -17,7 +17,7 @@ from typing import Any, Literal, TextIO
 import msgspec
 from opentelemetry import trace
 
-from pausemesh.core.observer import RedactingFilter
+from pausemesh.core.redaction import RedactingFilter
 from pausemesh.core.telemetry import current_request
 
 __all__ = (
@@ -194,8 +194,8 @@ def configure_logging(level: str, fmt: LogFormat = "text") -> None:
     """Replace the root handlers with one stderr handler in ``fmt`` (the CLI calls this)."""
     handler = LoopBatchingHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    # The observer never logs a token or payload; the redactor is a second fence for
-    # whatever else ends up in a log call.
+    # The observer never logs a token or payload; the redactor is the fence for whatever
+    # else ends up in a record. On the root's one handler, it sees every library's records.
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
