@@ -137,6 +137,7 @@ def build_service(
         keyed_issuer=KeyedTokenIssuer(ring, key.key_id),
         observer=observer or LoggingObserver(),
         token_ttl_seconds=settings.token_ttl_seconds,
+        max_pause_ttl_seconds=settings.max_pause_ttl_seconds,
     )
 
 
@@ -210,7 +211,12 @@ async def purge_threads(
         if storage.threads is None:
             msg = "this storage has no thread store"
             raise SettingsError(msg, code="INVALID_SETTINGS")
-        service = ContinuationService(store=storage.events, clock=SystemClock())
+        service = ContinuationService(
+            store=storage.events,
+            clock=SystemClock(),
+            token_ttl_seconds=settings.token_ttl_seconds,
+            max_pause_ttl_seconds=settings.max_pause_ttl_seconds,
+        )
         conversations = Conversations(threads=storage.threads, service=service)
         return await conversations.purge(older_than=older_than, dry_run=dry_run, progress=progress)
     finally:

@@ -100,6 +100,9 @@ class Settings:
     # Retired keys, comma-separated: tokens issued under them can still be re-derived.
     previous_secret_keys: Annotated[str, _KEYS] | None = None
     token_ttl_seconds: Annotated[int, Meta(ge=30, le=604_800)] = 900
+    # The furthest ahead a pause's deadline may be set (REST expiresAt, MCP task ttl, an
+    # agent's expires_in/expires_at): 90 days; beyond it INVALID_EXPIRY (or invalid params).
+    max_pause_ttl_seconds: Annotated[int, Meta(ge=60, le=31_536_000)] = 7_776_000
     max_payload_bytes: Annotated[int, Meta(ge=1_024, le=10_485_760)] = 65_536
     log_level: LogLevel = "info"
     # ``json``: one JSON object per line (for a log collector); ``text`` for a terminal.
@@ -439,6 +442,11 @@ def load_settings(
         raise SettingsError(
             "PAUSEMESH_SECRET_KEY (or PAUSEMESH_SECRET_KEY_FILE) is required with"
             " PAUSEMESH_DATABASE_URL: every replica must share one server key"
+        )
+    if settings.token_ttl_seconds > settings.max_pause_ttl_seconds:
+        raise SettingsError(
+            "PAUSEMESH_TOKEN_TTL_SECONDS must not exceed PAUSEMESH_MAX_PAUSE_TTL_SECONDS"
+            " (the default deadline is a deadline too)"
         )
     _check_auth(settings)
     return settings

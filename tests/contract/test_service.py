@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.model import CreatedContinuation
+from pausemesh.core.ports import EventStore
 from pausemesh.core.tokens import KeyedTokenIssuer
 
 PAYLOAD = {"kind": "input", "message": "Which flight should I book?"}
@@ -88,6 +89,41 @@ class TestCreate:
         assert info.value.code == "INVALID_EXPIRY"
         with pytest.raises(InvalidInputError):
             await _create(service, expires_at=clock.now())
+
+    async def test_a_deadline_past_the_pause_ttl_cap_is_refused_and_nothing_is_stored(
+        self, event_store: EventStore, clock: ManualClock
+    ) -> None:
+        service = ContinuationService(store=event_store, clock=clock, max_pause_ttl_seconds=3600)
+        at_cap = await _create(service, expires_at=clock.now() + timedelta(hours=1))
+        assert at_cap.continuation.expires_at == clock.now() + timedelta(hours=1)
+        for far in (
+            clock.now() + timedelta(hours=1, microseconds=1),
+            datetime.max.replace(tzinfo=UTC),
+        ):
+            with pytest.raises(InvalidInputError) as info:
+                await _create(service, continuation_id="too-far", expires_at=far)
+            assert info.value.code == "INVALID_EXPIRY"
+            assert "PAUSEMESH_MAX_PAUSE_TTL_SECONDS" in info.value.message
+        with pytest.raises(ContinuationNotFoundError):
+            await service.get("too-far")
+
+    async def test_an_agents_ttl_past_the_cap_is_refused_even_when_it_would_overflow(
+        self, event_store: EventStore, clock: ManualClock
+    ) -> None:
+        service = ContinuationService(store=event_store, clock=clock, max_pause_ttl_seconds=3600)
+        assert service.deadline_in(timedelta(hours=1)) == clock.now() + timedelta(hours=1)
+        for ttl in (timedelta(hours=1, seconds=1), timedelta.max, timedelta(seconds=-1)):
+            with pytest.raises(InvalidInputError) as info:
+                service.deadline_in(ttl)
+            assert info.value.code == "INVALID_EXPIRY"
+
+    def test_the_cap_and_the_default_ttl_are_checked_together(
+        self, event_store: EventStore
+    ) -> None:
+        with pytest.raises(ValueError, match="max_pause_ttl_seconds must be between"):
+            ContinuationService(store=event_store, max_pause_ttl_seconds=366 * 24 * 3600)
+        with pytest.raises(ValueError, match="token_ttl_seconds must be between 1 and 600"):
+            ContinuationService(store=event_store, max_pause_ttl_seconds=600)
 
 
 class TestResume:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -60,6 +61,37 @@ async def test_a_duplicate_id_is_a_version_conflict(client: httpx.AsyncClient) -
         "/v1/continuations", json={"payload": 1, "continuationId": "dup-1"}
     )
     assert_problem(response, 409, "VERSION_CONFLICT")
+
+
+@pytest.mark.parametrize(
+    "expires_at",
+    [
+        "9999-12-31T23:59:59Z",
+        "9999-12-31T23:59:59-12:00",
+        (datetime.now(UTC) + timedelta(days=91)).isoformat(),
+    ],
+    ids=["year-9999", "year-9999-west-of-utc", "past-the-90-day-cap"],
+)
+async def test_an_expiry_beyond_the_pause_ttl_cap_is_invalid_expiry_and_nothing_is_stored(
+    client: httpx.AsyncClient, expires_at: str
+) -> None:
+    continuation_id = f"forever-{uuid.uuid4()}"
+    body = {"payload": PAYLOAD, "continuationId": continuation_id, "expiresAt": expires_at}
+
+    refused = await client.post("/v1/continuations", json=body)
+
+    problem = assert_problem(refused, 400, "INVALID_EXPIRY")
+    assert "PAUSEMESH_MAX_PAUSE_TTL_SECONDS" in problem["detail"]
+    assert (await client.get(f"/v1/continuations/{continuation_id}")).status_code == 404
+
+
+async def test_an_expiry_just_within_the_pause_ttl_cap_is_accepted(
+    client: httpx.AsyncClient,
+) -> None:
+    deadline = datetime.now(UTC) + timedelta(days=89)
+    continuation_id, _ = await create(client, expiresAt=deadline.isoformat())
+    fetched = (await client.get(f"/v1/continuations/{continuation_id}")).json()
+    assert datetime.fromisoformat(fetched["continuation"]["expiresAt"]) == deadline
 
 
 async def test_events_never_carry_the_token_or_its_hash(client: httpx.AsyncClient) -> None:

@@ -184,3 +184,20 @@ def test_an_integer_setting_accepts_its_declared_bounds_and_nothing_past_them(na
 def test_the_schema_name_is_stored_lower_cased() -> None:
     loaded = load_settings(environ={"PAUSEMESH_DATABASE_SCHEMA": "PauseMesh_2"}, env_file=None)
     assert loaded.database_schema == "pausemesh_2"
+
+
+def test_the_pause_ttl_cap_accepts_its_bounds_and_stops_the_start_past_them() -> None:
+    name = "PAUSEMESH_MAX_PAUSE_TTL_SECONDS"
+    assert load_settings(environ={}, env_file=None).max_pause_ttl_seconds == 90 * 24 * 3600
+    for edge in (60, 31_536_000):
+        environ = {name: str(edge), "PAUSEMESH_TOKEN_TTL_SECONDS": "30"}
+        assert load_settings(environ=environ, env_file=None).max_pause_ttl_seconds == edge
+    for past in ("59", "31536001", "90d", "-1"):
+        with pytest.raises(SettingsError, match=f"{name} must be an integer between 60 and"):
+            load_settings(environ={name: past}, env_file=None)
+
+
+def test_a_default_deadline_past_the_pause_ttl_cap_stops_the_start() -> None:
+    environ = {"PAUSEMESH_MAX_PAUSE_TTL_SECONDS": "600", "PAUSEMESH_TOKEN_TTL_SECONDS": "900"}
+    with pytest.raises(SettingsError, match="PAUSEMESH_TOKEN_TTL_SECONDS must not exceed"):
+        load_settings(environ=environ, env_file=None)

@@ -27,6 +27,7 @@ from tests.support.server import ServerProcess
 pytestmark = pytest.mark.slow
 
 RELATED = "io.modelcontextprotocol/related-task"
+TTL_CAP = "params.task.ttl must be 0 to 7776000000 milliseconds (PAUSEMESH_MAX_PAUSE_TTL_SECONDS)"
 
 
 @pytest.fixture(name="data_dir", scope="module")
@@ -233,6 +234,10 @@ async def _rpc(server: ServerProcess, method: str, params: Any) -> httpx.Respons
         ("tools/call", {"name": TOOL, "arguments": {}, "task": "soon"}, "params.task"),
         ("tools/call", {"name": TOOL, "arguments": [], "task": {}}, "params.arguments"),
         ("tools/call", {"arguments": {}, "task": {"ttl": 1000}}, "params.name"),
+        # A ttl past PAUSEMESH_MAX_PAUSE_TTL_SECONDS (90 days: 7,776,000,000 ms), or negative.
+        ("tools/call", {"name": TOOL, "arguments": {}, "task": {"ttl": 7_776_000_001}}, TTL_CAP),
+        ("tools/call", {"name": TOOL, "arguments": {}, "task": {"ttl": 2**63}}, TTL_CAP),
+        ("tools/call", {"name": TOOL, "arguments": {}, "task": {"ttl": -1}}, TTL_CAP),
     ],
 )
 async def test_bad_task_requests_get_invalid_params(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,35 @@ async def test_agent_mistakes_end_the_run_with_a_run_error(
     assert record is not None
     assert record.open_receipt is None
     assert record.lease is None
+
+
+@pytest.mark.parametrize(
+    "deadline",
+    [
+        {"expires_in": 91 * 24 * 3600.0},
+        {"expires_in": 1e300},
+        {"expires_in": float("nan")},
+        {"expires_at": datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)},
+    ],
+    ids=["91-days", "overflowing", "nan", "year-9999"],
+)
+async def test_a_pause_deadline_past_the_ttl_cap_is_refused_and_no_pause_of_the_run_exists(
+    deadline: dict[str, Any],
+) -> None:
+    async def agent(_: RunContext) -> AsyncIterator[AgentOutput]:
+        yield PauseRequest(message="Within the cap?", expires_in=60.0)
+        yield PauseRequest(message="For ever?", **deadline)
+
+    host = _host(agent)
+    result = await _run(host, _body(messages=USER))
+
+    assert result.error_code == "AGENT_PROTOCOL_ERROR", result.events
+    assert "PAUSEMESH_MAX_PAUSE_TTL_SECONDS" in result.last["message"]
+    record = await host.threads.get("t1")
+    assert record is not None
+    assert record.open_receipt is None
+    # Refused before any of the cohort existed: not even the first, valid pause was stored.
+    assert host.service.store._streams == {}  # type: ignore[attr-defined]
 
 
 async def test_an_agent_that_raises_is_a_run_error_after_what_it_sent() -> None:

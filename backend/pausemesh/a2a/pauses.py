@@ -169,7 +169,7 @@ class A2aPauses:
     ) -> Continuation:
         service = self._service()
         task_id, context_id = str(context.task_id), str(context.context_id)
-        expires_at = service.clock.now() + expires_in if expires_in is not None else None
+        expires_at = service.deadline_in(expires_in) if expires_in is not None else None
         created = await service.create(
             payload=payload,
             continuation_id=continuation_id,

@@ -57,7 +57,8 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = "input_required"
     response_schema: dict[str, Any] | None = None
     tool_call_id: str | None = None
-    # Seconds from now, or an absolute deadline; neither means the server's default TTL.
+    # Seconds from now, or an absolute deadline; neither means the server's default TTL. One
+    # past PAUSEMESH_MAX_PAUSE_TTL_SECONDS is refused (the run ends with AGENT_PROTOCOL_ERROR).
     expires_in: float | None = None
     expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None

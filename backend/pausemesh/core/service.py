@@ -70,12 +70,16 @@ from pausemesh.core.validation import (
     check_routable_id,
 )
 
-__all__ = ("ContinuationService",)
+__all__ = ("DEFAULT_MAX_PAUSE_TTL_SECONDS", "MAX_PAUSE_TTL_SECONDS", "ContinuationService")
 
 # A stream has at most two events, so a handful of CAS retries always settles.
 _MAX_ATTEMPTS = 5
 _MIN_TTL_SECONDS = 1
 _MAX_TTL_SECONDS = 60 * 60 * 24 * 365
+DEFAULT_MAX_PAUSE_TTL_SECONDS = 60 * 60 * 24 * 90
+"""How far ahead a pause's deadline may lie (``PAUSEMESH_MAX_PAUSE_TTL_SECONDS``)."""
+MAX_PAUSE_TTL_SECONDS = _MAX_TTL_SECONDS
+"""The highest that cap may be set: a keyed MCP ``requestState`` outlives it (366 days)."""
 
 
 class ContinuationService:
@@ -88,10 +92,21 @@ class ContinuationService:
         keyed_issuer: KeyedTokenIssuer | None = None,
         observer: Observer | None = None,
         token_ttl_seconds: int = 900,
+        max_pause_ttl_seconds: int = DEFAULT_MAX_PAUSE_TTL_SECONDS,
         id_factory: Callable[[], str] | None = None,
     ) -> None:
-        if not _MIN_TTL_SECONDS <= token_ttl_seconds <= _MAX_TTL_SECONDS:
-            msg = f"token_ttl_seconds must be between {_MIN_TTL_SECONDS} and {_MAX_TTL_SECONDS}"
+        """``max_pause_ttl_seconds``: no deadline lies further ahead than this (the default
+        TTL included); a later ``expires_at`` is refused with ``INVALID_EXPIRY``."""
+        if not _MIN_TTL_SECONDS <= max_pause_ttl_seconds <= MAX_PAUSE_TTL_SECONDS:
+            msg = (
+                f"max_pause_ttl_seconds must be between {_MIN_TTL_SECONDS}"
+                f" and {MAX_PAUSE_TTL_SECONDS}"
+            )
+            raise ValueError(msg)
+        if not _MIN_TTL_SECONDS <= token_ttl_seconds <= max_pause_ttl_seconds:
+            msg = (
+                f"token_ttl_seconds must be between {_MIN_TTL_SECONDS} and {max_pause_ttl_seconds}"
+            )
             raise ValueError(msg)
         self.store = store
         self.clock = clock or SystemClock()
@@ -99,7 +114,36 @@ class ContinuationService:
         self.keyed_issuer = keyed_issuer
         self.observer = observer or NoopObserver()
         self.token_ttl = timedelta(seconds=token_ttl_seconds)
+        self.max_pause_ttl = timedelta(seconds=max_pause_ttl_seconds)
         self._new_id = id_factory or uuid7
+
+    def check_expiry(self, expires_at: object, now: datetime) -> datetime:
+        """``expires_at`` if it is a deadline a pause may have at ``now``: timezone-aware,
+        in the future and at most ``max_pause_ttl`` ahead; ``INVALID_EXPIRY`` otherwise.
+
+        Every pause's deadline passes here (REST ``expiresAt``, AG-UI, MCP and A2A pauses), so a
+        practically permanent pause (``9999-12-31``) cannot be made by any door.
+        """
+        deadline = check_aware(expires_at, "expiresAt")
+        if deadline <= now:
+            msg = "expiresAt must be in the future"
+            raise InvalidInputError(msg, code="INVALID_EXPIRY", field="expiresAt")
+        if deadline - now > self.max_pause_ttl:
+            raise self._beyond_cap()
+        return deadline
+
+    def deadline_in(self, expires_in: timedelta) -> datetime:
+        """Now plus ``expires_in`` (an agent's or a tool's TTL), refused with
+        ``INVALID_EXPIRY`` past ``max_pause_ttl`` as ``check_expiry`` refuses a deadline."""
+        if expires_in > self.max_pause_ttl:  # before the sum, which a huge one would overflow
+            raise self._beyond_cap()
+        now = self.clock.now()
+        return self.check_expiry(now + expires_in, now)
+
+    def _beyond_cap(self) -> InvalidInputError:
+        seconds = int(self.max_pause_ttl.total_seconds())
+        msg = f"expiresAt must be at most {seconds} seconds from now (PAUSEMESH_MAX_PAUSE_TTL_SECONDS)"
+        return InvalidInputError(msg, code="INVALID_EXPIRY", field="expiresAt")
 
     # -- create -----------------------------------------------------------------------
 
@@ -135,9 +179,8 @@ class ContinuationService:
         now = self.clock.now()
         if expires_at is None:
             expires_at = now + self.token_ttl
-        elif check_aware(expires_at, "expiresAt") <= now:
-            msg = "expiresAt must be in the future"
-            raise InvalidInputError(msg, code="INVALID_EXPIRY", field="expiresAt")
+        else:
+            expires_at = self.check_expiry(expires_at, now)
         if keyed and self.keyed_issuer is None:
             msg = "keyed tokens need a server key (PAUSEMESH_SECRET_KEY)"
             raise RuntimeError(msg)

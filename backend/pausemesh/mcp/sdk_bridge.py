@@ -193,7 +193,7 @@ class PauseBridge:
     async def create(self, question: Question, principal: str | None) -> Continuation:
         service = self._service()
         expires_in = question.expires_in
-        expires_at = service.clock.now() + expires_in if expires_in is not None else None
+        expires_at = service.deadline_in(expires_in) if expires_in is not None else None
         created = await service.create(
             payload=self.payload_of(question),
             correlation_id=f"{MCP_CORRELATION_PREFIX}{uuid7()}",

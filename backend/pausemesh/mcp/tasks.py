@@ -188,6 +188,12 @@ class McpTasks:
         """Tasks need a thread store (SQLite and PostgreSQL always have one)."""
         return self._threads() is not None
 
+    @property
+    def max_ttl_ms(self) -> int:
+        """The longest ``params.task.ttl`` a client may ask for: the pause TTL cap
+        (``PAUSEMESH_MAX_PAUSE_TTL_SECONDS``), in milliseconds as the spec counts it."""
+        return int(self._service().max_pause_ttl.total_seconds()) * 1000
+
     def _store(self) -> ThreadStore:
         threads = self._threads()
         if threads is None:

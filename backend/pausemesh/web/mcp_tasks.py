@@ -253,6 +253,13 @@ class McpTaskEndpoint:
         ttl = task.get("ttl") if isinstance(task, dict) else None
         if not isinstance(task, dict) or not (ttl is None or type(ttl) is int):
             raise MCPError(code=INVALID_PARAMS, message="params.task must be {ttl?: integer}")
+        if ttl is not None and not 0 <= ttl <= self._tasks.max_ttl_ms:
+            # A deadline the client sets, capped like REST expiresAt (INVALID_EXPIRY there).
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"params.task.ttl must be 0 to {self._tasks.max_ttl_ms} milliseconds"
+                " (PAUSEMESH_MAX_PAUSE_TTL_SECONDS)",
+            )
         if self._support(name) is None:
             raise MCPError(  # execution.taskSupport absent, i.e. forbidden (spec: -32601)
                 code=METHOD_NOT_FOUND,

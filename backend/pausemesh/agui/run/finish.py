@@ -88,9 +88,28 @@ async def _save_end(
         raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run") from None
 
 
+def _deadline(run: LeasedRun, pause: PauseRequest, now: datetime) -> datetime | None:
+    """The pause's deadline (None: the default TTL), within ``PAUSEMESH_MAX_PAUSE_TTL_SECONDS``.
+
+    One past the cap is refused, not shortened: the agent told its person a deadline the
+    server would not keep (``INVALID_EXPIRY``, the run ends with ``AGENT_PROTOCOL_ERROR``).
+    """
+    expires_at = pause.expires_at
+    if expires_at is None and pause.expires_in is not None:
+        try:
+            expires_at = now + timedelta(seconds=pause.expires_in)
+        except (OverflowError, ValueError):  # e.g. 1e300 or NaN seconds
+            msg = "expires_in must be a number of seconds within PAUSEMESH_MAX_PAUSE_TTL_SECONDS"
+            raise ValueError(msg) from None
+    if expires_at is None:
+        return None
+    return run.host.service.check_expiry(expires_at, now)
+
+
 async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> list[Continuation]:
     # Every pause is checked before any continuation exists: all of the cohort or none.
     payloads: list[dict[str, Any]] = []
+    deadlines: list[datetime | None] = []
     for pause in pauses:
         payload = pause_payload(
             pause.message,
@@ -99,6 +118,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
             reason=pause.reason,
         )
         try:
+            deadlines.append(_deadline(run, pause, now))
             parse_pause_payload(payload)
             check_approvers(pause.approvers)
             if pause.response_schema is not None:
@@ -108,10 +128,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
             raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None
         payloads.append(payload)
     created: list[Continuation] = []
-    for pause, payload in zip(pauses, payloads, strict=True):
-        expires_at = pause.expires_at
-        if expires_at is None and pause.expires_in is not None:
-            expires_at = now + timedelta(seconds=pause.expires_in)
+    for pause, payload, expires_at in zip(pauses, payloads, deadlines, strict=True):
         try:
             result = await run.host.service.create(
                 payload=payload,
