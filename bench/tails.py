@@ -323,9 +323,14 @@ def main() -> None:
     parser.add_argument("--skip-fan-out", action="store_true")
     args = parser.parse_args()
     limit = raise_fd_limit()
-    # Every tail here is the same (anonymous) principal; the per-principal stream cap (32 by
-    # default) stands for "one person's tabs", so the bench lifts it to its maximum.
-    env = {"PAUSEMESH_LOG_LEVEL": "warning", "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "100000"}
+    # Every tail here is the same (anonymous) principal; the per-principal tail and run caps
+    # (32 each by default) stand for "one person's tabs", so the bench lifts them to their
+    # maximum.
+    env = {
+        "PAUSEMESH_LOG_LEVEL": "warning",
+        "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "100000",
+        "PAUSEMESH_MAX_TAILS_PER_PRINCIPAL": "100000",
+    }
     if args.keepalive_seconds is not None:
         env["PAUSEMESH_KEEPALIVE_SECONDS"] = str(args.keepalive_seconds)
     keepalive = env.get("PAUSEMESH_KEEPALIVE_SECONDS", "15 (default)")

@@ -260,8 +260,10 @@ class Runtime:
     # PAUSEMESH_RATE_LIMIT's counters (None: no rate limit): the store's when it has shared
     # ones (PostgreSQL), else this process's.
     rate_limiter: RateLimiter | None = None
-    # Open SSE streams per principal, in this process.
+    # Open SSE streams per principal, in this process: runs (and other streams that end by
+    # themselves) and idle tails, counted apart so tails never block a run.
     streams: StreamSlots = field(default_factory=lambda: StreamSlots(32))
+    tails: StreamSlots = field(default_factory=lambda: StreamSlots(32, what="tails"))
     # Set on SIGTERM: runs and tails wind down (pausemesh.core.drain).
     drain: Drain = field(default_factory=Drain)
 
@@ -305,6 +307,7 @@ async def open_runtime(
             leases=leases,
             rate_limiter=rate_limiter,
             streams=StreamSlots(settings.max_streams_per_principal),
+            tails=StreamSlots(settings.max_tails_per_principal, what="tails"),
         )
         await free_predecessor_leases(storage, instance)
         if sweeper:

@@ -160,8 +160,12 @@ class Settings:
         ]
         | None
     ) = None
-    # Open SSE streams (AG-UI runs, connects and tails) one principal may hold in this process.
+    # Open SSE streams that end by themselves (AG-UI runs and connects, A2A streamed
+    # messages) one principal may hold in this process.
     max_streams_per_principal: Annotated[int, Meta(ge=1, le=100_000)] = 32
+    # Idle tails (AG-UI thread tails, MCP GET streams and tasks/result, A2A subscriptions) one
+    # principal may hold in this process: a count apart, so tails never block a run.
+    max_tails_per_principal: Annotated[int, Meta(ge=1, le=100_000)] = 32
     # A stream whose reader takes longer than this to accept one write is dropped (its run ends).
     send_timeout_seconds: Annotated[float, Meta(ge=0.1, le=3600.0)] = 30.0
     # Seconds between keep-alive comments on an idle stream (runs and live tails), so proxies

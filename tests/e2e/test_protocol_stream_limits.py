@@ -1,9 +1,10 @@
-"""The stream cap counts MCP and A2A streams too, against a real ``pausemesh demo`` process.
+"""The tail cap counts MCP and A2A tails too, against a real ``pausemesh demo`` process.
 
-``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL=1``: while one AG-UI tail is open, the MCP standalone
-stream, an A2A JSON-RPC ``SubscribeToTask`` and an A2A REST ``:subscribe`` are each refused
-with 429 ``TOO_MANY_STREAMS`` before anything reaches the SDK; requests that open no stream
-still pass; and once the tail closes, a stream is admitted again.
+``PAUSEMESH_MAX_TAILS_PER_PRINCIPAL=1`` (and one run slot): while one AG-UI tail is open, the
+MCP standalone stream, an A2A JSON-RPC ``SubscribeToTask`` and an A2A REST ``:subscribe`` are
+each refused with 429 ``TOO_MANY_STREAMS`` before anything reaches the SDK; requests that open
+no stream still pass, and so does a run (runs are counted apart); once the tail closes, a tail
+is admitted again.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
     data: Path = tmp_path_factory.mktemp("protocol-stream-limits")
     env = {
         "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "1",
+        "PAUSEMESH_MAX_TAILS_PER_PRINCIPAL": "1",
         "PAUSEMESH_METRICS": "1",
         "PAUSEMESH_DATA_DIR": str(data),
     }
@@ -50,7 +52,9 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
         yield server
 
 
-def test_mcp_and_a2a_streams_share_the_principals_stream_cap(server: ServerProcess) -> None:
+def test_mcp_and_a2a_tails_share_the_principals_tail_cap_and_leave_runs_alone(
+    server: ServerProcess,
+) -> None:
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         user = [{"id": "u-1", "role": "user", "content": "Book me a flight to Lisbon"}]
         asked = http.post("/agui", json=run_body("t-streams", "r-1", messages=user))
@@ -65,6 +69,10 @@ def test_mcp_and_a2a_streams_share_the_principals_stream_cap(server: ServerProce
             # A request that opens no stream is not counted.
             card = http.get("/a2a/.well-known/agent-card.json")
             assert card.status_code == 200
+            # Nor is a run held back by the tail: it takes the run slot.
+            again = [{"id": "u-2", "role": "user", "content": "Hello"}]
+            run = http.post("/agui", json=run_body("t-streams-2", "r-1", messages=again))
+            assert run.status_code == 200, run.text
         refusals = _refusals(http.get("/metrics").text)
         assert refusals == {"TOO_MANY_STREAMS": 3.0, "RATE_LIMITED": 0.0}
         # The tail closed: its slot is free again (the server notices the disconnect).

@@ -2,8 +2,9 @@
 
 * a reader that stops reading is dropped after ``PAUSEMESH_SEND_TIMEOUT_SECONDS``: its run ends,
   the thread's lease and its stream slot are free again (a raw socket that never reads);
-* ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL`` trips with 429 ``TOO_MANY_STREAMS`` before a stream
-  starts, and a stream that closes frees its slot;
+* ``PAUSEMESH_MAX_TAILS_PER_PRINCIPAL`` trips with 429 ``TOO_MANY_STREAMS`` before a tail
+  starts, a run still starts beside the held tail (runs have their own
+  ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``), and a tail that closes frees its slot;
 * idle tails carry keep-alive comments.
 """
 
@@ -35,6 +36,7 @@ def server_fixture(
     data: Path = tmp_path_factory.mktemp("stream-limits")
     env = {
         "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "1",
+        "PAUSEMESH_MAX_TAILS_PER_PRINCIPAL": "1",
         "PAUSEMESH_SEND_TIMEOUT_SECONDS": "1",
         "PAUSEMESH_KEEPALIVE_SECONDS": "0.2",
         "PAUSEMESH_DATA_DIR": str(data),
@@ -100,7 +102,7 @@ def test_a_reader_that_stops_reading_is_dropped_and_frees_its_run_and_slot(
     assert_dropped_reader_closed_quietly(server)
 
 
-def test_the_stream_cap_trips_before_a_stream_starts_and_recovers_when_one_closes(
+def test_the_tail_cap_trips_before_a_tail_starts_a_run_still_starts_and_a_closed_tail_frees_it(
     server: ServerProcess,
 ) -> None:
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
@@ -109,19 +111,22 @@ def test_the_stream_cap_trips_before_a_stream_starts_and_recovers_when_one_close
         with http.stream("GET", "/agui/threads/t-cap/events") as tail:
             assert tail.status_code == 200
             refused = http.get("/agui/threads/t-cap/events")
-            assert_problem(refused, 429, "TOO_MANY_STREAMS")
+            problem = assert_problem(refused, 429, "TOO_MANY_STREAMS")
+            assert problem["detail"] == "Too many open tails (at most 1); close one and retry"
             assert refused.headers["retry-after"] == "1"
+            # Tails count apart from runs: the held tail leaves the one run slot free.
             run = http.post("/agui", json=run_body("t-cap", "r-2", messages=_user("hello")))
-            assert_problem(run, 429, "TOO_MANY_STREAMS")
+            assert run.status_code == 200, run.text
+            assert _events(run.text)[-1]["type"] == "RUN_FINISHED"
         # The tail closed: its slot is free again (the server notices the disconnect).
         deadline = time.monotonic() + 30
         while True:
-            again = http.post("/agui", json=run_body("t-cap", "r-3", messages=_user("hello")))
-            if again.status_code != 429 or time.monotonic() > deadline:
+            with http.stream("GET", "/agui/threads/t-cap/events") as again:
+                status = again.status_code
+            if status != 429 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        assert again.status_code == 200, again.text
-        assert _events(again.text)[-1]["type"] == "RUN_FINISHED"
+        assert status == 200
 
 
 def test_an_idle_tail_carries_keep_alive_comments(server: ServerProcess) -> None:

@@ -169,7 +169,14 @@ def test_previous_keys_are_validated_and_redacted() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["port", "token_ttl_seconds", "max_payload_bytes", "idle_connection_seconds"]
+    "name",
+    [
+        "port",
+        "token_ttl_seconds",
+        "max_payload_bytes",
+        "idle_connection_seconds",
+        "max_tails_per_principal",
+    ],
 )
 def test_an_integer_setting_accepts_its_declared_bounds_and_nothing_past_them(name: str) -> None:
     _, meta = get_args(get_type_hints(Settings, include_extras=True)[name])  # Annotated[int, Meta]

@@ -29,6 +29,14 @@ def test_stream_slots_trip_at_the_limit_and_a_release_frees_one() -> None:
     assert slots.held("alice") == 2
 
 
+def test_a_refusal_names_what_is_full() -> None:
+    tails = StreamSlots(1, what="tails")
+    tails.acquire("alice")
+    with pytest.raises(TooManyStreamsError) as refused:
+        tails.acquire("alice")
+    assert refused.value.message == "Too many open tails (at most 1); close one and retry"
+
+
 def test_without_a_resolver_the_client_address_is_the_key() -> None:
     assert limit_key("alice", {"client": ("10.0.0.1", 5)}) == "principal:alice"
     assert limit_key(None, {"client": ("10.0.0.1", 5)}) == "client:10.0.0.1"
@@ -64,6 +72,7 @@ def test_the_limit_settings_are_read_from_the_environment() -> None:
         environ={
             "PAUSEMESH_RATE_LIMIT": "120/minute",
             "PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL": "4",
+            "PAUSEMESH_MAX_TAILS_PER_PRINCIPAL": "7",
             "PAUSEMESH_SEND_TIMEOUT_SECONDS": "2.5",
             "PAUSEMESH_SHUTDOWN_GRACE_SECONDS": "0",
         },
@@ -71,6 +80,7 @@ def test_the_limit_settings_are_read_from_the_environment() -> None:
     )
     assert settings.rate_limit_rule == RateLimit(120, 60)
     assert settings.max_streams_per_principal == 4
+    assert settings.max_tails_per_principal == 7
     assert settings.send_timeout_seconds == 2.5
     assert settings.shutdown_grace_seconds == 0.0
     assert load_settings(environ={}, env_file=os.devnull).rate_limit_rule is None

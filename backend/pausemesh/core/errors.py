@@ -323,13 +323,14 @@ class RateLimitedError(PauseMeshError):
 
 
 class TooManyStreamsError(PauseMeshError):
-    """A principal already holds ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL`` open streams here."""
+    """A principal already holds ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL`` open streams (or
+    ``PAUSEMESH_MAX_TAILS_PER_PRINCIPAL`` idle tails: ``what``) here."""
 
     default_code = "TOO_MANY_STREAMS"
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, what: str = "streams") -> None:
         super().__init__(
-            f"Too many open streams (at most {limit}); close one and retry",
+            f"Too many open {what} (at most {limit}); close one and retry",
             limit=limit,
             retry_after=1,
         )

@@ -5,7 +5,8 @@
   past the limit is refused with the seconds left in the window. ``LocalRateLimiter`` counts in
   this process (SQLite and memory: one process is the deployment); the PostgreSQL store counts
   in a table, so replicas share one budget.
-* ``StreamSlots``: how many SSE streams a principal holds open in this process.
+* ``StreamSlots``: how many SSE streams a principal holds open in this process (one count for
+  runs, one for idle tails).
 """
 
 from __future__ import annotations
@@ -99,19 +100,21 @@ class StreamSlot:
 
 
 class StreamSlots:
-    """At most ``limit`` open streams per key in this process."""
+    """At most ``limit`` open streams per key in this process (``what`` names them in the
+    refusal: ``streams``, ``tails``)."""
 
-    __slots__ = ("_open", "limit")
+    __slots__ = ("_open", "limit", "what")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, what: str = "streams") -> None:
         self.limit = limit
+        self.what = what
         self._open: dict[str, int] = {}
 
     def acquire(self, key: str) -> StreamSlot:
         """A slot for one more stream of ``key``; ``TooManyStreamsError`` when it has none left."""
         held = self._open.get(key, 0)
         if held >= self.limit:
-            raise TooManyStreamsError(self.limit)
+            raise TooManyStreamsError(self.limit, self.what)
         self._open[key] = held + 1
         return StreamSlot(self, key)
 

@@ -116,6 +116,9 @@ _STREAM_METHODS = frozenset(
     {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 )
 _STREAM_PATHS = ("/message:stream", ":subscribe")
+# Of those, the ones that only wait on a task (idle tails, counted apart from runs).
+_TAIL_METHODS = frozenset({"SubscribeToTask", "tasks/resubscribe"})
+_TAIL_PATHS = (":subscribe",)
 
 
 class _ClientMistakesAreWarnings(logging.Filter):
@@ -439,6 +442,11 @@ class A2APlugin(ProtocolMount):
         if _is_jsonrpc(scope):
             return rpc_method in _STREAM_METHODS
         return scope["path"].rstrip("/").endswith(_STREAM_PATHS)
+
+    def is_tail(self, scope: Scope, rpc_method: str | None) -> bool:
+        if _is_jsonrpc(scope):
+            return rpc_method in _TAIL_METHODS
+        return scope["path"].rstrip("/").endswith(_TAIL_PATHS)
 
     def starts_work(self, scope: Scope, message: Any) -> bool:
         if _is_jsonrpc(scope):

@@ -183,7 +183,7 @@ class AguiController(Controller):
         cursor = replay_cursor(last_event_id, after)
         await agui.host.load(thread_id, agui.principal)
         frames = counted_stream(agui.host.tail(thread_id, after_sequence=cursor), "tail")
-        return _sse(agui.limits.stream(agui.principal, request.scope, frames))
+        return _sse(agui.limits.tail(agui.principal, request.scope, frames))
 
 
 def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHost]:

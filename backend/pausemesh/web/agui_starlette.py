@@ -274,7 +274,7 @@ class StarletteAgui:
         principal = await self._principal(request)
         await host.load(thread_id, principal)
         frames = counted_stream(host.tail(thread_id, after_sequence=cursor), "tail")
-        return self._stream(self.limits.stream(principal, request.scope, frames))
+        return self._stream(self.limits.tail(principal, request.scope, frames))
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -5,8 +5,12 @@
   ``tools/call``, A2A ``SendMessage``/``SendStreamingMessage``. 429 ``RATE_LIMITED`` with
   ``Retry-After``. The counters are the store's when it shares them (PostgreSQL), else this
   process's.
-* ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open SSE streams per principal in this process
-  (AG-UI here; MCP and A2A in ``ProtocolMount.stream_slot``, on the same slots); 429 ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
+* ``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``: open SSE streams that end by themselves (runs,
+  connects, A2A streamed messages) per principal in this process, and apart from them
+  ``PAUSEMESH_MAX_TAILS_PER_PRINCIPAL``: idle tails (thread tails, MCP GET streams and
+  ``tasks/result``, A2A subscriptions), so a principal holding its tails can still run. AG-UI
+  here; MCP and A2A in ``ProtocolMount.stream_slot``, on the same slots. 429
+  ``TOO_MANY_STREAMS`` before a stream starts; a stream that ends frees its slot.
 * ``PAUSEMESH_SEND_TIMEOUT_SECONDS``: ``SendTimeoutGuard`` drops an SSE reader that accepts no
   write for that long, so a stalled client holds neither memory nor a run (the AG-UI routes and
   the ``/mcp``, ``/a2a`` and gateway mounts, through ``send_timeout_middleware``).
@@ -35,7 +39,7 @@ from pausemesh.core import keepalive
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
 from pausemesh.core.keepalive import send_at_once
-from pausemesh.core.limits import StreamSlot
+from pausemesh.core.limits import StreamSlot, StreamSlots
 from pausemesh.core.telemetry import RATE_LIMITED, count
 from pausemesh.settings import Settings
 
@@ -126,13 +130,32 @@ class Limits:
         Raises ``TooManyStreamsError`` (before anything is sent) when none is left, and
         ``ShuttingDownError`` while the process drains.
         """
+        return self._held(self._runtime.streams, principal, scope, frames)
+
+    def tail(
+        self,
+        principal: str | None,
+        scope: Mapping[str, object],
+        frames: AsyncGenerator[bytes, None],
+    ) -> AsyncGenerator[bytes, None]:
+        """``stream`` for an idle tail: one of the principal's tail slots, counted apart from
+        its runs (``PAUSEMESH_MAX_TAILS_PER_PRINCIPAL``)."""
+        return self._held(self._runtime.tails, principal, scope, frames)
+
+    def _held(
+        self,
+        slots: StreamSlots,
+        principal: str | None,
+        scope: Mapping[str, object],
+        frames: AsyncGenerator[bytes, None],
+    ) -> AsyncGenerator[bytes, None]:
         self.refuse_if_draining()
         key = limit_key(principal, scope)
         try:
-            slot = self._runtime.streams.acquire(key)
+            slot = slots.acquire(key)
         except TooManyStreamsError:
             count(RATE_LIMITED, "TOO_MANY_STREAMS")
-            _log.info("stream cap reached for %s", key)
+            _log.info("%s cap reached for %s", slots.what, key)
             raise
         return _held(slot, frames)
 

@@ -342,14 +342,20 @@ class ProtocolMount(InitPlugin):
         """Whether this request holds an SSE stream open (it then takes a stream slot)."""
         return False
 
+    def is_tail(self, scope: Scope, rpc_method: str | None) -> bool:  # noqa: ARG002 - for subclasses
+        """Whether the stream it opens is an idle tail (a tail slot, counted apart from runs)."""
+        return False
+
     @asynccontextmanager
     async def stream_slot(self, scope: Scope, send: Send) -> AsyncIterator[bool]:
         """Hold one of the caller's stream slots while a request that opens an SSE stream is
-        served (``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``, the same count as the AG-UI streams);
-        yields False once it answered 429 ``TOO_MANY_STREAMS``, or 503 ``SERVER_SHUTTING_DOWN``
-        while the process drains (nothing handed over)."""
+        served (``PAUSEMESH_MAX_STREAMS_PER_PRINCIPAL``, or ``PAUSEMESH_MAX_TAILS_PER_PRINCIPAL``
+        for an idle tail: the same counts as the AG-UI streams); yields False once it answered
+        429 ``TOO_MANY_STREAMS``, or 503 ``SERVER_SHUTTING_DOWN`` while the process drains
+        (nothing handed over)."""
         method: Any = scope.get(_RPC_METHOD_KEY)
-        if not self.opens_stream(scope, method if isinstance(method, str) else None):
+        rpc_method = method if isinstance(method, str) else None
+        if not self.opens_stream(scope, rpc_method):
             yield True
             return
         runtime = self.pausemesh.runtime
@@ -359,10 +365,11 @@ class ProtocolMount(InitPlugin):
             yield False
             return
         key = limit_key(principal_in_scope(scope), scope)
+        slots = runtime.tails if self.is_tail(scope, rpc_method) else runtime.streams
         try:
-            slot = runtime.streams.acquire(key)
+            slot = slots.acquire(key)
         except TooManyStreamsError as error:
-            _log.info("stream cap reached for %s", key)
+            _log.info("%s cap reached for %s", slots.what, key)
             count(RATE_LIMITED, "TOO_MANY_STREAMS")
             await send_encoded(send, problem_for(error))
             yield False
