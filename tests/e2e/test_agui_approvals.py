@@ -1,9 +1,9 @@
 """Four-eyes approvals against a real ``pausemesh demo`` process (SQLite).
 
 The demo offers a flight above its approval threshold (PM404); choosing it makes the agent ask
-a manager (``approvers=["role:manager"]``). Without an identity provider on loopback the demo
-knows two people by the cookie ``pausemesh_demo_user``: the traveller (the default) and the
-manager (role ``manager``).
+a manager (``approvers=[Approver.role("manager")]``). Without an identity provider on loopback
+the demo knows two people by the cookie ``pausemesh_demo_user``: the traveller (the default)
+and the manager (role ``manager``).
 """
 
 from __future__ import annotations
@@ -84,10 +84,11 @@ def test_a_dear_flight_waits_for_a_manager_and_shows_the_exact_terms(
 
 def test_the_traveller_cannot_approve_their_own_request(traveller: httpx.Client) -> None:
     thread_id, approval, _ = _ask_for_approval(traveller)
-    # Not in the traveller's inbox, and deciding it there is a 404 (not a 403).
+    # Not in the traveller's inbox, and deciding it there is refused: they asked (they know
+    # the pause exists, so the refusal says why instead of 404).
     assert traveller.get("/v1/approvals").json()["approvals"] == []
     response = _decide(traveller, approval["id"], "approve", "self-approve")
-    assert_problem(response, 404, "CONTINUATION_NOT_FOUND")
+    assert_problem(response, 403, "NOT_AN_APPROVER")
     # The AG-UI resume of it by its owner is refused, and nothing changes.
     entry = {
         "interruptId": approval["id"],

@@ -16,6 +16,7 @@ EXPORTED = (
     "ActivitySnapshotEvent",
     "Agent",
     "AgentOutput",
+    "Approver",
     "AssistantMessage",
     "AudioPart",
     "ContentPart",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
+from pausemesh.agui.agent import AgentOutput, Approver, PauseRequest, RunContext
 from pausemesh.agui.events import StateSnapshotEvent
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
@@ -39,7 +39,7 @@ class Recorder:
                 }
             )
             return
-        yield PauseRequest(message="Refund 900 EUR?", approvers=("role:manager",))
+        yield PauseRequest(message="Refund 900 EUR?", approvers=(Approver.role("manager"),))
 
 
 def _host(agent: Recorder) -> RunHost:

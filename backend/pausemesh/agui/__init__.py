@@ -12,6 +12,7 @@ from __future__ import annotations
 from pausemesh.agui.agent import (
     Agent,
     AgentOutput,
+    Approver,
     Decision,
     Operations,
     PauseRequest,
@@ -85,6 +86,7 @@ __all__ = (
     "ActivitySnapshotEvent",
     "Agent",
     "AgentOutput",
+    "Approver",
     "AssistantMessage",
     "AudioPart",
     "ContentPart",

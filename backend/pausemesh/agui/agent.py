@@ -25,6 +25,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from pausemesh.agui.events import Event, Message
+from pausemesh.core.approvers import Approver
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.operations import (
     OperationLedger,
@@ -38,6 +39,7 @@ from pausemesh.core.ports import Clock
 __all__ = (
     "Agent",
     "AgentOutput",
+    "Approver",
     "Decision",
     "Operations",
     "PauseRequest",
@@ -62,10 +64,13 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     expires_in: float | None = None
     expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None
-    # Who may decide it: principal ids and ``role:NAME`` (roles from the principal resolver).
-    # Empty: the thread's owner. Otherwise only they (the owner too only if listed), from the
-    # approvals inbox (``/v1/approvals``); their decision continues the owner's thread.
-    approvers: tuple[str, ...] = ()
+    # Who may decide it: ``Approver.principal(id)``, ``Approver.role(name)`` (roles from the
+    # principal resolver) or ``Approver.operation(id)``; never strings. Empty: the thread's
+    # owner. Otherwise only they, from the approvals inbox (``/v1/approvals``), and never the
+    # owner (four eyes are two people) unless ``allow_requester`` and the owner is one of them.
+    # Their decision continues the owner's thread.
+    approvers: tuple[Approver, ...] = ()
+    allow_requester: bool = False
 
 
 class ThreadTitle(msgspec.Struct, frozen=True):

@@ -12,6 +12,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from pausemesh.core.approvers import Approver, decode_approver, encode_approver
+
 __all__ = (
     "CONTINUATION_SCHEMA_VERSION",
     "Continuation",
@@ -51,8 +53,11 @@ class ContinuationCreated(_Event, frozen=True, tag="continuation.created"):
     # Keyed tokens (DESIGN §3.3): the server re-derives the token from these and its key.
     token_key_id: str | None = None
     token_nonce: str | None = None
-    # Who may decide it (principals and ``role:NAME``); empty: the owner, as always.
-    approvers: tuple[str, ...] = ()
+    # Who may decide it (typed: stored as {"kind", "name"}; a row written before holds the
+    # text form, read by ``decode_approver``); empty: the owner, as always.
+    approvers: tuple[Approver, ...] = ()
+    # The owner may decide it too when it is one of the approvers (four eyes waived).
+    allow_requester: bool = False
     # The owner's roles when it asked (kept for in-process hosts: a run the server makes for
     # the owner later, when the pause is decided elsewhere, runs with them). Never shown.
     owner_roles: tuple[str, ...] = ()
@@ -93,7 +98,9 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", om
     payload: Any
     metadata: dict[str, Any]
     owner: str | UnsetType = UNSET
+    # The approvers' text form (``Approver.text``: role:NAME, operation:ID or a principal id).
     approvers: tuple[str, ...] = ()
+    allow_requester: bool = False
     resumed_at: datetime | UnsetType = UNSET
     idempotency_key: str | UnsetType = UNSET
     resume_payload: Any | UnsetType = UNSET
@@ -140,6 +147,7 @@ class PublicEvent(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omi
     metadata: dict[str, Any] | UnsetType = UNSET
     owner: str | UnsetType = UNSET
     approvers: tuple[str, ...] = ()
+    allow_requester: bool = False
     idempotency_key: str | UnsetType = UNSET
     resume_payload: Any | UnsetType = UNSET
     resolved_by: str | UnsetType = UNSET
@@ -162,7 +170,8 @@ def public_event(event: ContinuationEvent) -> PublicEvent:
                 payload=event.payload,
                 metadata=event.metadata,
                 owner=UNSET if event.owner is None else event.owner,
-                approvers=event.approvers,
+                approvers=tuple(approver.text for approver in event.approvers),
+                allow_requester=event.allow_requester,
                 **common,
             )
         case ContinuationResumed():
@@ -183,8 +192,24 @@ def public_event(event: ContinuationEvent) -> PublicEvent:
             return PublicEvent(type="continuation.expired", **common)
 
 
-_event_encoder = msgspec.json.Encoder()
-_event_decoder: msgspec.json.Decoder[ContinuationEvent] = msgspec.json.Decoder(ContinuationEvent)
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, Approver):
+        return encode_approver(value)
+    msg = f"cannot encode {type(value).__name__}"
+    raise NotImplementedError(msg)
+
+
+def _dec_hook(kind: type, value: Any) -> Any:
+    if kind is Approver:
+        return decode_approver(value)
+    msg = f"cannot decode {kind.__name__}"
+    raise NotImplementedError(msg)
+
+
+_event_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
+_event_decoder: msgspec.json.Decoder[ContinuationEvent] = msgspec.json.Decoder(
+    ContinuationEvent, dec_hook=_dec_hook
+)
 
 
 def encode_event(event: ContinuationEvent) -> bytes:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from pausemesh.core.approvers import Approver
 from pausemesh.core.model import ContinuationEvent
 from pausemesh.core.observations import Observation
 from pausemesh.core.tokens import IssuedTokenValue
@@ -34,12 +35,14 @@ class EventStore(Protocol):
         ...
 
     async def pending_for_approvers(
-        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
     ) -> Sequence[str]:
         """Ids of pending continuations (deadline after ``now``) whose ``created`` event names
         any of ``approvers``, newest id first, strictly before ``before`` if given, at most
         ``limit``. Indexed: a store keeps the approvers of a stream in the write that
-        creates it."""
+        creates it, keyed by their text form (``stores/batch.py`` ``approver_index_keys``:
+        kind and name in one string, as rows written before typed approvers were). A
+        candidate list: the service checks each against the typed entries of its event."""
         ...
 
     async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:

@@ -55,7 +55,8 @@ def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continu
             expires_at=event.expires_at,
             payload=event.payload,
             metadata=event.metadata,
-            approvers=event.approvers,
+            approvers=tuple(approver.text for approver in event.approvers),
+            allow_requester=event.allow_requester,
         )
         return created if event.owner is None else replace(created, owner=event.owner)
     if state.status != "pending" or isinstance(event, ContinuationCreated):

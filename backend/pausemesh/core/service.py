@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pausemesh.core.approvers import approver_keys, check_approvers, may_decide
+from pausemesh.core.approvers import (
+    Approver,
+    caller_entries,
+    check_approvers,
+    is_requester,
+    may_decide,
+    names_any,
+)
 from pausemesh.core.canonical import canonical_json
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import (
@@ -157,13 +164,14 @@ class ContinuationService:
         metadata: dict[str, Any] | None = None,
         owner: str | None = None,
         keyed: bool = False,
-        approvers: Sequence[str] | None = None,
+        approvers: Sequence[Approver] | None = None,
         owner_roles: frozenset[str] = frozenset(),
+        allow_requester: bool = False,
     ) -> CreatedContinuation:
         """Persist a new pending continuation; the raw token is returned only here.
 
-        ``approvers`` (principal ids and ``role:NAME``): only they may decide it
-        (``core/approvers.py``); none means its owner, as always.
+        ``approvers`` (``Approver`` entries): only they may decide it, never its owner unless
+        ``allow_requester`` (``core/approvers.py``); none means its owner, as always.
         """
         continuation_id = check_routable_id(
             self._new_id() if continuation_id is None else continuation_id, "continuationId"
@@ -204,6 +212,8 @@ class ContinuationService:
                 owner,
                 approvers=checked_approvers,
                 owner_roles=tuple(sorted(owner_roles)) if owner is not None else (),
+                # Nothing to waive without approvers: the owner decides such a pause anyway.
+                allow_requester=allow_requester is True and bool(checked_approvers),
             )
 
     async def _create(  # noqa: PLR0917 - the checked fields of create, in order
@@ -217,8 +227,9 @@ class ContinuationService:
         metadata: dict[str, Any],
         owner: str | None,
         *,
-        approvers: tuple[str, ...] = (),
+        approvers: tuple[Approver, ...] = (),
         owner_roles: tuple[str, ...] = (),
+        allow_requester: bool = False,
     ) -> CreatedContinuation:
         issued = issuer.issue(continuation_id)
         event = ContinuationCreated(
@@ -235,6 +246,7 @@ class ContinuationService:
             token_key_id=issued.key_id,
             token_nonce=issued.nonce,
             approvers=approvers,
+            allow_requester=allow_requester,
             owner_roles=owner_roles,
         )
         await self.store.append(continuation_id, 0, [event])
@@ -258,21 +270,28 @@ class ContinuationService:
         continuation_id: str,
         principal: str | None,
         *,
-        approver_roles: frozenset[str] | None = None,
+        approving: tuple[Approver, ...] | None = None,
     ) -> tuple[Sequence[ContinuationEvent], Continuation]:
-        """``approver_roles`` set: load as an approver (seen only by those who may decide it,
-        the owner too only if listed); otherwise as the owner."""
+        """``approving`` set (the approver entries naming the caller): load as an approver,
+        seen only by those who may decide it; otherwise as the owner.
+
+        As an approver, its owner (who knows the pause exists) is told ``NotAnApproverError``
+        unless the pause allows the requester and names them; anyone else who may not decide
+        it is told it does not exist."""
         events = await self.store.load(continuation_id)
         state = replay(events)
-        if state is None or not isinstance(events[0], ContinuationCreated):
+        created = events[0] if events else None
+        if state is None or not isinstance(created, ContinuationCreated):
             raise ContinuationNotFoundError(continuation_id)
-        if approver_roles is not None:
-            if not state.approvers or not may_decide(
-                state.approvers,
-                owner=state.owner or None,
-                principal=principal,
-                roles=approver_roles,
-            ):
+        if approving is not None:
+            if not created.approvers:
+                raise ContinuationNotFoundError(continuation_id)
+            requester = is_requester(created.owner, principal)
+            if requester and not created.allow_requester:
+                raise NotAnApproverError(continuation_id)
+            if not names_any(created.approvers, approving):
+                if requester:
+                    raise NotAnApproverError(continuation_id)
                 raise ContinuationNotFoundError(continuation_id)
             return events, state
         # Another principal's continuation does not exist, as far as the caller can tell.
@@ -415,7 +434,8 @@ class ContinuationService:
         """An approver's decision (the approvals inbox): resume a continuation that names
         ``principal`` (or one of its ``roles``) among its approvers, exactly once.
 
-        Anyone else, the owner included unless listed, gets ``ContinuationNotFoundError``.
+        Its owner gets ``NotAnApproverError`` (four eyes are two people) unless the pause
+        allows the requester and names them; anyone else ``ContinuationNotFoundError``.
         The token is re-derived server-side (keyed continuations only), and the decision
         records the thread it continues, which is then owed a run (``decide_outcome`` says
         which).
@@ -448,21 +468,48 @@ class ContinuationService:
             resolved_by=principal,
             roles=roles,
             out_of_band=True,
-            as_approver=True,
+            approving=caller_entries(principal, roles),
+        )
+
+    async def decide_operation(
+        self, *, continuation_id: str, operation_id: str, idempotency_key: str, payload: Any
+    ) -> ResumeOutcome:
+        """Decide a pause that names ``Approver.operation(operation_id)``, for whoever learned
+        that operation's outcome (a trusted in-process watcher, not a person): exactly once,
+        recorded as resolved by ``operation:<id>``, continuing the owner's thread like
+        ``decide_outcome``. A pause that does not name the operation does not exist for it."""
+        approver = Approver.operation(operation_id)
+        return await self._resume(
+            continuation_id=continuation_id,
+            resume_token=None,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            principal=None,
+            resolved_by=approver.text,
+            out_of_band=True,
+            approving=(approver,),
         )
 
     async def get_for_approver(
         self, continuation_id: str, *, principal: str, roles: frozenset[str] = frozenset()
     ) -> Continuation:
-        """The continuation as one of its approvers sees it (404 for anyone else)."""
+        """The continuation as one of its approvers sees it (404 for anyone else; its owner
+        gets ``NotAnApproverError`` unless allowed and named)."""
+        return await self._approver_view(
+            continuation_id, principal, caller_entries(principal, roles)
+        )
+
+    async def _approver_view(
+        self, continuation_id: str, principal: str | None, approving: tuple[Approver, ...]
+    ) -> Continuation:
         check_id(continuation_id)
         for _ in range(_MAX_ATTEMPTS):
-            _, state = await self._load(continuation_id, principal, approver_roles=roles)
+            _, state = await self._load(continuation_id, principal, approving=approving)
             try:
                 return await self._expire_if_due(state)
             except VersionConflictError:
                 continue
-        return (await self._load(continuation_id, principal, approver_roles=roles))[1]
+        return (await self._load(continuation_id, principal, approving=approving))[1]
 
     async def pending_approvals(
         self,
@@ -473,19 +520,37 @@ class ContinuationService:
         limit: int = 50,
     ) -> list[Continuation]:
         """Pending continuations ``principal`` may decide, newest first, after ``before`` (a
-        continuation id: the previous page's last), at most ``limit``."""
-        keys = approver_keys(principal, roles)
+        continuation id: the previous page's last), at most ``limit``. Its own requests are
+        not among them (unless a pause allows the requester)."""
+        return await self._pending(
+            principal, caller_entries(principal, roles), before=before, limit=limit
+        )
+
+    async def pending_operation_waits(
+        self, operation_id: str, *, before: str | None = None, limit: int = 50
+    ) -> list[Continuation]:
+        """Pending continuations that name ``Approver.operation(operation_id)``, newest first:
+        what ``decide_operation`` may decide once the operation's outcome is known."""
+        approving = (Approver.operation(operation_id),)
+        return await self._pending(None, approving, before=before, limit=limit)
+
+    async def _pending(
+        self,
+        principal: str | None,
+        approving: tuple[Approver, ...],
+        *,
+        before: str | None,
+        limit: int,
+    ) -> list[Continuation]:
         ids = await self.store.pending_for_approvers(
-            keys, now=self.clock.now(), before=before, limit=limit
+            approving, now=self.clock.now(), before=before, limit=limit
         )
         out: list[Continuation] = []
         for continuation_id in ids:
             try:
-                state = await self.get_for_approver(
-                    continuation_id, principal=principal, roles=roles
-                )
-            except ContinuationNotFoundError:
-                continue
+                state = await self._approver_view(continuation_id, principal, approving)
+            except (ContinuationNotFoundError, NotAnApproverError):
+                continue  # the index's candidates are checked against the typed entries
             if state.is_pending:
                 out.append(state)
         return out
@@ -501,7 +566,7 @@ class ContinuationService:
         resolved_by: str | None,
         roles: frozenset[str] = frozenset(),
         out_of_band: bool = False,
-        as_approver: bool = False,
+        approving: tuple[Approver, ...] | None = None,
     ) -> ResumeOutcome:
         """``resume_token=None``: re-derive the keyed token from the ``created`` event loaded
         here (one load, not one to find the token and one to resume)."""
@@ -518,7 +583,7 @@ class ContinuationService:
                     resolved_by=resolved_by,
                     roles=roles,
                     out_of_band=out_of_band,
-                    as_approver=as_approver,
+                    approving=approving,
                 )
             except PauseMeshError as error:
                 count(RESUMES, error.code)
@@ -538,15 +603,13 @@ class ContinuationService:
         resolved_by: str | None,
         roles: frozenset[str],
         out_of_band: bool,
-        as_approver: bool,
+        approving: tuple[Approver, ...] | None,
     ) -> ResumeOutcome:
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
         check_payload(payload)
         for _ in range(_MAX_ATTEMPTS):
-            events, state = await self._load(
-                continuation_id, principal, approver_roles=roles if as_approver else None
-            )
+            events, state = await self._load(continuation_id, principal, approving=approving)
             created = events[0]
             assert isinstance(created, ContinuationCreated)  # noqa: S101 - _load guarantees it
             token = self._derived_token(created) if resume_token is None else resume_token
@@ -561,8 +624,18 @@ class ContinuationService:
                     ),
                 )
                 raise TokenMismatchError(continuation_id)
-            if state.approvers and not may_decide(
-                state.approvers, owner=state.owner or None, principal=principal, roles=roles
+            # As an approver, ``_load`` decided it; otherwise the owner (or whoever holds the
+            # token) meets the approvers here, after the token and before anything is said.
+            if (
+                approving is None
+                and created.approvers
+                and not may_decide(
+                    created.approvers,
+                    owner=created.owner,
+                    principal=principal,
+                    roles=roles,
+                    allow_requester=created.allow_requester,
+                )
             ):
                 raise NotAnApproverError(continuation_id)
             if state.status == "pending":

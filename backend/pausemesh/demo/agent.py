@@ -12,9 +12,10 @@
 - When the answer is ``cancelled`` it says it will not book.
 - A flight priced above the approval threshold (``PAUSEMESH_DEMO_APPROVAL_THRESHOLD``,
   ``configure_approvals``) is not booked on the traveller's word: the agent pauses again with
-  ``approvers=["role:manager"]``, showing the exact terms; a manager decides it from the
-  approvals inbox (``/v1/approvals``), and that decision continues the traveller's thread
-  (the server runs the agent with it): approved → booked, rejected → not booked.
+  ``approvers=[Approver.role("manager")]``, showing the exact terms; another person, a manager,
+  decides it from the approvals inbox (``/v1/approvals``), and that decision continues the
+  traveller's thread (the server runs the agent with it): approved → booked, rejected → not
+  booked. A manager's own request waits for another manager (four eyes are two people).
 
 The AG-UI state holds ``bookings``: one entry per real booking, ``[]`` from the first run on
 (its first event is that ``STATE_SNAPSHOT``), so a client never finds the key missing.
@@ -33,6 +34,7 @@ import msgspec
 
 from pausemesh.agui import (
     AgentOutput,
+    Approver,
     CustomEvent,
     Decision,
     PauseRequest,
@@ -43,7 +45,6 @@ from pausemesh.agui import (
     TextMessageStartEvent,
     UserMessage,
 )
-from pausemesh.core.approvers import operation_approver
 from pausemesh.core.errors import OutcomeUnknownError, PauseMeshError
 from pausemesh.core.operations import operation_id
 from pausemesh.demo.flights import (
@@ -191,7 +192,7 @@ def _approval_request(ctx: RunContext, offer: Flight) -> PauseRequest:
         message=_terms(offer, ctx.principal),
         reason="approval_required",
         response_schema=approval_schema(),
-        approvers=(f"role:{APPROVER_ROLE}",),
+        approvers=(Approver.role(APPROVER_ROLE),),
         metadata={"kind": _APPROVAL, "flight": offer.code},
         expires_in=_question_ttl(ctx),
     )
@@ -214,12 +215,12 @@ def _after_checking(decision: Decision) -> str | Decision:
 def _checking_request(flight_code: str, operation: str, question: str) -> PauseRequest:
     """Wait for the airline's answer about an unknown booking outcome. Nobody in the chat
     answers it: ``demo/operation_watch.py`` decides it once the airline (or an operator)
-    knows, as ``operation_approver(operation)``; the thread then continues by itself."""
+    knows, as ``Approver.operation(operation)``; the thread then continues by itself."""
     return PauseRequest(
         message=f"Checking with the airline about flight {flight_code} (operation {operation}).",
         reason="operation_unknown",
         response_schema={"type": "object"},
-        approvers=(operation_approver(operation),),
+        approvers=(Approver.operation(operation),),
         metadata={
             "kind": _OPERATION,
             "flight": flight_code,

@@ -4,8 +4,8 @@ When a booking's outcome is unknown (its run died between "attempt recorded" and
 recorded", and the airline did not answer the ledger's lookup either), the demo agent says it
 is checking with the airline, records CUSTOM ``pausemesh.operation_unknown`` on the thread, and
 pauses with a question nobody in the chat answers: its approver is
-``operation_approver(operation id)``. This watcher decides that pause as soon as the outcome can
-be known:
+``Approver.operation(operation id)``, no person. This watcher decides that pause
+(``ContinuationService.decide_operation``) as soon as the outcome can be known:
 
 - the airline answers its status lookup: it found the booking, or it never saw the key and
   the ledger permits a resend now (``next_resend``: none yet, or the last one died before it
@@ -35,7 +35,6 @@ from litestar import Litestar
 from litestar.config.app import AppConfig
 from litestar.plugins import InitPlugin
 
-from pausemesh.core.approvers import operation_approver
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.core.operations import OperationLedger, OperationRecord, ask_target
 from pausemesh.core.ports import Clock
@@ -69,17 +68,16 @@ async def decide_known_outcomes(
     desk = desk or airline()
     decided = 0
     for record in await ledger.list(BOOKING_DOMAIN, limit=_RECENT):
-        waiter = operation_approver(record.operation_id)
-        waits = await service.pending_approvals(principal=waiter)
+        waits = await service.pending_operation_waits(record.operation_id)
         if not waits or not await _knowable(record, ledger, desk, service.clock):
             continue
         for wait in waits:
             try:
-                await service.decide(
+                await service.decide_operation(
                     continuation_id=wait.continuation_id,
-                    idempotency_key=waiter,
+                    operation_id=record.operation_id,
+                    idempotency_key=f"operation:{record.operation_id}",
                     payload={"operation": record.operation_id},
-                    principal=waiter,
                 )
             except PauseMeshError as error:
                 _log.info("wait %s not decided: %s", wait.continuation_id, error.code)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import (
     ContinuationIdMismatchError,
     InvalidInputError,
@@ -22,6 +23,7 @@ from pausemesh.core.model import (
 
 __all__ = (
     "MAX_EVENTS_PER_STREAM",
+    "approver_index_keys",
     "batch_approvers",
     "batch_owed_thread",
     "check_batch",
@@ -76,10 +78,18 @@ def decode_stream(continuation_id: str, rows: Sequence[bytes | str]) -> list[Con
     return events
 
 
-def batch_approvers(events: Sequence[ContinuationEvent]) -> tuple[str, ...]:
-    """The approvers a batch creates its stream with (indexed for the approvals inbox)."""
+def approver_index_keys(approvers: Iterable[Approver]) -> list[str]:
+    """The approvals index's keys of ``approvers``: their text form (``role:NAME``,
+    ``operation:ID``, a principal id), one reading each since no principal id starts with a
+    kind's prefix, and the form rows written before typed approvers hold, so those still
+    match without a migration."""
+    return [approver.text for approver in approvers]
+
+
+def batch_approvers(events: Sequence[ContinuationEvent]) -> list[str]:
+    """The index keys of the approvers a batch creates its stream with (the inbox's index)."""
     first = events[0] if events else None
-    return first.approvers if isinstance(first, ContinuationCreated) else ()
+    return approver_index_keys(first.approvers) if isinstance(first, ContinuationCreated) else []
 
 
 def batch_owed_thread(events: Sequence[ContinuationEvent]) -> str | None:

@@ -1,12 +1,15 @@
 """The approvals inbox (four-eyes approvals): pauses the caller may decide, and deciding one.
 
-A pause that names ``approvers`` (``PauseRequest(approvers=[...])``: principal ids and
-``role:NAME``) is decided here by one of them, not by the thread's owner (unless listed).
+A pause that names ``approvers`` (``PauseRequest(approvers=[Approver.role("manager"), ...])``)
+is decided here by one of them, never by the thread's owner, who asked (four eyes are two
+people), unless the pause sets ``allow_requester`` and the owner is one of them.
 ``GET /v1/approvals`` lists the pending ones the caller may decide, newest first;
 ``POST /v1/approvals/{continuationId}`` with ``{"payload"}`` and an ``Idempotency-Key``
-decides one exactly once, validated against its ``responseSchema``. Anyone who may not decide
-a pause is told it does not exist (404), its owner included. The decision records the
-approver (``resolvedBy``) and continues the owner's thread (``agui/run/owed.py``).
+decides one exactly once, validated against its ``responseSchema``. Its owner is refused with
+403 ``NOT_AN_APPROVER`` (it knows the pause exists); anyone else who may not decide it is told
+it does not exist (404). The decision records the approver (``resolvedBy``) and continues the
+owner's thread (``agui/run/owed.py``). ``approvers`` is shown in its text form
+(``core/approvers.py``): ``role:NAME``, ``operation:ID`` or a principal id.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class ApprovalController(Controller):
             'Body `{"payload"}` validated against the pause\'s `responseSchema`, and an'
             " `idempotency-key` header: an exact retry returns the stored outcome."
         ),
-        responses=problem_responses(400, 401, 404, 409, 410, 413, 503),
+        responses=problem_responses(400, 401, 403, 404, 409, 410, 413, 503),
     )
     async def decide(
         self,

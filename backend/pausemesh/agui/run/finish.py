@@ -139,6 +139,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
                 keyed=True,
                 approvers=pause.approvers,
                 owner_roles=run.roles,
+                allow_requester=pause.allow_requester,
             )
         except PauseMeshError as error:
             raise AguiRunError("AGENT_PROTOCOL_ERROR", error.message) from None

@@ -16,7 +16,7 @@ from pausemesh.agui.events import ToolMessage
 from pausemesh.agui.resume import CancelCommand, ResumePlan, validate_resume
 from pausemesh.agui.run.snapshots import cohort_interrupts
 from pausemesh.agui.run_error import REPLAY_CONFLICT, RESUME_EXPIRED, AguiRunError
-from pausemesh.core.approvers import may_decide
+from pausemesh.core.approvers import may_decide, parse_approver
 from pausemesh.core.errors import (
     ContinuationCancelledError,
     ContinuationExpiredError,
@@ -147,17 +147,19 @@ async def _validated(
 
 def _check_approvers(run: LeasedRun, plan: ResumePlan, continuations: list[Continuation]) -> None:
     """A pause that names approvers is decided by them (the approvals inbox), not by this run's
-    caller unless listed; withdrawing it (a cancel) stays the owner's right."""
+    caller, its owner, unless it allows the requester and names them; withdrawing it (a
+    cancel) stays the owner's right."""
     by_id = {c.continuation_id: c for c in continuations}
     for command in plan.commands:
         if isinstance(command, CancelCommand) or command.settled:
             continue
         continuation = by_id[command.continuation_id]
         if continuation.approvers and not may_decide(
-            continuation.approvers,
+            [parse_approver(text) for text in continuation.approvers],
             owner=continuation.owner if isinstance(continuation.owner, str) else None,
             principal=run.principal,
             roles=run.roles,
+            allow_requester=continuation.allow_requester,
         ):
             raise AguiRunError(NOT_AN_APPROVER, "Only the pause's approvers may decide it")
 

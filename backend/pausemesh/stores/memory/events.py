@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
+from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import (
     ContinuationCreated,
@@ -13,7 +14,13 @@ from pausemesh.core.model import (
     ContinuationResumed,
     encode_event,
 )
-from pausemesh.stores.batch import check_batch, decode_stream, redacted
+from pausemesh.stores.batch import (
+    approver_index_keys,
+    batch_approvers,
+    check_batch,
+    decode_stream,
+    redacted,
+)
 
 __all__ = ("InMemoryEventStore",)
 
@@ -23,7 +30,8 @@ class InMemoryEventStore:
         # Snapshots, not objects, so a caller can never mutate what was stored.
         self._streams: dict[str, list[bytes]] = {}
         self._pending: dict[str, datetime] = {}
-        self._approvers: dict[str, tuple[str, ...]] = {}
+        # continuation id -> its approvers' index keys, as the SQL stores' index table holds
+        self._approvers: dict[str, frozenset[str]] = {}
         # continuation id -> thread id, in insertion order (oldest first)
         self._owed: dict[str, str] = {}
         self._erased: dict[str, datetime] = {}
@@ -55,7 +63,7 @@ class InMemoryEventStore:
             if isinstance(first, ContinuationCreated):
                 self._pending[continuation_id] = first.expires_at
                 if first.approvers:
-                    self._approvers[continuation_id] = first.approvers
+                    self._approvers[continuation_id] = frozenset(batch_approvers(events))
             else:
                 self._pending.pop(continuation_id, None)
             for event in events:
@@ -68,10 +76,10 @@ class InMemoryEventStore:
         return [cid for _, cid in due[:limit]]
 
     async def pending_for_approvers(
-        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
     ) -> Sequence[str]:
         self._check_open()
-        wanted = set(approvers)
+        wanted = set(approver_index_keys(approvers))
         ids = sorted(
             (
                 cid

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
 from pausemesh.stores.batch import (
     MAX_EVENTS_PER_STREAM,
+    approver_index_keys,
     batch_approvers,
     batch_owed_thread,
     check_batch,
@@ -147,7 +149,7 @@ class PostgresEventStore:
         texts = [snapshot.decode() for snapshot in encoded]
         if expected_version == 0:
             sql = self._sql_create
-            approvers = list(batch_approvers(events))
+            approvers = batch_approvers(events)
             args: tuple[Any, ...] = (
                 continuation_id,
                 new_version,
@@ -181,13 +183,14 @@ class PostgresEventStore:
         return await self.database.run(op, read=True)
 
     async def pending_for_approvers(
-        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
     ) -> Sequence[str]:
         if not approvers:
             return []
+        keys = approver_index_keys(approvers)
 
         async def op(conn: Conn) -> list[str]:
-            rows = await conn.fetch(self._sql_approvals, list(approvers), now, before, limit)
+            rows = await conn.fetch(self._sql_approvals, keys, now, before, limit)
             return [row[0] for row in rows]
 
         return await self.database.run(op, read=True)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import msgspec
 
+from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
 from pausemesh.stores.batch import (
+    approver_index_keys,
     batch_approvers,
     batch_owed_thread,
     check_batch,
@@ -130,17 +132,18 @@ class SqliteEventStore:
         return [row[0] for row in rows]
 
     async def pending_for_approvers(
-        self, approvers: Sequence[str], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
     ) -> Sequence[str]:
         if not approvers:
             return []
+        keys = approver_index_keys(approvers)
         rows = await self.database.read(
             "SELECT DISTINCT a.continuation_id FROM continuation_approvers a"
             " JOIN continuation_streams s ON s.continuation_id = a.continuation_id"
             " WHERE a.approver IN (SELECT value FROM json_each(?))"
             " AND s.pending_expires_at_us > ? AND (? IS NULL OR a.continuation_id < ?)"
             " ORDER BY a.continuation_id DESC LIMIT ?",
-            (msgspec.json.encode(list(approvers)).decode(), epoch_us(now), before, before, limit),
+            (msgspec.json.encode(keys).decode(), epoch_us(now), before, before, limit),
         )
         return [row[0] for row in rows]
 
