@@ -2,7 +2,9 @@
 
 ``create`` prints the new key once, alone on stdout (``KEY=$(pausemesh keys create ...)``);
 the file keeps only its hash. ``revoke`` takes the key id, ``pmk_<id>`` or the key itself; a
-running server refuses the key from its next request on.
+running server refuses the key from its next request on. A key calls as ``key:<principal>``
+unless ``--exact-principal`` maps it to the principal itself; a reserved principal id
+(``role:``, ``operation:``, ``key:``) is refused with a one-line error.
 """
 
 from __future__ import annotations
@@ -26,7 +28,19 @@ __all__ = ("add_keys_arguments", "run_keys")
 def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a key for a principal (printed once)")
-    create.add_argument("--principal", required=True, help="who the key identifies")
+    create.add_argument(
+        "--principal",
+        required=True,
+        help="who the key identifies; its caller is key:PRINCIPAL (API keys' own namespace)",
+    )
+    create.add_argument(
+        "--exact-principal",
+        action="store_true",
+        help=(
+            "call as PRINCIPAL itself, the principal an identity provider token with that"
+            " subject names too (an explicit mapping; default: key:PRINCIPAL)"
+        ),
+    )
     create.add_argument(
         "--role",
         action="append",
@@ -48,7 +62,7 @@ def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
 def _describe(record: ApiKeyRecord) -> str:
     roles = ",".join(record.roles) or "-"
     state = "revoked " + record.revoked_at.isoformat() if record.revoked_at else "active"
-    return f"{KEY_PREFIX}{record.id}  principal={record.principal}  roles={roles}  {state}"
+    return f"{KEY_PREFIX}{record.id}  principal={record.caller}  roles={roles}  {state}"
 
 
 def run_keys(args: argparse.Namespace) -> None:
@@ -59,7 +73,11 @@ def run_keys(args: argparse.Namespace) -> None:
         raise SettingsError("name the key file: --file PATH or PAUSEMESH_AUTH_API_KEYS_FILE")
     if args.keys_action == "create":
         key, record = create_api_key(
-            path, principal=args.principal, roles=args.role, label=args.label
+            path,
+            principal=args.principal,
+            roles=args.role,
+            label=args.label,
+            exact_principal=args.exact_principal,
         )
         print(key)  # noqa: T201 - the one time the key is shown
         print(f"created {_describe(record)}; the key is not stored, keep it now", file=sys.stderr)  # noqa: T201

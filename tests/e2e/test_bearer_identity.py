@@ -217,13 +217,14 @@ def test_an_api_key_made_by_the_cli_works_until_the_cli_revokes_it(
 
     headers = bearer(key)
     thread_id, _ = ask(server, headers)
+    # API keys have their own namespace: the key's caller is key:billing-bot.
     assert state_of(server, thread_id, headers) == {
-        "principal": "billing-bot",
+        "principal": "key:billing-bot",
         "roles": ["refunds"],
         "answered": 0,
     }
     listed = keys_cli(data, "list").stdout
-    assert "principal=billing-bot" in listed
+    assert "principal=key:billing-bot" in listed
     assert "active" in listed
 
     keys_cli(data, "revoke", key.split("_")[1])

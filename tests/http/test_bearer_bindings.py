@@ -52,7 +52,7 @@ async def test_the_starlette_binding_hands_the_keys_roles_to_the_agent(tmp_path:
             "/agui/threads/t-roles", headers={"authorization": f"Bearer {key}"}
         )
     assert snapshot.json()["state"]["roles"] == ["oncall"]
-    assert snapshot.json()["state"]["principal"] == "ops-bot"
+    assert snapshot.json()["state"]["principal"] == "key:ops-bot"
 
 
 @pytest.mark.parametrize("binding", ["litestar", "starlette"])
@@ -100,4 +100,4 @@ async def test_with_api_keys_only_mcp_challenges_bearer_without_publishing_metad
             headers={"authorization": f"Bearer {key}"},
         )
         assert created.status_code == 201
-        assert created.json()["continuation"]["owner"] == "ops-bot"
+        assert created.json()["continuation"]["owner"] == "key:ops-bot"

@@ -1,7 +1,10 @@
-"""One principal rule for every binding: no principal, an empty one or a failing resolver is 401.
+"""One principal rule for every binding: no principal, an empty one, a reserved one or a
+failing resolver is 401.
 
 The Litestar plugin and the native Starlette routes both go through ``web.auth``; a resolver
-that answers ``""`` must not make an anonymous caller look like a principal.
+that answers ``""`` must not make an anonymous caller look like a principal, and one that
+answers ``role:manager`` (or another reserved prefix) must not make it look like a role, an
+operation or an API key.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 
 from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext
+from pausemesh.core.identity import Identity
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
 from pausemesh.web.agui_starlette import StarletteAgui
 
-Resolver = Callable[[Any], Awaitable[str | None]]
+Resolver = Callable[[Any], Awaitable[str | Identity | None]]
 
 
 async def ask(_: RunContext) -> AsyncIterator[AgentOutput]:
@@ -46,7 +50,26 @@ async def header_principal(request: StarletteRequest) -> str | None:
     return request.headers.get("x-user")
 
 
-REFUSING = [empty_principal, no_principal, failing_resolver]
+async def role_principal(_: object) -> str | None:
+    return "role:manager"
+
+
+async def operation_identity(_: object) -> Identity:
+    return Identity("operation:op-1", roles=frozenset({"manager"}))
+
+
+async def key_principal(_: object) -> str | None:
+    return "Key:billing-bot"  # any letter case: a person reads it as the key's principal
+
+
+REFUSING = [
+    empty_principal,
+    no_principal,
+    failing_resolver,
+    role_principal,
+    operation_identity,
+    key_principal,
+]
 
 
 def assert_unauthenticated(reply: httpx.Response) -> None:

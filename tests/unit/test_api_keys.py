@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pausemesh.core.errors import SettingsError, UnauthenticatedError
-from pausemesh.core.identity import Identity
+from pausemesh.core.identity import Identity, caller_identity
 from pausemesh.credentials.api_keys import ApiKeyFile, create_api_key, revoke_api_key
 from pausemesh.credentials.bearer import BearerAuth
 
@@ -19,9 +19,50 @@ def test_a_created_key_identifies_its_principal_and_roles(tmp_path: Path) -> Non
     path = tmp_path / "keys.json"
     key, record = create_api_key(path, principal="billing-bot", roles=["refunds", "agent"])
     assert key.startswith(f"pmk_{record.id}_")
-    assert ApiKeyFile(path).identify(key) == Identity(
-        principal="billing-bot", roles=frozenset({"refunds", "agent"})
+    # The key's own namespace: the server calls it key:billing-bot (``caller_identity``).
+    identity = Identity(
+        principal="billing-bot", roles=frozenset({"refunds", "agent"}), namespace="key"
     )
+    assert ApiKeyFile(path).identify(key) == identity
+    assert caller_identity(identity) == Identity(
+        principal="key:billing-bot", roles=frozenset({"refunds", "agent"})
+    )
+    assert record.caller == "key:billing-bot"
+
+
+def test_an_exact_principal_key_calls_as_the_principal_itself(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    key, record = create_api_key(path, principal="alice", exact_principal=True)
+    assert record.caller == "alice"
+    assert json.loads(path.read_text())["keys"][0]["exact_principal"] is True
+    assert ApiKeyFile(path).identify(key) == Identity(principal="alice")
+
+
+@pytest.mark.parametrize(
+    "principal", ["role:manager", "operation:op-1", "key:billing-bot", "ROLE:manager"]
+)
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_reserved_principal_is_refused_at_creation_and_nothing_is_written(
+    tmp_path: Path, principal: str, exact: bool
+) -> None:
+    path = tmp_path / "keys.json"
+    with pytest.raises(SettingsError, match="reserved") as info:
+        create_api_key(path, principal=principal, exact_principal=exact)
+    assert "\n" not in str(info.value)
+    assert not path.exists()
+
+
+def test_a_hand_written_reserved_principal_is_named_as_written_and_refused_where_identities_are(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.json"
+    key, _ = create_api_key(path, principal="placeholder")
+    document = json.loads(path.read_text())
+    document["keys"][0]["principal"] = "role:manager"
+    path.write_text(json.dumps(document))
+    identity = ApiKeyFile(path).identify(key)
+    assert identity == Identity(principal="role:manager", namespace="key")
+    assert caller_identity(identity) is None
 
 
 def test_the_file_holds_the_keys_hash_never_the_key(tmp_path: Path) -> None:
@@ -45,7 +86,7 @@ def test_a_revoked_key_is_refused_by_a_reader_that_loaded_the_file_before(tmp_pa
     revoked = revoke_api_key(path, f"pmk_{record.id}")
     assert revoked.revoked_at is not None
     assert reader.identify(key) is None
-    assert reader.identify(other) == Identity(principal="bob")
+    assert reader.identify(other) == Identity(principal="bob", namespace="key")
 
 
 @pytest.mark.parametrize("name", ["id", "prefix", "whole key"])
@@ -77,7 +118,8 @@ async def test_the_bearer_resolver_refuses_an_unknown_key_with_an_invalid_token_
     path = tmp_path / "keys.json"
     key, _ = create_api_key(path, principal="alice", roles=["ops"])
     auth = BearerAuth(api_keys=ApiKeyFile(path))
-    assert await auth.identify(f"Bearer {key}") == Identity("alice", frozenset({"ops"}))
+    expected = Identity("alice", frozenset({"ops"}), namespace="key")
+    assert await auth.identify(f"Bearer {key}") == expected
     for bad in ("pmk_nothing", "eyJhbGciOi.JIUzI1NiJ9.e30", "opaque-token"):
         with pytest.raises(UnauthenticatedError) as refused:
             await auth.identify(f"Bearer {bad}")

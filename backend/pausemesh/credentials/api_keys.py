@@ -11,6 +11,11 @@ The file is JSON written by ``pausemesh keys`` (atomically: a temp file renamed 
 under an advisory lock so two commands never lose each other's change). The server re-reads
 it when it changes on disk, so a revocation takes effect on the next request, without a
 restart, on every replica that shares the file.
+
+A key's caller is ``key:<principal>``: API keys have their own namespace, apart from the
+identity provider's subjects (``core/identity.py``), unless its record sets
+``exact_principal`` (``pausemesh keys create --exact-principal``), an explicit mapping to that
+principal itself. Records written before have no such field: their keys call as ``key:<name>``.
 """
 
 from __future__ import annotations
@@ -29,14 +34,21 @@ from pathlib import Path
 
 import msgspec
 
-from pausemesh.core.errors import SettingsError
-from pausemesh.core.identity import Identity
+from pausemesh.core.errors import InvalidInputError, SettingsError
+from pausemesh.core.identity import (
+    KEY_NAMESPACE,
+    RESERVED_PRINCIPAL_PREFIXES,
+    Identity,
+    reserved_prefix,
+)
+from pausemesh.core.validation import check_id
 
 __all__ = (
     "KEY_PREFIX",
     "ApiKeyFile",
     "ApiKeyRecord",
     "KeyFileDocument",
+    "check_key_principal",
     "create_api_key",
     "list_api_keys",
     "looks_like_api_key",
@@ -51,12 +63,20 @@ _ROLE_RE = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 
 class ApiKeyRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
+    # The key's name for its caller: the server calls it ``key:<principal>`` (API keys have
+    # their own namespace), or exactly ``principal`` when ``exact_principal`` maps it there.
     principal: str
     sha256: str
     created_at: datetime
     roles: list[str] = msgspec.field(default_factory=list)
     label: str | None = None
     revoked_at: datetime | None = None
+    exact_principal: bool = False
+
+    @property
+    def caller(self) -> str:
+        """The principal id the server names this key's caller by."""
+        return self.principal if self.exact_principal else KEY_NAMESPACE + self.principal
 
 
 class KeyFileDocument(msgspec.Struct, kw_only=True):
@@ -95,7 +115,13 @@ class ApiKeyFile:
             return None
         if not hmac.compare_digest(record.sha256, _digest(match.group(2))):
             return None
-        return Identity(principal=record.principal, roles=frozenset(record.roles))
+        # Checked and put in its namespace where every identity is (``caller_identity``): a
+        # hand-written record naming ``role:manager`` is refused there like any resolver's.
+        return Identity(
+            principal=record.principal,
+            roles=frozenset(record.roles),
+            namespace=None if record.exact_principal else "key",
+        )
 
     def _records(self) -> Mapping[str, ApiKeyRecord]:
         # One stat per request (microseconds, no I/O wait on a local file) buys revocation
@@ -153,12 +179,40 @@ def _locked(path: Path) -> Iterator[KeyFileDocument]:
         os.close(fd)
 
 
-def create_api_key(
-    path: str | Path, *, principal: str, roles: Sequence[str] = (), label: str | None = None
-) -> tuple[str, ApiKeyRecord]:
-    """A new key for ``principal``: returns the key (shown once, never stored) and its record."""
+def check_key_principal(principal: str, *, exact: bool = False) -> str:
+    """The principal id a key for ``principal`` calls as; ``SettingsError`` (one line, for the
+    CLI) when the server would refuse it at every request."""
     if not principal.strip():
         raise SettingsError("--principal must not be empty")
+    prefix = reserved_prefix(principal)
+    if prefix is not None:
+        msg = (
+            f"--principal {principal!r}: principal ids starting with {prefix!r} are reserved"
+            f" ({', '.join(RESERVED_PRINCIPAL_PREFIXES)}); the server would refuse the key"
+        )
+        raise SettingsError(msg)
+    caller = principal if exact else KEY_NAMESPACE + principal
+    try:
+        check_id(caller, "principal")
+    except InvalidInputError as error:
+        raise SettingsError(f"--principal {principal!r}: {error.message}") from None
+    return caller
+
+
+def create_api_key(
+    path: str | Path,
+    *,
+    principal: str,
+    roles: Sequence[str] = (),
+    label: str | None = None,
+    exact_principal: bool = False,
+) -> tuple[str, ApiKeyRecord]:
+    """A new key for ``principal``: returns the key (shown once, never stored) and its record.
+
+    The key calls as ``key:<principal>``; ``exact_principal`` maps it to ``principal`` itself,
+    the principal an identity provider's token with that subject names too.
+    """
+    check_key_principal(principal, exact=exact_principal)
     for role in roles:
         if not _ROLE_RE.match(role):
             raise SettingsError(f"role {role!r}: letters, digits and . _ : - (at most 100)")
@@ -175,6 +229,7 @@ def create_api_key(
             created_at=datetime.now(UTC).replace(microsecond=0),
             roles=sorted(set(roles)),
             label=label,
+            exact_principal=exact_principal,
         )
         document.keys.append(record)
     return f"{KEY_PREFIX}{key_id}_{secret}", record

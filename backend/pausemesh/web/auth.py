@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 from litestar import Request
 
 from pausemesh.core.errors import SettingsError, UnauthenticatedError
-from pausemesh.core.identity import Identity
+from pausemesh.core.identity import Identity, caller_identity
 from pausemesh.core.telemetry import current_request
-from pausemesh.credentials.bearer import bearer_auth
+from pausemesh.credentials.bearer import BearerAuth, bearer_auth, bearer_challenge
 from pausemesh.settings import Settings
 
 __all__ = (
@@ -46,6 +46,8 @@ async def resolve_identity(
 
     Raises ``UnauthenticatedError`` (401) when the resolver returns ``None``, an empty or
     non-string id, or raises: a failing resolver is an unauthenticated caller, never a 500.
+    Every resolver's answer passes ``caller_identity`` here, the one place that refuses a
+    reserved principal id and puts an API key's principal in its ``key:`` namespace.
     """
     if resolver is None:
         return None
@@ -56,15 +58,25 @@ async def resolve_identity(
     except Exception:  # noqa: BLE001 - any resolver failure is "not authenticated", never a 500
         _log.info("principal resolver rejected a request")
         raise UnauthenticatedError from None
-    if isinstance(resolved, Identity):
-        if not isinstance(resolved.principal, str) or not resolved.principal:
-            raise UnauthenticatedError
-        _note_principal(resolved.principal)
-        return resolved
-    if not isinstance(resolved, str) or not resolved:
+    if isinstance(resolved, str):
+        resolved = Identity(principal=resolved)
+    if (
+        not isinstance(resolved, Identity)
+        or not isinstance(resolved.principal, str)
+        or not resolved.principal
+    ):
         raise UnauthenticatedError
-    _note_principal(resolved)
-    return Identity(principal=resolved)
+    identity = caller_identity(resolved)
+    if identity is None:
+        # A principal id that reads as an approver entry or another namespace (role:manager,
+        # key:billing-bot) would be that entry or that key: whoever named it, nobody is.
+        _log.info("principal resolver named a reserved principal id; refused")
+        reason = "The principal id uses a reserved prefix (role:, operation:, key:)"
+        bearer = isinstance(resolver, BearerAuth)
+        challenge = bearer_challenge("invalid_token", reason) if bearer else None
+        raise UnauthenticatedError(reason, challenge=challenge)
+    _note_principal(identity.principal)
+    return identity
 
 
 def _note_principal(principal: str) -> None:
