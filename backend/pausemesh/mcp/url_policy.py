@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.hosts import is_loopback_host
+from pausemesh.core.urls import has_unsafe_characters
 
 __all__ = ("McpProjectionPolicy", "check_authorization_url")
 
@@ -41,7 +42,6 @@ _CREDENTIAL_FRAGMENTS = (
     "signature",
 )
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
-_UNSAFE_CHARS = re.compile(r"[\x00-\x20\x7f]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,8 +70,8 @@ def _is_credential_key(key: str) -> bool:
 
 def _check_static(url: str, policy: McpProjectionPolicy | None) -> None:
     # Browsers silently drop tabs and newlines and trim spaces; refuse them instead so the
-    # link the user sees is the link that was checked.
-    if _UNSAFE_CHARS.search(url):
+    # link the user sees is the link that was checked (the one rule of ``core.urls``).
+    if has_unsafe_characters(url):
         raise _fail("Authorization URL must not contain whitespace or control characters")
     try:
         parts = urlsplit(url)
