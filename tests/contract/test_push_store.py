@@ -21,9 +21,22 @@ from a2a.types import Task, TaskState, TaskStatus
 
 from pausemesh.a2a.store import PRINCIPAL_STATE_KEY, ThreadBackedTaskStore, task_thread_id
 from pausemesh.core.errors import VersionConflictError
-from pausemesh.core.push import PushConfigRecord, PushNotice, PushStore
+from pausemesh.core.push import (
+    NO_OUTCOME,
+    PushClaim,
+    PushConfigRecord,
+    PushDelivery,
+    PushDeliveryState,
+    PushNotice,
+    PushStore,
+)
 from pausemesh.core.threads import ThreadStore
-from tests.support.push_stores import PUSH_STORE_FACTORIES, open_push_store
+from tests.support.push_stores import (
+    PUSH_STORE_FACTORIES,
+    PUSH_STORE_REOPENERS,
+    open_push_store,
+    reopen_push_store,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -37,8 +50,53 @@ async def stores_fixture(
         yield stores
 
 
-def hook(config_id: str, *, task_id: str = "t1", owner: str | None = "alice") -> PushConfigRecord:
-    url = f"https://hooks.example/{config_id}"
+async def claim(
+    push: PushStore,
+    now: datetime,
+    *,
+    holder: str = "h",
+    lease_until: datetime | None = None,
+    limit: int = 10,
+    max_attempts: int = 12,
+    per_key: int = 10,
+) -> list[PushDelivery]:
+    """The deliveries one claim leased (``claim_all`` for what it gave up too)."""
+    taken = await claim_all(
+        push,
+        now,
+        holder=holder,
+        lease_until=lease_until,
+        limit=limit,
+        max_attempts=max_attempts,
+        per_key=per_key,
+    )
+    return taken.deliveries
+
+
+async def claim_all(
+    push: PushStore,
+    now: datetime,
+    *,
+    holder: str = "h",
+    lease_until: datetime | None = None,
+    limit: int = 10,
+    max_attempts: int = 12,
+    per_key: int = 10,
+) -> PushClaim:
+    return await push.claim(
+        now=now,
+        holder=holder,
+        lease_until=now + LEASE if lease_until is None else lease_until,
+        limit=limit,
+        max_attempts=max_attempts,
+        per_key=per_key,
+    )
+
+
+def hook(
+    config_id: str, *, task_id: str = "t1", owner: str | None = "alice", url: str | None = None
+) -> PushConfigRecord:
+    url = url or f"https://hooks.example/{config_id}"
     return PushConfigRecord(
         task_id=task_id, config_id=config_id, owner=owner, config={"id": config_id, "url": url}
     )
@@ -49,10 +107,15 @@ def notice(event_id: str = "e1", task_id: str = "t1") -> PushNotice:
 
 
 async def change(
-    threads: ThreadStore, push: PushStore, event: str = "e1", task_id: str = "t1"
+    threads: ThreadStore,
+    push: PushStore,
+    event: str = "e1",
+    task_id: str = "t1",
+    *,
+    at: datetime = T0,
 ) -> None:
-    record = await threads.create_or_load(task_thread_id(task_id), owner="alice", now=T0)
-    await push.save_task(record, now=T0, notice=notice(event, task_id))
+    record = await threads.create_or_load(task_thread_id(task_id), owner="alice", now=at)
+    await push.save_task(record, now=at, notice=notice(event, task_id))
 
 
 async def test_a_notice_queues_one_delivery_per_live_webhook_with_the_task_write(
@@ -66,7 +129,7 @@ async def test_a_notice_queues_one_delivery_per_live_webhook_with_the_task_write
     before = await threads.create_or_load(task_thread_id("t1"), owner="alice", now=T0)
 
     saved = await push.save_task(before, now=T0, notice=notice())
-    claimed = await push.claim(now=T0, holder="h1", lease_until=T0 + LEASE, limit=10)
+    claimed = await claim(push, T0, holder="h1")
 
     assert saved.version == before.version + 1
     assert sorted(d.config["id"] for d in claimed) == ["a", "b"]
@@ -86,7 +149,7 @@ async def test_a_task_write_that_loses_its_cas_queues_nothing(
     with pytest.raises(VersionConflictError):
         await push.save_task(stale, now=T0, notice=notice("lost"))
 
-    assert await push.claim(now=T0, holder="h1", lease_until=T0 + LEASE, limit=10) == []
+    assert await claim(push, T0, holder="h1") == []
 
 
 async def test_a_leased_delivery_is_taken_again_under_the_same_id_once_the_lease_lapses(
@@ -95,10 +158,10 @@ async def test_a_leased_delivery_is_taken_again_under_the_same_id_once_the_lease
     threads, push = stores
     await push.set_config(hook("a"), now=T0)
     await change(threads, push)
-    [first] = await push.claim(now=T0, holder="dead", lease_until=T0 + LEASE, limit=10)
+    [first] = await claim(push, T0, holder="dead")
 
-    during = await push.claim(now=T0 + LEASE / 2, holder="h2", lease_until=T0 + LEASE, limit=10)
-    [again] = await push.claim(now=T0 + LEASE, holder="h2", lease_until=T0 + 2 * LEASE, limit=10)
+    during = await claim(push, T0 + LEASE / 2, holder="h2")
+    [again] = await claim(push, T0 + LEASE, holder="h2")
     late = await push.settle(
         first.delivery_id, holder="dead", now=T0 + LEASE, delivered=True, retry_at=None, error=None
     )
@@ -109,8 +172,10 @@ async def test_a_leased_delivery_is_taken_again_under_the_same_id_once_the_lease
     assert during == []
     assert (again.delivery_id, again.attempts) == (first.delivery_id, 2)
     assert (late, settled) == (False, True)
-    assert await push.delivery_state(first.delivery_id) == (2, True, None)
-    assert await push.claim(now=T0 + 9 * LEASE, holder="h3", lease_until=T0, limit=10) == []
+    assert await push.delivery_state(first.delivery_id) == PushDeliveryState(
+        attempts=2, status="delivered", last_error=None
+    )
+    assert await claim(push, T0 + 9 * LEASE, holder="h3") == []
 
 
 async def test_a_failed_attempt_is_retried_when_scheduled_and_given_up_without_a_retry(
@@ -119,22 +184,24 @@ async def test_a_failed_attempt_is_retried_when_scheduled_and_given_up_without_a
     threads, push = stores
     await push.set_config(hook("a"), now=T0)
     await change(threads, push)
-    [first] = await push.claim(now=T0, holder="h", lease_until=T0 + LEASE, limit=10)
+    [first] = await claim(push, T0)
     retry_at = T0 + timedelta(seconds=5)
     await push.settle(
         first.delivery_id, holder="h", now=T0, delivered=False, retry_at=retry_at, error="HTTP 503"
     )
 
-    early = await push.claim(now=T0, holder="h", lease_until=T0 + LEASE, limit=10)
-    [second] = await push.claim(now=retry_at, holder="h", lease_until=retry_at + LEASE, limit=10)
+    early = await claim(push, T0)
+    [second] = await claim(push, retry_at)
     await push.settle(
         second.delivery_id, holder="h", now=retry_at, delivered=False, retry_at=None, error="gone"
     )
 
     assert early == []
     assert second.attempts == 2
-    assert await push.delivery_state(first.delivery_id) == (2, False, "gone")
-    assert await push.claim(now=T0 + 9 * LEASE, holder="h", lease_until=T0, limit=10) == []
+    assert await push.delivery_state(first.delivery_id) == PushDeliveryState(
+        attempts=2, status="failed", last_error="gone"
+    )
+    assert await claim(push, T0 + 9 * LEASE) == []
 
 
 async def test_webhooks_are_scoped_to_their_owner_and_a_retired_one_gets_nothing_new(
@@ -149,7 +216,7 @@ async def test_webhooks_are_scoped_to_their_owner_and_a_retired_one_gets_nothing
     anonymous = await push.configs("t1", None)
     await push.delete_config("t1", "alice", None, now=T0)
     await change(threads, push)
-    claimed = await push.claim(now=T0, holder="h", lease_until=T0 + LEASE, limit=10)
+    claimed = await claim(push, T0)
 
     assert [c.config_id for c in alices] == ["a"]
     assert [c.config_id for c in anonymous] == ["b"]
@@ -165,13 +232,135 @@ async def test_concurrent_claims_give_each_delivery_to_exactly_one_holder(
         await push.set_config(hook("a", task_id=f"t{task_number}"), now=T0)
         await change(threads, push, event=f"e{task_number}", task_id=f"t{task_number}")
 
-    rounds = await asyncio.gather(
-        *(push.claim(now=T0, holder=f"h{n}", lease_until=T0 + LEASE, limit=3) for n in range(20))
-    )
+    rounds = await asyncio.gather(*(claim(push, T0, holder=f"h{n}", limit=3) for n in range(20)))
 
     claimed = [d.delivery_id for batch in rounds for d in batch]
     assert len(claimed) == 10
     assert len(set(claimed)) == 10
+
+
+async def test_a_delivery_is_given_up_once_it_had_its_attempts_and_never_claimed_again(
+    stores: tuple[ThreadStore, PushStore],
+) -> None:
+    threads, push = stores
+    await push.set_config(hook("a"), now=T0)
+    await change(threads, push)
+    now = T0
+    for _ in range(3):  # each sender dies before it settles: the lease lapses
+        [taken] = await claim(push, now, max_attempts=3)
+        now += LEASE
+
+    after = await claim_all(push, now, max_attempts=3)
+    later = await claim_all(push, now + 100 * LEASE, max_attempts=3)
+
+    assert after.deliveries == []
+    assert [(f.delivery_id, f.attempts, f.error) for f in after.given_up] == [
+        (taken.delivery_id, 3, NO_OUTCOME)
+    ]
+    assert later == PushClaim(deliveries=[], given_up=[])
+    assert await push.delivery_state(taken.delivery_id) == PushDeliveryState(
+        attempts=3, status="failed", last_error=NO_OUTCOME
+    )
+
+
+async def test_a_delivery_already_past_a_lowered_cap_is_given_up_with_its_last_error(
+    stores: tuple[ThreadStore, PushStore],
+) -> None:
+    threads, push = stores
+    await push.set_config(hook("a"), now=T0)
+    await change(threads, push)
+    now = T0
+    for _ in range(5):  # attempts made under a higher cap (or before there was one)
+        [taken] = await claim(push, now, max_attempts=100)
+        await push.settle(
+            taken.delivery_id, holder="h", now=now, delivered=False, retry_at=now, error="HTTP 503"
+        )
+
+    after = await claim_all(push, now, max_attempts=3)
+
+    assert after.deliveries == []
+    assert [(f.attempts, f.error) for f in after.given_up] == [(5, "HTTP 503")]
+    assert await claim(push, now + LEASE, max_attempts=100) == []
+
+
+@pytest.mark.parametrize("kind", sorted(PUSH_STORE_REOPENERS))
+async def test_a_delivery_out_of_attempts_is_not_claimed_after_the_store_is_reopened(
+    kind: str, tmp_path: Path
+) -> None:
+    async with open_push_store(kind, tmp_path) as (threads, push):
+        await push.set_config(hook("a"), now=T0)
+        await change(threads, push)
+        [first] = await claim(push, T0, max_attempts=2)
+        [last] = await claim(push, T0 + LEASE, max_attempts=2)  # then the process dies
+        async with reopen_push_store(kind, tmp_path, threads, push) as (_, reopened):
+            after = await claim_all(reopened, T0 + 3 * LEASE, max_attempts=2)
+            later = await claim(reopened, T0 + 9 * LEASE, max_attempts=2)
+            state = await reopened.delivery_state(first.delivery_id)
+
+    assert last.attempts == 2
+    assert after.deliveries == []
+    assert [f.delivery_id for f in after.given_up] == [first.delivery_id]
+    assert later == []
+    assert state == PushDeliveryState(attempts=2, status="failed", last_error=NO_OUTCOME)
+
+
+async def test_a_claimed_delivery_that_is_never_settled_waits_behind_the_ones_due_before_its_lease_end(
+    stores: tuple[ThreadStore, PushStore],
+) -> None:
+    threads, push = stores
+    await push.set_config(hook("a", task_id="stuck"), now=T0)
+    await push.set_config(hook("b", task_id="next"), now=T0)
+    await change(threads, push, "e1", "stuck", at=T0)
+    await change(threads, push, "e2", "next", at=T0 + timedelta(seconds=1))
+    [stuck] = await claim(push, T0 + timedelta(seconds=1), limit=1)
+
+    [after_lapse] = await claim(push, T0 + LEASE + timedelta(seconds=1), limit=1)
+    [again] = await claim(push, T0 + 2 * LEASE, limit=1)
+
+    assert stuck.task_id == "stuck"
+    assert after_lapse.task_id == "next"
+    assert (again.delivery_id, again.attempts) == (stuck.delivery_id, 2)
+
+
+async def test_one_task_with_many_deliveries_due_takes_at_most_its_share_of_a_claim(
+    stores: tuple[ThreadStore, PushStore],
+) -> None:
+    threads, push = stores
+    for n in range(8):
+        await push.set_config(hook(f"busy{n}", task_id="busy"), now=T0)
+    await push.set_config(hook("quiet", task_id="quiet"), now=T0)
+    await change(threads, push, "e1", "busy", at=T0)
+    await change(threads, push, "e2", "quiet", at=T0 + timedelta(seconds=1))
+    now = T0 + timedelta(seconds=2)
+
+    rounds = [await claim(push, now, limit=4, per_key=2) for _ in range(5)]
+
+    assert [sorted(d.task_id for d in batch) for batch in rounds] == [
+        ["busy", "busy", "quiet"],
+        ["busy", "busy"],
+        ["busy", "busy"],
+        ["busy", "busy"],
+        [],
+    ]
+
+
+async def test_one_url_with_many_deliveries_due_takes_at_most_its_share_of_a_claim(
+    stores: tuple[ThreadStore, PushStore],
+) -> None:
+    threads, push = stores
+    shared = "https://hooks.example/shared"
+    for n in range(6):
+        await push.set_config(hook("a", task_id=f"t{n}", url=shared), now=T0)
+        await change(threads, push, f"e{n}", f"t{n}", at=T0)
+    await push.set_config(hook("b", task_id="other"), now=T0)
+    await change(threads, push, "e9", "other", at=T0 + timedelta(seconds=1))
+    now = T0 + timedelta(seconds=2)
+
+    first = await claim(push, now, limit=4, per_key=2)
+    rest = await claim(push, now, limit=10, per_key=2)
+
+    assert sorted(d.config["url"] for d in first) == ["https://hooks.example/b", shared, shared]
+    assert [d.config["url"] for d in rest] == [shared, shared]
 
 
 def caller() -> ServerCallContext:
@@ -201,7 +390,7 @@ async def test_the_task_store_queues_a_notice_when_a_task_enters_a_notified_stat
             task, event=None, prev=None, prev_version=version, context=caller()
         )
 
-    claimed = await push.claim(now=datetime.now(UTC), holder="h", lease_until=T0 + LEASE, limit=10)
+    claimed = await claim(push, datetime.now(UTC))
 
     assert sorted(d.payload["status"]["state"] for d in claimed) == [
         "TASK_STATE_COMPLETED",

@@ -5,13 +5,22 @@ A client registers its webhook with the message that opens the task; the receive
 when the task needs input and when it completes, each notice signed with a key the server
 publishes (JWKS named by the agent card). A receiver that is down gets the notice once it is
 back, retried under one id; a server killed while sending sends it again after its restart,
-under the same id. A webhook outside the allow policy is refused when it is set.
+under the same id. A webhook outside the allow policy is refused when it is set, and so is a
+URL with whitespace or control characters (nothing stored). 800 deliveries that cannot
+succeed (a closed port; rows stored with a CR/LF URL before registration refused it) do not
+keep a good webhook from its notice: it is delivered at its first attempt, before any of
+them is tried twice.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
+import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -19,6 +28,7 @@ import jwt
 import pytest
 from a2a.client import Client, ClientConfig, create_client
 from a2a.types import (
+    ListTaskPushNotificationConfigsRequest,
     SendMessageConfiguration,
     SendMessageRequest,
     Task,
@@ -27,9 +37,13 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError
 
+from pausemesh.a2a.store import task_thread_id
+from pausemesh.core.push import PushConfigRecord, PushNotice
+from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
+from pausemesh.stores.sqlite.push import SqlitePushStore
 from tests.support.protocol_clients import send_for_task, user_message
 from tests.support.push_receiver import HOLD, Receiver, fetch_jwks, verify
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -180,3 +194,112 @@ async def test_a_webhook_outside_the_allow_policy_is_refused_when_set(
                 TaskPushNotificationConfig(task_id=task.id, url="http://93.184.215.14/hook")
             )
     assert allowed.url == "http://93.184.215.14/hook"
+
+
+CONTROL_URLS = [
+    "http://93.184.215.14/\r\nX: 1",
+    "http://93.184.215.14/hook\n",
+    "http://93.184.215.14/\thook",
+    "http://93.184.215.14/ hook",
+    "http://93.184.215.14/\x00hook",
+    "http://93.184.215.14/\x7fhook",
+    "http://93.184.215.14/\x85hook",
+    "http://93.184.215.14/\u2028hook",
+]
+REFUSED = "must not contain whitespace or control characters"
+
+
+async def test_a_push_url_with_whitespace_or_control_characters_is_refused_and_nothing_stored(
+    tmp_path: Path,
+) -> None:
+    with demo(tmp_path, allow=None) as server:
+        async with a2a(server) as client:
+            task = await send_for_task(client, user_message(text="Vienna"))
+            for url in CONTROL_URLS:
+                with pytest.raises(InvalidParamsError, match=REFUSED):
+                    await client.create_task_push_notification_config(
+                        TaskPushNotificationConfig(task_id=task.id, url=url)
+                    )
+                with pytest.raises(InvalidParamsError, match=REFUSED):
+                    await open_task(client, url)
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+        configs = server.url(f"/a2a/rest/tasks/{task.id}/pushNotificationConfigs")
+        async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
+            rest = await http.post(configs, json={"taskId": task.id, "url": CONTROL_URLS[0]})
+            rest_listed = await http.get(configs)
+
+    assert list(listed.configs) == []
+    assert rest.status_code == 400
+    error = rest.json()["error"]
+    assert REFUSED in error["message"]
+    assert error["details"][0]["metadata"] == {"code": "INVALID_PUSH_URL"}
+    assert rest_listed.json().get("configs", []) == []
+
+
+async def _queue_bad_deliveries(database_path: Path) -> list[str]:
+    """800 deliveries that cannot succeed, written straight into the outbox of a fresh
+    database (as an older server stored them): 400 to a closed loopback port, 400 with a CR/LF
+    URL, over eight tasks. Their task ids."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    database = await SqliteDatabase(database_path).open()
+    threads, push = SqliteThreadStore(database, owns_database=True), SqlitePushStore(database)
+    now = datetime.now(UTC)
+    tasks = [f"mallory-{n}" for n in range(8)]
+    try:
+        for task_id in tasks:
+            urls = [f"{closed}/hook/{task_id}/{n}" for n in range(50)]
+            urls += [f"http://127.0.0.1/\r\nX-Injected: {task_id}-{n}" for n in range(50)]
+            for n, url in enumerate(urls):
+                config = {"id": f"c{n}", "url": url}
+                record = PushConfigRecord(
+                    task_id=task_id, config_id=f"c{n}", owner="mallory", config=config
+                )
+                await push.set_config(record, now=now)
+            thread = await threads.create_or_load(task_thread_id(task_id), owner="mallory", now=now)
+            notice = PushNotice(event_id=f"{task_id}-e", task_id=task_id, payload={"id": task_id})
+            await push.save_task(thread, now=now, notice=notice)
+    finally:
+        await threads.close()
+    return tasks
+
+
+def _attempts(database_path: Path) -> dict[str, list[int]]:
+    """Each task's deliveries' attempt counts, read beside the running server."""
+    with sqlite3.connect(f"file:{database_path}?mode=ro", uri=True, timeout=10) as conn:
+        rows = conn.execute("SELECT task_id, attempts FROM a2a_push_deliveries").fetchall()
+    attempts: dict[str, list[int]] = {}
+    for task_id, count in rows:
+        attempts.setdefault(task_id, []).append(count)
+    return attempts
+
+
+async def test_800_deliveries_that_cannot_succeed_do_not_keep_a_good_webhook_waiting(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    database_path = tmp_path / "pausemesh.db"
+    bad = await _queue_bad_deliveries(database_path)
+    server = demo(tmp_path)
+    # A failed attempt is not tried again within the test: a second attempt of any bad
+    # delivery can only be one that was never settled.
+    server.env["PAUSEMESH_A2A_PUSH_BACKOFF_SECONDS"] = "600"
+    server.env["PAUSEMESH_A2A_PUSH_BACKOFF_MAX_SECONDS"] = "600"
+    with server:
+        async with a2a(server) as client:
+            task = await open_task(client, receiver.url)
+        deadline = time.monotonic() + 120  # liveness only: the counts below are the test
+        while not receiver.requests and time.monotonic() < deadline:
+            if max(max(a) for t, a in _attempts(database_path).items() if t in bad) > 1:
+                break
+            await asyncio.sleep(0.1)
+        attempts = _attempts(database_path)
+        server.stop()
+        log = server.output()
+
+    assert [(d.task_id, d.answered) for d in receiver.requests] == [(task.id, 200)]
+    assert attempts[task.id] == [1]
+    assert max(max(attempts[t]) for t in bad) <= 1
+    warned = re.findall(r"WARNING.*push delivery ([0-9a-f]{32})", log)
+    assert len(warned) == len(set(warned))  # one line per delivery at most
+    assert len(warned) <= sum(sum(attempts[t]) for t in bad)

@@ -32,7 +32,7 @@ from pausemesh.stores.postgres import (
 from pausemesh.stores.postgres.migrate import migrate
 from pausemesh.stores.postgres.push import PostgresPushStore
 from tests.support.operation_ledgers import LEDGER_FACTORIES
-from tests.support.push_stores import PUSH_STORE_FACTORIES
+from tests.support.push_stores import PUSH_STORE_FACTORIES, PUSH_STORE_REOPENERS
 from tests.support.stores import STORE_FACTORIES
 from tests.support.thread_stores import THREAD_STORE_FACTORIES
 
@@ -131,7 +131,24 @@ async def _push_store(_: Path) -> tuple[ThreadStore, PushStore]:
     return threads, PostgresPushStore(threads.database, threads)
 
 
+@asynccontextmanager
+async def _reopen_push_store(
+    _: Path, __: ThreadStore, push: PushStore
+) -> AsyncIterator[tuple[ThreadStore, PushStore]]:
+    """A second pool on the first store's schema (which that store drops when it closes)."""
+    assert isinstance(push, PostgresPushStore)
+    database = await PostgresDatabase.connect(
+        DATABASE_URL, schema=push.database.schema, min_size=1, max_size=4
+    )
+    threads = PostgresThreadStore(database, owns_database=True)
+    try:
+        yield threads, PostgresPushStore(database, threads)
+    finally:
+        await threads.close()
+
+
 STORE_FACTORIES["postgres"] = _event_store
 THREAD_STORE_FACTORIES["postgres"] = _thread_store
 LEDGER_FACTORIES["postgres"] = _operation_ledger
 PUSH_STORE_FACTORIES["postgres"] = _push_store
+PUSH_STORE_REOPENERS["postgres"] = _reopen_push_store

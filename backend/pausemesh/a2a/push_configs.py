@@ -4,6 +4,11 @@ Configurations are scoped to the principal that set them, like tasks: another pr
 neither reads nor deletes them, and cannot set one on a task it does not own (the SDK checks
 that for ``CreateTaskPushNotificationConfig``; a ``SendMessage`` that carries a configuration
 for someone else's task is refused here, before the SDK reports the unknown task).
+
+A webhook URL outside the push policy is refused before anything is stored, with the reason
+(``PushUrlRegistration``, the SDK's ``push_url_validator``: A2A invalid params, JSON-RPC
+``-32602`` and REST ``400 INVALID_ARGUMENT``); ``set_info`` refuses a URL that can never be
+called once more itself, so no path into the store takes one.
 """
 
 from __future__ import annotations
@@ -17,16 +22,40 @@ from a2a.server.tasks.push_notification_config_store import (
     normalize_push_notification_config,
 )
 from a2a.types import TaskPushNotificationConfig
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
 
+from pausemesh.a2a.push_policy import PushUrlPolicy
 from pausemesh.a2a.store import principal_of_call, task_thread_id
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.ports import Clock
 from pausemesh.core.push import PushConfigRecord, PushStore
 from pausemesh.core.threads import ThreadStore
 
-__all__ = ("DurablePushConfigStore",)
+__all__ = ("INVALID_PUSH_URL", "DurablePushConfigStore", "PushUrlRegistration")
+
+# ``data.code`` of the refusal: stable, whatever the message says.
+INVALID_PUSH_URL = "INVALID_PUSH_URL"
+
+
+def _refuse(reason: str) -> InvalidParamsError:
+    return InvalidParamsError(message=reason, data={"code": INVALID_PUSH_URL})
+
+
+class PushUrlRegistration:
+    """The SDK's ``push_url_validator``: raises A2A invalid params saying why a URL is refused
+    (the SDK's own answer to ``False`` would be a bare "Invalid push notification URL")."""
+
+    __slots__ = ("_policy",)
+
+    def __init__(self, policy: PushUrlPolicy) -> None:
+        self._policy = policy
+
+    async def __call__(self, url: str) -> bool:
+        reason = await self._policy.refusal(url)
+        if reason is not None:
+            raise _refuse(reason)
+        return True
 
 
 def _config(document: dict[str, Any]) -> TaskPushNotificationConfig:
@@ -43,11 +72,13 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         threads: Callable[[], ThreadStore],
         *,
         clock: Clock | None = None,
+        policy: PushUrlPolicy | None = None,
     ) -> None:
         # Getters: the stores open in the app lifespan, after the routes are built.
         self._push = push
         self._threads = threads
         self._clock = clock or SystemClock()
+        self._policy = policy or PushUrlPolicy()
 
     async def set_info(
         self,
@@ -59,6 +90,9 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         record = await self._threads().get(task_thread_id(task_id))
         if record is not None and record.owner != owner:
             raise TaskNotFoundError
+        never = self._policy.static_refusal(notification_config.url)
+        if never is not None:
+            raise _refuse(never)
         normalized = normalize_push_notification_config(task_id, notification_config)
         document: dict[str, Any] = MessageToDict(normalized)
         await self._push().set_config(

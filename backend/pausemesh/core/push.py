@@ -6,19 +6,43 @@ record's change, so a state change is never committed without its deliveries que
 other way round); deliveries are then claimed with a lease, so one replica sends each, and a
 claim that lapsed (its process died) is taken again: delivery is at least once, and every
 attempt of one delivery carries the same ``delivery_id``.
+
+A claim is bounded and fair, the same on every store:
+
+* a delivery is never claimed once it has had ``max_attempts`` attempts: one whose last
+  attempt left no outcome (its process died, or a row from before the cap) is given up by the
+  claim (settled failed) and reported in ``PushClaim.given_up``;
+* claiming moves a delivery's next attempt to the end of its lease, so a delivery whose
+  sender never settles it waits for the lease like any retry instead of staying first in line;
+* due deliveries are taken oldest first (next attempt, then id), but at most ``per_key`` of
+  one task and at most ``per_key`` of one webhook URL per claim: a task or a URL with many
+  deliveries due cannot fill every claim and starve the others.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 from pausemesh.core.threads import ThreadRecord
 
-__all__ = ("PushConfigRecord", "PushDelivery", "PushNotice", "PushStore", "delivery_id")
+__all__ = (
+    "NO_OUTCOME",
+    "PushClaim",
+    "PushConfigRecord",
+    "PushDelivery",
+    "PushDeliveryState",
+    "PushFailure",
+    "PushNotice",
+    "PushStore",
+    "delivery_id",
+)
+
+# The error recorded for a delivery given up after a last attempt that left no outcome.
+NO_OUTCOME = "no outcome recorded for the last attempt"
 
 
 def delivery_id(event_id: str, config_id: str) -> str:
@@ -54,6 +78,31 @@ class PushDelivery(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
 
 
+class PushFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """A delivery given up for good (its error: the last one recorded)."""
+
+    delivery_id: str
+    task_id: str
+    attempts: int
+    error: str
+
+
+class PushClaim(msgspec.Struct, frozen=True, kw_only=True):
+    """What one claim did: the deliveries now leased to the claimer, and those it gave up."""
+
+    deliveries: list[PushDelivery]
+    given_up: list[PushFailure]
+
+
+class PushDeliveryState(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one delivery stands: ``pending`` (due or scheduled), ``delivered`` or ``failed``
+    (given up: past its attempts, ``410 Gone``, or a URL that can never be called)."""
+
+    attempts: int
+    status: Literal["pending", "delivered", "failed"]
+    last_error: str | None
+
+
 class PushStore(Protocol):
     async def set_config(self, record: PushConfigRecord, *, now: datetime) -> None:
         """Create or replace the webhook ``(task_id, config_id)``."""
@@ -79,9 +128,19 @@ class PushStore(Protocol):
         ...
 
     async def claim(
-        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
-    ) -> list[PushDelivery]:
-        """Lease up to ``limit`` due deliveries to ``holder`` (none held by a live lease)."""
+        self,
+        *,
+        now: datetime,
+        holder: str,
+        lease_until: datetime,
+        limit: int,
+        max_attempts: int,
+        per_key: int,
+    ) -> PushClaim:
+        """Lease up to ``limit`` due deliveries to ``holder`` (none held by a live lease), at
+        most ``per_key`` per task and per URL, each with fewer than ``max_attempts`` attempts;
+        give up the due ones that have had them. Each claimed delivery's attempt count goes
+        up by one and its next attempt moves to ``lease_until``."""
         ...
 
     async def settle(
@@ -100,6 +159,6 @@ class PushStore(Protocol):
         gives up. Returns whether the lease was still held."""
         ...
 
-    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
-        """``(attempts, delivered, last_error)`` of one delivery, for operators and tests."""
+    async def delivery_state(self, delivery_id: str) -> PushDeliveryState | None:
+        """Where one delivery stands, for operators and tests."""
         ...

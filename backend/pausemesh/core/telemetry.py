@@ -26,6 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 __all__ = (
+    "A2A_PUSH_DELIVERIES",
     "COMMIT_GROUP_SIZE",
     "COMMIT_SECONDS",
     "CONTINUATIONS_CREATED",
@@ -197,6 +198,15 @@ GATEWAY_DISPATCHES = MetricSpec(
     ("status",),
     initial=(("RESPONSE_RETAINED",), ("OUTCOME_UNKNOWN",), ("REFUSED",)),
 )
+A2A_PUSH_DELIVERIES = MetricSpec(
+    "pausemesh_a2a_push_deliveries_total",
+    MetricKind.COUNTER,
+    "A2A push deliveries by outcome: delivered, retry (an attempt failed; another is"
+    " scheduled), failed (given up for good: out of attempts, 410 Gone, or a URL that can"
+    " never be called).",
+    ("outcome",),
+    initial=(("delivered",), ("retry",), ("failed",)),
+)
 
 METRICS: tuple[MetricSpec, ...] = (
     RUNS_STARTED,
@@ -216,6 +226,7 @@ METRICS: tuple[MetricSpec, ...] = (
     RATE_LIMITED,
     OPERATION_DECISIONS,
     GATEWAY_DISPATCHES,
+    A2A_PUSH_DELIVERIES,
 )
 
 

@@ -9,9 +9,10 @@
 
 With a push store (SQLite and PostgreSQL storage have one) the card declares push
 notifications: configurations are stored durably per principal (``DurablePushConfigStore``),
-webhook URLs are checked against ``PAUSEMESH_A2A_PUSH_ALLOW`` when set and before each
-delivery, each notified state change is queued with the task write (the outbox), and a
-``PushDispatcher`` per replica sends it, signed, with retries.
+webhook URLs are checked against ``PAUSEMESH_A2A_PUSH_ALLOW`` when set (refused with the
+reason: ``PushUrlRegistration``) and before each delivery, each notified state change is
+queued with the task write (the outbox), and a ``PushDispatcher`` per replica sends it,
+signed, with retries that no delivery can jam.
 
 Tasks live in ``ThreadBackedTaskStore`` (our thread store), scoped to the principal resolved
 by the host's resolver. A follow-up ``SendMessage`` to an interrupted task is checked against
@@ -68,7 +69,7 @@ from starlette.routing import Route
 
 from pausemesh.a2a.follow_ups import FollowUpGate
 from pausemesh.a2a.pauses import A2aPauses
-from pausemesh.a2a.push_configs import DurablePushConfigStore
+from pausemesh.a2a.push_configs import DurablePushConfigStore, PushUrlRegistration
 from pausemesh.a2a.push_delivery import PushDispatcher, PushOptions
 from pausemesh.a2a.push_policy import PushUrlPolicy
 from pausemesh.a2a.push_signing import PushSigner
@@ -355,9 +356,9 @@ class A2APlugin(ProtocolMount):
         if push:
             push_options = {
                 "push_config_store": DurablePushConfigStore(
-                    lambda: self._push_store() or _no_push(), self._threads
+                    lambda: self._push_store() or _no_push(), self._threads, policy=policy
                 ),
-                "push_url_validator": policy,
+                "push_url_validator": PushUrlRegistration(policy),
             }
         with warnings.catch_warnings():
             # The SDK warns that a versioned store without a cross-replica event stream serves

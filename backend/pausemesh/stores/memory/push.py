@@ -6,11 +6,22 @@ two happen together, as the database stores' single transaction makes them.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
+from typing import Literal
 
 import msgspec
 
-from pausemesh.core.push import PushConfigRecord, PushDelivery, PushNotice, delivery_id
+from pausemesh.core.push import (
+    NO_OUTCOME,
+    PushClaim,
+    PushConfigRecord,
+    PushDelivery,
+    PushDeliveryState,
+    PushFailure,
+    PushNotice,
+    delivery_id,
+)
 from pausemesh.core.threads import ThreadRecord, ThreadStore
 
 __all__ = ("InMemoryPushStore",)
@@ -73,22 +84,49 @@ class InMemoryPushStore:
         return saved
 
     async def claim(
-        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
-    ) -> list[PushDelivery]:
-        due = [
-            row
-            for row in self._rows.values()
-            if row.next_attempt_at is not None
-            and row.next_attempt_at <= now
-            and (row.lease_until is None or row.lease_until <= now)
-        ]
-        due.sort(key=lambda row: row.next_attempt_at or now)
+        self,
+        *,
+        now: datetime,
+        holder: str,
+        lease_until: datetime,
+        limit: int,
+        max_attempts: int,
+        per_key: int,
+    ) -> PushClaim:
+        due = sorted(
+            (
+                row
+                for row in self._rows.values()
+                if row.next_attempt_at is not None
+                and row.next_attempt_at <= now
+                and (row.lease_until is None or row.lease_until <= now)
+            ),
+            key=lambda row: (row.next_attempt_at or now, row.delivery.delivery_id),
+        )
+        given_up = []
+        for row in due:
+            if row.delivery.attempts >= max_attempts:
+                row.next_attempt_at = row.holder = row.lease_until = None
+                row.error = row.error or NO_OUTCOME
+                given_up.append(_failure(row))
+        # Ranks as the SQL stores compute them: over every due row, per task and per URL.
+        by_task: Counter[str] = Counter()
+        by_url: Counter[str] = Counter()
+        chosen = []
+        for row in due:
+            if row.next_attempt_at is None:
+                continue
+            by_task[row.delivery.task_id] += 1
+            by_url[str(row.delivery.config.get("url"))] += 1
+            fair = max(by_task[row.delivery.task_id], by_url[str(row.delivery.config.get("url"))])
+            if fair <= per_key:
+                chosen.append(row)
         claimed = []
-        for row in due[:limit]:
-            row.holder, row.lease_until = holder, lease_until
+        for row in chosen[:limit]:
+            row.holder, row.lease_until, row.next_attempt_at = holder, lease_until, lease_until
             row.delivery = msgspec.structs.replace(row.delivery, attempts=row.delivery.attempts + 1)
             claimed.append(row.delivery)
-        return claimed
+        return PushClaim(deliveries=claimed, given_up=given_up)
 
     async def settle(
         self,
@@ -108,6 +146,25 @@ class InMemoryPushStore:
         row.next_attempt_at = None if delivered else retry_at
         return True
 
-    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
+    async def delivery_state(self, delivery_id: str) -> PushDeliveryState | None:
         row = self._rows.get(delivery_id)
-        return None if row is None else (row.delivery.attempts, row.delivered, row.error)
+        if row is None:
+            return None
+        return PushDeliveryState(
+            attempts=row.delivery.attempts, status=_status(row), last_error=row.error
+        )
+
+
+def _status(row: _Row) -> Literal["pending", "delivered", "failed"]:
+    if row.delivered:
+        return "delivered"
+    return "pending" if row.next_attempt_at is not None else "failed"
+
+
+def _failure(row: _Row) -> PushFailure:
+    return PushFailure(
+        delivery_id=row.delivery.delivery_id,
+        task_id=row.delivery.task_id,
+        attempts=row.delivery.attempts,
+        error=row.error or NO_OUTCOME,
+    )

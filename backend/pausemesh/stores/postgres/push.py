@@ -14,7 +14,16 @@ from typing import Any
 
 import msgspec
 
-from pausemesh.core.push import PushConfigRecord, PushDelivery, PushNotice, delivery_id
+from pausemesh.core.push import (
+    NO_OUTCOME,
+    PushClaim,
+    PushConfigRecord,
+    PushDelivery,
+    PushDeliveryState,
+    PushFailure,
+    PushNotice,
+    delivery_id,
+)
 from pausemesh.core.threads import ThreadRecord
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase
 from pausemesh.stores.postgres.threads import PostgresThreadStore
@@ -57,13 +66,32 @@ class PostgresPushStore:
                                                  created_at, next_attempt_at)
             VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING
         """
+        due = "next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)"
+        self._sql_give_up = f"""
+            UPDATE {q}.a2a_push_deliveries SET next_attempt_at = NULL, lease_holder = NULL,
+                lease_until = NULL, last_error = COALESCE(last_error, $3)
+            WHERE {due} AND attempts >= $2
+            RETURNING delivery_id, task_id, attempts, last_error
+        """
+        # Oldest first, at most $6 rows per task and per webhook URL (ranked over every due
+        # row); rows another replica is claiming right now are skipped, not waited for.
         self._sql_claim = f"""
             UPDATE {q}.a2a_push_deliveries d SET lease_holder = $2, lease_until = $3,
-                attempts = d.attempts + 1
+                next_attempt_at = $3, attempts = d.attempts + 1
             WHERE d.delivery_id IN (
-                SELECT delivery_id FROM {q}.a2a_push_deliveries
-                WHERE next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)
-                ORDER BY next_attempt_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+                SELECT c.delivery_id FROM {q}.a2a_push_deliveries c JOIN (
+                    SELECT delivery_id, next_attempt_at FROM (
+                        SELECT delivery_id, next_attempt_at,
+                            ROW_NUMBER() OVER (PARTITION BY task_id
+                                ORDER BY next_attempt_at, delivery_id COLLATE "C") AS by_task,
+                            ROW_NUMBER() OVER (PARTITION BY config_json::json ->> 'url'
+                                ORDER BY next_attempt_at, delivery_id COLLATE "C") AS by_url
+                        FROM {q}.a2a_push_deliveries WHERE {due} AND attempts < $5
+                    ) ranked WHERE by_task <= $6 AND by_url <= $6
+                    ORDER BY next_attempt_at, delivery_id COLLATE "C" LIMIT $4
+                ) fair USING (delivery_id)
+                FOR UPDATE OF c SKIP LOCKED)
+              AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= $1)
             RETURNING d.delivery_id, d.task_id, d.config_json, d.payload_json, d.attempts,
                 d.created_at
         """
@@ -73,7 +101,8 @@ class PostgresPushStore:
             WHERE delivery_id = $1 AND lease_holder = $2 AND next_attempt_at IS NOT NULL
         """
         self._sql_state = f"""
-            SELECT attempts, delivered_at IS NOT NULL, last_error
+            SELECT attempts, CASE WHEN delivered_at IS NOT NULL THEN 'delivered'
+                WHEN next_attempt_at IS NOT NULL THEN 'pending' ELSE 'failed' END, last_error
             FROM {q}.a2a_push_deliveries WHERE delivery_id = $1
         """
 
@@ -131,23 +160,41 @@ class PostgresPushStore:
         return await self.database.run(op)
 
     async def claim(
-        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
-    ) -> list[PushDelivery]:
-        async def op(conn: Conn) -> list[Any]:
-            return list(await conn.fetch(self._sql_claim, now, holder, lease_until, limit))
+        self,
+        *,
+        now: datetime,
+        holder: str,
+        lease_until: datetime,
+        limit: int,
+        max_attempts: int,
+        per_key: int,
+    ) -> PushClaim:
+        async def op(conn: Conn) -> tuple[list[Any], list[Any]]:
+            async with conn.transaction():
+                given_up = await conn.fetch(self._sql_give_up, now, max_attempts, NO_OUTCOME)
+                rows = await conn.fetch(
+                    self._sql_claim, now, holder, lease_until, limit, max_attempts, per_key
+                )
+                return list(given_up), list(rows)
 
-        rows = await self.database.run(op)
-        return [
-            PushDelivery(
-                delivery_id=r[0],
-                task_id=r[1],
-                config=msgspec.json.decode(r[2]),
-                payload=msgspec.json.decode(r[3]),
-                attempts=r[4],
-                created_at=r[5],
-            )
-            for r in rows
-        ]
+        given_up, rows = await self.database.run(op)
+        return PushClaim(
+            deliveries=[
+                PushDelivery(
+                    delivery_id=r[0],
+                    task_id=r[1],
+                    config=msgspec.json.decode(r[2]),
+                    payload=msgspec.json.decode(r[3]),
+                    attempts=r[4],
+                    created_at=r[5],
+                )
+                for r in rows
+            ],
+            given_up=[
+                PushFailure(delivery_id=r[0], task_id=r[1], attempts=r[2], error=r[3])
+                for r in given_up
+            ],
+        )
 
     async def settle(
         self,
@@ -174,9 +221,11 @@ class PostgresPushStore:
 
         return (await self.database.run(op)).endswith(" 1")
 
-    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
+    async def delivery_state(self, delivery_id: str) -> PushDeliveryState | None:
         async def op(conn: Conn) -> Any:
             return await conn.fetchrow(self._sql_state, delivery_id)
 
         row = await self.database.run(op, read=True)
-        return None if row is None else (row[0], bool(row[1]), row[2])
+        if row is None:
+            return None
+        return PushDeliveryState(attempts=row[0], status=row[1], last_error=row[2])

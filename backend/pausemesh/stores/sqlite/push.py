@@ -14,7 +14,16 @@ from typing import Any
 
 import msgspec
 
-from pausemesh.core.push import PushConfigRecord, PushDelivery, PushNotice, delivery_id
+from pausemesh.core.push import (
+    NO_OUTCOME,
+    PushClaim,
+    PushConfigRecord,
+    PushDelivery,
+    PushDeliveryState,
+    PushFailure,
+    PushNotice,
+    delivery_id,
+)
 from pausemesh.core.threads import ThreadRecord
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
@@ -25,6 +34,30 @@ __all__ = ("SqlitePushStore",)
 
 def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
+
+
+# Due: scheduled at or before now, with no live lease.
+_GIVE_UP = (
+    "UPDATE a2a_push_deliveries SET next_attempt_at_us = NULL, lease_holder = NULL,"
+    " lease_until_us = NULL, last_error = COALESCE(last_error, :no_outcome)"
+    " WHERE next_attempt_at_us <= :now AND (lease_until_us IS NULL OR lease_until_us <= :now)"
+    " AND attempts >= :max RETURNING delivery_id, task_id, attempts, last_error"
+)
+# Oldest first, at most :per_key rows per task and per webhook URL (ranked over every due row).
+_CLAIM = (
+    "UPDATE a2a_push_deliveries SET lease_holder = :holder, lease_until_us = :lease,"
+    " next_attempt_at_us = :lease, attempts = attempts + 1"
+    " WHERE delivery_id IN (SELECT delivery_id FROM (SELECT delivery_id, next_attempt_at_us,"
+    "   ROW_NUMBER() OVER (PARTITION BY task_id"
+    "     ORDER BY next_attempt_at_us, delivery_id) AS by_task,"
+    "   ROW_NUMBER() OVER (PARTITION BY json_extract(config_json, '$.url')"
+    "     ORDER BY next_attempt_at_us, delivery_id) AS by_url"
+    "   FROM a2a_push_deliveries WHERE next_attempt_at_us <= :now"
+    "   AND (lease_until_us IS NULL OR lease_until_us <= :now) AND attempts < :max)"
+    " WHERE by_task <= :per_key AND by_url <= :per_key"
+    " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit)"
+    " RETURNING delivery_id, task_id, config_json, payload_json, attempts, created_at_us"
+)
 
 
 def _config(row: Any) -> PushConfigRecord:
@@ -108,8 +141,15 @@ class SqlitePushStore:
         return await self.database.write(op)
 
     async def claim(
-        self, *, now: datetime, holder: str, lease_until: datetime, limit: int
-    ) -> list[PushDelivery]:
+        self,
+        *,
+        now: datetime,
+        holder: str,
+        lease_until: datetime,
+        limit: int,
+        max_attempts: int,
+        per_key: int,
+    ) -> PushClaim:
         at = epoch_us(now)
         # A read first: an idle poll (the usual case) then costs no write transaction.
         due = await self.database.read(
@@ -118,32 +158,39 @@ class SqlitePushStore:
             (at, at),
         )
         if not due:
-            return []
+            return PushClaim(deliveries=[], given_up=[])
+        params = {
+            "now": at,
+            "holder": holder,
+            "lease": epoch_us(lease_until),
+            "max": max_attempts,
+            "per_key": per_key,
+            "limit": limit,
+            "no_outcome": NO_OUTCOME,
+        }
 
-        def op(conn: sqlite3.Connection) -> list[Any]:
-            return conn.execute(
-                "UPDATE a2a_push_deliveries SET lease_holder = ?, lease_until_us = ?,"
-                " attempts = attempts + 1"
-                " WHERE delivery_id IN (SELECT delivery_id FROM a2a_push_deliveries"
-                "   WHERE next_attempt_at_us <= ? AND (lease_until_us IS NULL"
-                "   OR lease_until_us <= ?) ORDER BY next_attempt_at_us LIMIT ?)"
-                " RETURNING delivery_id, task_id, config_json, payload_json, attempts,"
-                " created_at_us",
-                (holder, epoch_us(lease_until), at, at, limit),
-            ).fetchall()
+        def op(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            given_up = conn.execute(_GIVE_UP, params).fetchall()
+            return given_up, conn.execute(_CLAIM, params).fetchall()
 
-        rows = await self.database.write(op)
-        return [
-            PushDelivery(
-                delivery_id=row[0],
-                task_id=row[1],
-                config=msgspec.json.decode(row[2]),
-                payload=msgspec.json.decode(row[3]),
-                attempts=row[4],
-                created_at=from_epoch_us(row[5]),
-            )
-            for row in rows
-        ]
+        given_up, rows = await self.database.write(op)
+        return PushClaim(
+            deliveries=[
+                PushDelivery(
+                    delivery_id=row[0],
+                    task_id=row[1],
+                    config=msgspec.json.decode(row[2]),
+                    payload=msgspec.json.decode(row[3]),
+                    attempts=row[4],
+                    created_at=from_epoch_us(row[5]),
+                )
+                for row in rows
+            ],
+            given_up=[
+                PushFailure(delivery_id=r[0], task_id=r[1], attempts=r[2], error=r[3])
+                for r in given_up
+            ],
+        )
 
     async def settle(
         self,
@@ -169,10 +216,13 @@ class SqlitePushStore:
 
         return await self.database.write(op)
 
-    async def delivery_state(self, delivery_id: str) -> tuple[int, bool, str | None] | None:
+    async def delivery_state(self, delivery_id: str) -> PushDeliveryState | None:
         rows = await self.database.read(
-            "SELECT attempts, delivered_at_us IS NOT NULL, last_error FROM a2a_push_deliveries"
-            " WHERE delivery_id = ?",
+            "SELECT attempts, CASE WHEN delivered_at_us IS NOT NULL THEN 'delivered'"
+            " WHEN next_attempt_at_us IS NOT NULL THEN 'pending' ELSE 'failed' END, last_error"
+            " FROM a2a_push_deliveries WHERE delivery_id = ?",
             (delivery_id,),
         )
-        return None if not rows else (rows[0][0], bool(rows[0][1]), rows[0][2])
+        if not rows:
+            return None
+        return PushDeliveryState(attempts=rows[0][0], status=rows[0][1], last_error=rows[0][2])
