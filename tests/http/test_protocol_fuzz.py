@@ -1,26 +1,33 @@
 """A seeded hypothesis pass over the protocol routes of a real ``pausemesh demo`` process.
 
-Five families, 300 requests each (1,500 in all): ``/agui`` (runs and connect), the thread
-snapshot and its tail, ``/mcp`` (JSON-RPC), ``/a2a`` JSON-RPC and ``/a2a`` REST. Each request is
-a valid one that hypothesis changes (a fixed seed, no example database, so every run sends the
-same requests): members dropped, added or given values of other types (lone surrogates,
-``NaN``, huge numbers and strings, nested containers), the bytes truncated, spoiled with
-invalid UTF-8, ``NaN`` or deep nesting, batched, and odd content types, ``Last-Event-ID``
-values and path segments. (The REST API is fuzzed from its OpenAPI document by
+Five families, 300 requests each (1,500 in all; and the push family below): ``/agui`` (runs
+and connect), the thread snapshot and its tail, ``/mcp`` (JSON-RPC), ``/a2a`` JSON-RPC and
+``/a2a`` REST. Each request is a valid one that hypothesis changes (a fixed seed, no example
+database, so every run sends the same requests): members dropped, added or given values of
+other types (lone surrogates, ``NaN``, huge numbers and strings, nested containers), the
+bytes truncated, spoiled with invalid UTF-8, ``NaN`` or deep nesting, batched, and odd
+content types, ``Last-Event-ID`` values and path segments. (The REST API is fuzzed from its OpenAPI document by
 ``test_openapi_fuzz.py``.)
 
 Every answer must be a clear one: no 5xx, no dropped connection or cut stream, no internal
 error text. Afterwards the server log holds no traceback and a valid conversation still books
 exactly once. Findings are pinned in ``test_fuzz_regressions.py``.
+
+A sixth family registers A2A push webhooks (JSON-RPC and REST, on their own and with the
+message that opens a task) whose URL always carries whitespace or a control character (CR,
+LF, TAB, space, NUL, ESC, DEL, C1, Unicode spaces) somewhere: a request left otherwise intact
+is refused saying so, and afterwards no stored webhook holds such a URL.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +36,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, note, seed, settings
 from hypothesis import strategies as st
 
+from pausemesh.core.urls import has_unsafe_characters
 from tests.e2e.agui_helpers import ask, bookings, new_thread, resolved, resume_body
 from tests.support.agui import post_run
 from tests.support.server import ServerProcess
@@ -54,6 +62,9 @@ class Request:
     path: str
     body: bytes | None = None
     headers: Mapping[str, str | bytes] = field(default_factory=dict)
+    # The answer must refuse it, saying so (a push URL with control characters, nothing else
+    # changed).
+    refused_with: str | None = None
 
 
 # -- mutations ------------------------------------------------------------------------
@@ -167,6 +178,37 @@ def _mutate(data: st.DataObject, base: Request) -> Request:
     return replace(base, path=path, body=body, headers=headers)
 
 
+_PUSH_URL = "http://93.184.215.14/hook"
+_URL_CONTROLS = st.sampled_from(
+    [
+        *("\r\n", "\r", "\n", "\t", " ", "\x00", "\x01", "\x1b", "\x7f", "\x85"),
+        *("\u00a0", "\u2028", "\u3000", "\r\nX-Injected: 1", "\n\n<html>"),
+    ]
+)
+_URL_REFUSED = "must not contain whitespace or control characters"
+
+
+def _spoil_url(data: st.DataObject) -> str:
+    spot = data.draw(st.integers(0, len(_PUSH_URL)))
+    return _PUSH_URL[:spot] + data.draw(_URL_CONTROLS) + _PUSH_URL[spot:]
+
+
+def _replace_url(value: Any, url: str) -> Any:
+    if isinstance(value, dict):
+        return {k: url if k == "url" else _replace_url(v, url) for k, v in value.items()}
+    return value
+
+
+def _mutate_push(data: st.DataObject, base: Request) -> Request:
+    """The push URL spoiled with whitespace or a control character; then, half the time,
+    the usual changes on top (and no refusal expected of that answer)."""
+    assert base.body is not None
+    spoiled = replace(base, body=_encode(_replace_url(json.loads(base.body), _spoil_url(data))))
+    if data.draw(st.booleans()):
+        return _mutate(data, spoiled)
+    return replace(spoiled, refused_with=_URL_REFUSED)
+
+
 # -- the valid requests ---------------------------------------------------------------
 
 
@@ -270,12 +312,48 @@ def _a2a_rest(task_id: str) -> list[Request]:
     ]
 
 
+def _a2a_push(task_id: str) -> list[Request]:
+    def rpc(method: str, params: dict[str, Any]) -> bytes:
+        return _encode({"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params})
+
+    json_headers = {"content-type": "application/json", **_A2A_VERSION}
+    config = {"taskId": task_id, "id": "hook-1", "url": _PUSH_URL, "token": "t"}
+    opening = {
+        **_message("Hi"),
+        "configuration": {"taskPushNotificationConfig": {"url": _PUSH_URL}},
+    }
+    return [
+        Request(
+            "POST", "/a2a/jsonrpc", rpc("CreateTaskPushNotificationConfig", config), json_headers
+        ),
+        Request("POST", "/a2a/jsonrpc", rpc("SendMessage", opening), json_headers),
+        Request(
+            "POST",
+            f"/a2a/rest/tasks/{task_id}/pushNotificationConfigs",
+            _encode(config),
+            json_headers,
+        ),
+        Request("POST", "/a2a/rest/message:send", _encode(opening), json_headers),
+    ]
+
+
+def _stored_push_urls(database: Path) -> list[str]:
+    """Every webhook URL the server stored (read beside it)."""
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10) as conn:
+        rows = conn.execute("SELECT config_json FROM a2a_push_configs").fetchall()
+    return [str(json.loads(row[0]).get("url")) for row in rows]
+
+
 # -- the pass -------------------------------------------------------------------------
 
 
+@pytest.fixture(name="data", scope="module")
+def data_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("protocol-fuzz")
+
+
 @pytest.fixture(name="server", scope="module")
-def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data: Path = tmp_path_factory.mktemp("protocol-fuzz")
+def server_fixture(data: Path) -> Iterator[ServerProcess]:
     server = ServerProcess(
         ["demo", "--no-browser", "--database-path", str(data / "pausemesh.db")],
         env={"PAUSEMESH_DATA_DIR": str(data), "PAUSEMESH_KEEPALIVE_SECONDS": "0.2"},
@@ -328,10 +406,18 @@ def _finding(http: httpx.Client, request: Request) -> str | None:
         return f"{status} {text[:300]}"
     if _INTERNAL.search(text):
         return f"leaks {text[:300]}"
+    if request.refused_with is not None:
+        # JSON-RPC refuses inside a 200 (error -32602), REST with a 400.
+        refused = status == 400 or (status == 200 and '"code":-32602' in text.replace(" ", ""))
+        if not (refused and request.refused_with in text):
+            return f"not refused: {status} {text[:300]}"
     return None
 
 
-def _fuzz(http: httpx.Client, seeds: list[Request]) -> None:
+Mutation = Callable[[st.DataObject, Request], Request]
+
+
+def _fuzz(http: httpx.Client, seeds: list[Request], mutate: Mutation = _mutate) -> None:
     """``CASES_PER_FAMILY`` changed copies of ``seeds``, each answered clearly."""
 
     @seed(SEED)
@@ -345,7 +431,7 @@ def _fuzz(http: httpx.Client, seeds: list[Request]) -> None:
     )
     @given(data=st.data())
     def answered_clearly(data: st.DataObject) -> None:
-        request = _mutate(data, data.draw(st.sampled_from(seeds)))
+        request = mutate(data, data.draw(st.sampled_from(seeds)))
         note(repr(request)[:2000])
         sent.append(request)
         finding = _finding(http, request)
@@ -358,7 +444,7 @@ def _fuzz(http: httpx.Client, seeds: list[Request]) -> None:
 
 
 def test_mutated_protocol_requests_get_clear_answers_and_a_booking_still_happens_once(
-    server: ServerProcess,
+    server: ServerProcess, data: Path
 ) -> None:
     with httpx.Client(base_url=server.base_url, timeout=30) as http:
         thread_id = new_thread()
@@ -373,6 +459,9 @@ def test_mutated_protocol_requests_get_clear_answers_and_a_booking_still_happens
         }
         for seeds in families.values():
             _fuzz(http, seeds)
+        _fuzz(http, _a2a_push(task_id), _mutate_push)
+        stored = _stored_push_urls(data / "pausemesh.db")
+        assert not [url for url in stored if has_unsafe_characters(url)], stored
 
         log = server.output()
         assert "Traceback" not in log, log[-5000:]
@@ -385,3 +474,120 @@ def test_mutated_protocol_requests_get_clear_answers_and_a_booking_still_happens
         assert post_run(http, answer).last["type"] == "RUN_FINISHED"
         post_run(http, answer)  # the same answer again: a replay, never a second booking
         assert [b["flight"] for b in bookings(http, thread_id)] == ["PM202"]
+
+
+# -- deadlines past the cap -----------------------------------------------------------
+
+
+_CAP = timedelta(days=90)  # PAUSEMESH_MAX_PAUSE_TTL_SECONDS' default
+_CAP_MS = int(_CAP.total_seconds()) * 1000
+_CAP_SETTING = "PAUSEMESH_MAX_PAUSE_TTL_SECONDS"
+_OFFSETS = [UTC, timezone(timedelta(hours=14)), timezone(-timedelta(hours=12))]
+_FAR_TTLS = st.integers(min_value=_CAP_MS + 1, max_value=2**63) | st.integers(
+    min_value=-(2**63), max_value=-1
+)
+
+
+def _far_deadline(data: st.DataObject) -> str:
+    """An ``expiresAt`` past now + the cap: the year 9999 in any zone, or any moment between."""
+    if data.draw(st.booleans()):
+        return data.draw(
+            st.sampled_from(
+                [
+                    "9999-12-31T23:59:59Z",
+                    "9999-12-31T23:59:59.999999-12:00",
+                    "9999-12-31T23:59:59+14:00",
+                    "5000-01-01T00:00:00Z",
+                ]
+            )
+        )
+    # A day past the cap even read in the zone furthest east (+14:00).
+    low = (datetime.now(UTC) + _CAP + timedelta(days=1)).replace(tzinfo=None)
+    moment = data.draw(st.datetimes(min_value=low, max_value=datetime(9999, 12, 30)))
+    return moment.replace(tzinfo=data.draw(st.sampled_from(_OFFSETS))).isoformat()
+
+
+def _deadline_seeds() -> list[Request]:
+    mcp_headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    call = {"name": "book_flight", "arguments": {"destination": "Paris"}, "task": {"ttl": 1000}}
+    payload = {"kind": "input", "message": "Which flight?"}
+    return [
+        Request("POST", "/v1/continuations", _encode({"payload": payload, "expiresAt": None})),
+        Request(
+            "POST",
+            "/mcp",
+            _encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}),
+            mcp_headers,
+        ),
+    ]
+
+
+def _with_far_deadline(data: st.DataObject, base: Request) -> tuple[Request, bool]:
+    """``base`` with a deadline past the cap; then, half the time, the usual changes on top.
+    Also whether the answer must be the refusal (nothing else was changed)."""
+    assert base.body is not None
+    body = json.loads(base.body)
+    if base.path == "/v1/continuations":
+        body["expiresAt"] = _far_deadline(data)
+    else:
+        body["params"]["task"]["ttl"] = data.draw(_FAR_TTLS)
+    far = replace(base, body=_encode(body))
+    if data.draw(st.booleans()):
+        return _mutate(data, far), False
+    return far, True
+
+
+def _deadline_finding(http: httpx.Client, request: Request, *, refused: bool) -> str | None:
+    try:
+        status, text = _send(http, request)
+    except httpx.TransportError as error:
+        return f"dropped ({error!r})"
+    if status >= 500 or _INTERNAL.search(text):
+        return f"unclear: {status} {text[:300]}"
+    rest = request.path == "/v1/continuations"
+    if rest and status == 201:
+        expires = datetime.fromisoformat(json.loads(text)["continuation"]["expiresAt"])
+        if expires > datetime.now(UTC) + _CAP:
+            return f"stored a deadline past the cap: {expires.isoformat()}"
+    if not refused:
+        return None
+    if rest and status == 400 and '"INVALID_EXPIRY"' in text and _CAP_SETTING in text:
+        return None
+    if not rest and status == 200 and '"code":-32602' in text and _CAP_SETTING in text:
+        return None
+    return f"not refused: {status} {text[:300]}"
+
+
+def test_deadlines_past_the_pause_ttl_cap_are_refused_and_never_stored(
+    server: ServerProcess,
+) -> None:
+    """REST ``expiresAt`` and MCP task ``ttl`` values past the cap (up to the year 9999, any
+    zone; ttl up to 2**63 ms or negative): alone, refused saying so; changed further, answered
+    clearly; a continuation created along the way never has a deadline past the cap."""
+    sent: list[Request] = []
+
+    @seed(SEED)
+    @settings(
+        max_examples=CASES_PER_FAMILY,
+        database=None,
+        deadline=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(data=st.data())
+    def refused_clearly(data: st.DataObject) -> None:
+        request, refused = _with_far_deadline(data, data.draw(st.sampled_from(seeds)))
+        note(repr(request)[:2000])
+        sent.append(request)
+        finding = _deadline_finding(http, request, refused=refused)
+        assert finding is None, finding
+
+    seeds = _deadline_seeds()
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        refused_clearly()
+    assert len(sent) == CASES_PER_FAMILY
+    log = server.output()
+    assert "Traceback" not in log, log[-5000:]
