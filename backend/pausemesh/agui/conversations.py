@@ -166,6 +166,7 @@ class Conversations:
         gone."""
         record = await self._owned(thread_id, principal)
         await self._erase(record)
+        await self.threads.forget_erased()
 
     async def _erase(self, record: ThreadRecord) -> None:
         if record.open_receipt is not None:
@@ -208,12 +209,15 @@ class Conversations:
         while True:
             # Erased threads leave the listing, so each batch starts from the oldest again.
             batch = await self.threads.idle_threads(updated_before=cutoff, limit=_PURGE_BATCH)
+            erased = len(done)
             for thread_id in batch:
                 record = await self.threads.get(thread_id)
                 # Re-checked: a run may have written the thread since it was listed.
                 if record is not None and record.updated_at < cutoff:
                     await self._erase(record)
                     done.append(thread_id)
+            if len(done) > erased:
+                await self.threads.forget_erased()
             if progress is not None and batch:
                 progress(len(done))
             if len(batch) < _PURGE_BATCH:

@@ -358,6 +358,13 @@ class ThreadStore(Protocol):
         so it is never created again. True if there was a thread to erase."""
         ...
 
+    async def forget_erased(self) -> None:
+        """After ``erase`` (and ``EventStore.erase_correlated``): leave no readable copy of
+        what was erased in the store's own files, where the store can. SQLite truncates its
+        write-ahead log (deleted rows are zeroed in the database already); PostgreSQL leaves
+        dead tuples to VACUUM and memory has nothing left (``docs/agui.md``, erasure)."""
+        ...
+
     async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
         """Ids of threads (not protocol threads) last updated before ``updated_before``,
         oldest first, at most ``limit`` (retention)."""

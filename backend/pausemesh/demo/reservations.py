@@ -24,6 +24,7 @@ import msgspec
 
 from pausemesh.core.operations import TargetAnswer, TargetFound, TargetNeverSaw
 from pausemesh.demo.flights import confirm_booking
+from pausemesh.stores.private_files import private_database_file
 
 __all__ = ("Airline", "airline", "configure_airline")
 
@@ -44,6 +45,7 @@ class Airline:
         self._memory: dict[str, dict[str, Any]] = {}
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_database_file(self.path)  # bookings hold travellers' names
             with closing(self._connect()) as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(_SCHEMA)

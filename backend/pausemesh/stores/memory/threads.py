@@ -253,6 +253,9 @@ class InMemoryThreadStore:
         self._logs.pop(thread_id, None)
         return self._records.pop(thread_id, None) is not None
 
+    async def forget_erased(self) -> None:
+        pass  # nothing is left once the dicts let go
+
     async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
         self._check_open()
         rows = sorted(

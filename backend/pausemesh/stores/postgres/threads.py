@@ -479,6 +479,11 @@ class PostgresThreadStore(SharedDatabaseStore):
         self.listener.wake(thread_id)
         return bool(row is not None and row[0])
 
+    async def forget_erased(self) -> None:
+        # Dead tuples stay until VACUUM reuses their space, which the runtime role may not run
+        # (it owns no table): autovacuum's, or the operator's (docs/agui.md, erasure).
+        pass
+
     async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
         async def op(conn: Conn) -> list[Any]:
             return list(await conn.fetch(self._sql_idle, updated_before, max(limit, 0)))

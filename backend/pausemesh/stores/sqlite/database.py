@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import sqlite3
 import time
 from collections import deque
@@ -38,6 +39,7 @@ from pausemesh.core.telemetry import (
 from pausemesh.stores.backoff import attempts
 from pausemesh.stores.file_lock import WriteTurn
 from pausemesh.stores.migrations import Migration, check_ledger
+from pausemesh.stores.private_files import private_database_file
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 from pausemesh.stores.sqlite.wal_sync import WalSync
 
@@ -47,6 +49,8 @@ T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection], Any]
 
 _MAX_GROUP = 256
+
+_log = logging.getLogger("pausemesh.stores")
 
 # When a commit reaches the disk: inside ``COMMIT`` with the turn held (``commit``: FULL, the
 # default), or after the write turn is given back, before any caller hears (``ack``).
@@ -70,6 +74,9 @@ def _connect_raw(
         # NORMAL only with a WalSync that fsyncs before any write is acknowledged.
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        # A deleted or rewritten row is zeroed in its page, not left in free space: an erased
+        # conversation leaves no readable copy in the file (``truncate_wal`` clears the log).
+        conn.execute("PRAGMA secure_delete = ON")
         return conn
 
     return connector
@@ -232,6 +239,8 @@ class SqliteDatabase:
             raise ValueError(msg)
         if not self.path.startswith("file:"):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # Created 0600 before SQLite opens it: its -wal and -shm files take its mode.
+            private_database_file(self.path)
             self._turn = WriteTurn(self.path)
         raw_connect = _connect_raw(
             self.path, self._busy_timeout_ms, "NORMAL" if self.sync == "ack" else "FULL"
@@ -527,6 +536,41 @@ class SqliteDatabase:
             # Nothing of the group is durable: every caller hears so.
             return [(False, _store_error(error))] * len(ops)
         return results
+
+    async def truncate_wal(self) -> bool:
+        """Copy the whole write-ahead log into the database and truncate the log to nothing
+        (``PRAGMA wal_checkpoint(TRUNCATE)``), so that rows just erased are in no old frame of
+        it (their pages in the database are zeroed: ``secure_delete``). On a connection of its
+        own, on a thread: it waits up to the busy timeout for the readers and writers of this
+        and other processes, never on the event loop. False when they kept the log busy: it is
+        copied then, not truncated, and later writes overwrite it."""
+        self._require_open()
+        if self._read_only:
+            return False
+        truncated = await asyncio.to_thread(self._checkpoint_truncate)
+        if not truncated:
+            _log.warning(
+                "the SQLite write-ahead log stayed busy for %d ms after an erase: it was copied"
+                " into the database but not truncated (later writes overwrite it)",
+                self._busy_timeout_ms,
+            )
+        return truncated
+
+    def _checkpoint_truncate(self) -> bool:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            busy: int = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as error:
+            raise _store_error(error) from error
+        finally:
+            conn.close()
+        return busy == 0
 
     async def check_readiness(self) -> None:
         # After a failed fsync the read below raises that error (``_require_open``).

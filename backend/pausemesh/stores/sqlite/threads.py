@@ -379,6 +379,11 @@ class SqliteThreadStore:
         self._notifier.notify(thread_id)
         return erased
 
+    async def forget_erased(self) -> None:
+        # The deleted rows' pages are zeroed (secure_delete); their old frames in the -wal
+        # file go with it.
+        await self.database.truncate_wal()
+
     async def idle_threads(self, *, updated_before: datetime, limit: int) -> list[str]:
         rows = await self.database.read(
             f"SELECT thread_id FROM agui_threads WHERE updated_at_us < ? AND {_NOT_PROTOCOL}"
