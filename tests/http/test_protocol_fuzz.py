@@ -591,3 +591,142 @@ def test_deadlines_past_the_pause_ttl_cap_are_refused_and_never_stored(
     assert len(sent) == CASES_PER_FAMILY
     log = server.output()
     assert "Traceback" not in log, log[-5000:]
+
+
+# -- principals spelled like approver entries or another namespace --------------------
+
+_RESERVED_PREFIXES = ("role:", "operation:", "key:")
+# Close to a reserved prefix, but principals like any other (refused nothing, granted nothing).
+_NEAR_MISSES = [
+    "roles:manager",
+    "role-manager",
+    "role_manager",
+    "manager",
+    "my-role:manager",
+    "operations:op-1",
+    "keys:billing-bot",
+    "ROLE;manager",
+    "rol\u00e9:manager",
+]
+_NAME_TEXT = st.text(
+    alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=30
+) | st.sampled_from(["manager", "", "op-1", "billing-bot", "x" * 150])
+# Roles that are not "manager" however they are spelled (a role is matched by kind and name).
+_NOT_MANAGER = st.sampled_from(
+    ["", "clerk", "role:manager", "Manager", "operation:op-1", "key:manager", "managers"]
+)
+
+
+def _reserved_principal(data: st.DataObject) -> str:
+    prefix = data.draw(st.sampled_from(_RESERVED_PREFIXES))
+    cased = "".join(c.upper() if data.draw(st.booleans()) else c for c in prefix)
+    return cased + data.draw(_NAME_TEXT)
+
+
+def _principal_seeds(approval_id: str, thread_id: str) -> list[Request]:
+    return [
+        Request("GET", "/v1/approvals"),
+        Request(
+            "POST",
+            f"/v1/approvals/{approval_id}",
+            _encode({"payload": {"decision": "approve"}}),
+            {"idempotency-key": "fuzz"},
+        ),
+        Request("GET", f"/v1/continuations/{approval_id}"),
+        Request("POST", "/v1/continuations", _encode({"payload": {"kind": "input"}})),
+        Request("GET", "/agui/threads"),
+        Request("GET", f"/agui/threads/{thread_id}"),
+        Request("POST", "/agui", _encode(_run_input(new_thread()))),
+    ]
+
+
+def _principal_finding(request: Request, status: int, text: str, *, reserved: bool) -> str | None:
+    if status >= 500 or _INTERNAL.search(text):
+        return f"{status} {text[:300]}"
+    if reserved:
+        if status != 401 or '"UNAUTHENTICATED"' not in text:
+            return f"a reserved principal was served: {status} {text[:300]}"
+        return None
+    if "/v1/approvals/" in request.path and request.method == "POST" and status != 404:
+        return f"someone who is no approver decided it: {status} {text[:300]}"
+    return None
+
+
+@pytest.fixture(name="principal_server", scope="module")
+def principal_server_fixture(data: Path) -> Iterator[ServerProcess]:
+    folder = data / "principals"
+    folder.mkdir()
+    server = ServerProcess(
+        [
+            *("demo", "--no-browser", "--database-path", str(folder / "pausemesh.db")),
+            *("--principal-resolver", "tests.support.agui:header_identity"),
+        ],
+        env={
+            "PAUSEMESH_DATA_DIR": str(folder),
+            "PAUSEMESH_DEMO_AIRLINE_PATH": str(folder / "airline.db"),
+        },
+    )
+    with server:
+        yield server
+
+
+def test_principals_spelled_like_approver_entries_are_refused_on_every_route(
+    principal_server: ServerProcess,
+) -> None:
+    """The resolver names the caller from ``X-Principal`` (roles from ``X-Roles``): a principal
+    with a reserved prefix (``role:``, ``operation:``, ``key:`` in any letter case, any name,
+    even with the role ``manager``) is 401 ``UNAUTHENTICATED`` on every route; one close to a
+    prefix, without the role, is an ordinary principal and never decides the traveller's
+    pending approval. Afterwards it is still pending, in a real manager's inbox."""
+    traveller = {"x-principal": "traveller"}
+    with httpx.Client(base_url=principal_server.base_url, timeout=30, headers=traveller) as http:
+        thread_id = new_thread()
+        question = ask(http, thread_id).interrupts[0]
+        run = post_run(http, resume_body(thread_id, [resolved(question["id"], "PM404")]))
+        [approval] = run.interrupts
+        seeds = _principal_seeds(approval["id"], thread_id)
+        sent: list[Request] = []
+
+        @seed(SEED)
+        @settings(
+            max_examples=CASES_PER_FAMILY,
+            database=None,
+            deadline=None,
+            phases=(Phase.generate,),
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(data=st.data())
+        def refused_clearly(data: st.DataObject) -> None:
+            reserved = data.draw(st.booleans())
+            if reserved:
+                principal = _reserved_principal(data)
+                roles = data.draw(st.sampled_from(["", "manager", "manager,clerk"]))
+            else:
+                principal = data.draw(st.sampled_from(_NEAR_MISSES))
+                roles = ",".join(data.draw(st.lists(_NOT_MANAGER, max_size=3)))
+            base = data.draw(st.sampled_from(seeds))
+            headers = {
+                **base.headers,
+                "x-principal": principal.encode(),
+                "x-roles": roles.encode(),
+            }
+            request = replace(base, headers=headers)
+            note(repr(request)[:2000])
+            sent.append(request)
+            try:
+                status, text = _send(http, request)
+            except httpx.TransportError as error:
+                pytest.fail(f"dropped ({error!r})")
+            finding = _principal_finding(request, status, text, reserved=reserved)
+            assert finding is None, finding
+
+        refused_clearly()
+        assert len(sent) == CASES_PER_FAMILY
+
+        inbox = http.get("/v1/approvals", headers={"x-principal": "boss", "x-roles": "manager"})
+        assert approval["id"] in [a["continuationId"] for a in inbox.json()["approvals"]]
+        assert [
+            i["id"] for i in http.get(f"/agui/threads/{thread_id}").json()["pendingInterrupts"]
+        ] == [approval["id"]]
+    log = principal_server.output()
+    assert "Traceback" not in log, log[-5000:]
