@@ -141,7 +141,7 @@ async def _drive(
         async with (
             LifespanManager(app),
             httpx.AsyncClient(
-                transport=httpx.ASGITransport(app), base_url="http://bench"
+                transport=httpx.ASGITransport(app), base_url="http://localhost"
             ) as client,
         ):
             for n in range(200):  # warm-up: imports, caches, the first SQLite pages

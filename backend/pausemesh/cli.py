@@ -86,6 +86,7 @@ _IDENTITY_AND_LIMIT_FLAGS: Final = (
     ("--auth-roles-claim", "JWT bearer: the claim holding roles (a dotted path reaches in)"),
     ("--auth-api-keys-file", "API keys: the file `pausemesh keys create` writes"),
     ("--cors-origins", "comma-separated browser origins allowed cross-site"),
+    ("--allowed-hosts", "comma-separated Host names answered besides loopback (* any)"),
     ("--rate-limit", "runs started per principal, such as 120/minute"),
     ("--run-timeout-seconds", "the longest an agent run may take"),
     ("--shutdown-grace-seconds", "how long in-flight runs may go on after SIGTERM"),
@@ -141,11 +142,14 @@ class _WorkerTag(logging.Filter):
         return True
 
 
-def _check_start(settings: Settings, loopback_resolver: Any | None = None) -> Any:
+def _check_start(
+    settings: Settings, loopback_resolver: Any | None = None, *, warn: bool = True
+) -> Any:
     """The principal resolver, after the checks that refuse to start (bind, server key).
 
     ``loopback_resolver``: used only when no resolver is configured and the bind is loopback
-    (the demo's two people); never with a real resolver or on another address.
+    (the demo's two people); never with a real resolver or on another address. ``warn``: log
+    what is allowed but unsafe (a worker does not repeat its supervisor's warnings).
     """
     from pausemesh.web.auth import import_resolver  # noqa: PLC0415 - keeps --version light
 
@@ -170,10 +174,28 @@ def _check_start(settings: Settings, loopback_resolver: Any | None = None) -> An
             " PAUSEMESH_AUTH_JWKS_URL or PAUSEMESH_AUTH_API_KEYS_FILE, pass"
             " --principal-resolver, or --insecure-no-auth if you really mean it."
         )
+    if warn and not is_loopback_host(settings.host):
+        _warn_about_bind(settings, authenticated=authenticated)
     # Fail before binding: a missing or unreadable key is a startup error, not a 500 later.
     # With several workers the parent creates the key file once, before any worker starts.
     resolve_secret_key(settings)
     return resolver
+
+
+def _warn_about_bind(settings: Settings, *, authenticated: bool) -> None:
+    """A non-loopback bind that starts, said out loud when it is open to more than it should."""
+    if not authenticated:
+        _log.warning(
+            "--insecure-no-auth on %s: no principal resolver, so anyone who can reach this"
+            " address can create, read, resume and cancel every conversation",
+            settings.host,
+        )
+    if settings.allowed_hosts is None:
+        _log.warning(
+            "PAUSEMESH_ALLOWED_HOSTS is not set: on %s any Host is answered. Set it to the"
+            " names clients use (e.g. api.example.com) so a DNS-rebinding page gets 421",
+            settings.host,
+        )
 
 
 def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
@@ -301,7 +323,8 @@ class PreparedCommand:
         plugins = list(self.plugins)
         if self.open_url is not None and first_worker:
             plugins.append(_open_browser_plugin(self.open_url))
-        resolver = _check_start(settings, self.loopback_resolver)
+        # The supervisor already warned about the bind before starting the workers.
+        resolver = _check_start(settings, self.loopback_resolver, warn=False)
         # Each worker drains on the SIGTERM its supervisor forwards, as one process does.
         plugins.append(DrainOnStopSignals())
         return create_app(settings, agent=self.agent, principal_resolver=resolver, plugins=plugins)

@@ -58,6 +58,10 @@ _TEXT = Meta(min_length=1)
 # scheme://host[:port], no path, no trailing slash (what a browser sends in Origin).
 _ORIGIN = r"https?://[^/,\s]+"
 _ORIGIN_LIST = rf"^\s*{_ORIGIN}\s*(,\s*{_ORIGIN}\s*)*$"
+# A host name, an IPv4 address or a bracketed IPv6 one, without a port; ``*.`` before a name
+# covers its subdomains, and ``*`` alone any Host.
+_HOST = r"\*|(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Fa-f:.]+\]"
+_HOST_LIST = rf"^\s*({_HOST})\s*(,\s*({_HOST})\s*)*$"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,6 +115,17 @@ class Settings:
     access_log: bool = True
     # Serve ``GET /metrics`` (Prometheus text format) beside the probes.
     metrics: bool = False
+    # When set, ``GET /metrics`` answers only ``Authorization: Bearer <this token>`` (else 401).
+    metrics_token: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[A-Za-z0-9\-._~+/]{16,512}=*$",
+                description="a bearer token: 16 to 512 of A-Z a-z 0-9 - . _ ~ + /",
+            ),
+        ]
+        | None
+    ) = None
     # Where the generated key file lives; defaults to the database file's directory.
     data_dir: str | None = None
     sweep_interval_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0
@@ -143,6 +158,22 @@ class Settings:
             Meta(
                 pattern=_ORIGIN_LIST,
                 description="comma-separated origins such as https://app.example.com",
+            ),
+        ]
+        | None
+    ) = None
+    # Host names (comma-separated) the server answers to besides the loopback ones, e.g. the name
+    # a proxy forwards. Unset: loopback names only on a loopback bind, any Host on another one.
+    allowed_hosts: (
+        Annotated[
+            str,
+            Meta(
+                pattern=_HOST_LIST,
+                description=(
+                    "comma-separated host names without a port (api.example.com, *.example.com,"
+                    " 10.0.0.5, [::1]) or *"
+                ),
+                extra={_LOWER: True},
             ),
         ]
         | None
@@ -263,6 +294,13 @@ class Settings:
         return tuple(o.strip().lower() for o in self.cors_origins.split(",") if o.strip())
 
     @property
+    def allowed_host_names(self) -> tuple[str, ...]:
+        """``allowed_hosts`` as a tuple of lower-cased entries (empty when unset)."""
+        if self.allowed_hosts is None:
+            return ()
+        return tuple(h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip())
+
+    @property
     def resolved_data_dir(self) -> Path:
         if self.data_dir is not None:
             return Path(self.data_dir)
@@ -272,7 +310,7 @@ class Settings:
         # Settings end up in logs and tracebacks; the key and the DSN's password must not.
         shown = {
             f.name: "[REDACTED]"
-            if f.name in {"secret_key", "previous_secret_keys", "database_url"}
+            if f.name in {"secret_key", "previous_secret_keys", "database_url", "metrics_token"}
             and getattr(self, f.name)
             else getattr(self, f.name)
             for f in fields(self)

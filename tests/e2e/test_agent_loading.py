@@ -146,7 +146,7 @@ async def test_create_app_and_the_starlette_binding_serve_a_pydantic_ai_agent_as
         async with (
             LifespanManager(asgi(app)) as manager,
             httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=manager.app), base_url="http://test"
+                transport=httpx.ASGITransport(app=manager.app), base_url="http://localhost"
             ) as client,
         ):
             body = run_body(f"t-{uuid.uuid4()}", "r1", messages=[message])

@@ -264,8 +264,14 @@ def test_thread_snapshot_of_an_unknown_thread_is_a_404_problem(client: httpx.Cli
 
 
 def test_malformed_run_input_is_a_4xx_problem_before_any_stream(client: httpx.Client) -> None:
-    assert_problem(client.post("/agui", content=b"{not json"), 400, "INVALID_RUN_INPUT")
+    malformed = client.post(
+        "/agui", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert_problem(malformed, 400, "INVALID_RUN_INPUT")
     assert_problem(client.post("/agui", json={"threadId": "t"}), 400, "INVALID_RUN_INPUT")
     bad_status = run_body("t", "r", resume=[{"interruptId": "x", "status": "maybe"}])
     assert_problem(client.post("/agui", json=bad_status), 400, "INVALID_RUN_INPUT")
-    assert_problem(client.post("/agui/connect", content=b"[]"), 400, "INVALID_RUN_INPUT")
+    listed = client.post(
+        "/agui/connect", content=b"[]", headers={"content-type": "application/json"}
+    )
+    assert_problem(listed, 400, "INVALID_RUN_INPUT")

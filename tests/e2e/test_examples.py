@@ -184,7 +184,9 @@ def test_starlette_routes_refuse_bad_input_before_streaming(
         cursor = client.get("/agui/threads/x/events", headers={"last-event-id": "-1"})
         assert cursor.status_code == 400
         assert cursor.json()["code"] == "INVALID_CURSOR"
-        too_big = client.post("/agui", content=b"x" * 70_000)
+        too_big = client.post(
+            "/agui", content=b"x" * 70_000, headers={"content-type": "application/json"}
+        )
         assert too_big.status_code == 413
         assert too_big.json()["code"] == "PAYLOAD_TOO_LARGE"
 
@@ -197,7 +199,9 @@ async def test_a_mount_whose_host_skips_our_lifespan_fails_loudly(tmp_path: Path
     )
     async with (
         LifespanManager(host),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=host), base_url="http://localhost"
+        ) as client,
     ):
         reply = await client.post(
             "/pausemesh/agui", json={"threadId": "t", "runId": "r", "messages": []}
@@ -219,7 +223,7 @@ async def test_native_routes_without_their_lifespan_fail_loudly(tmp_path: Path) 
     )
     host = Starlette(routes=pausemesh.routes())  # lifespan=pausemesh.lifespan forgotten
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=host), base_url="http://h"
+        transport=httpx.ASGITransport(app=host), base_url="http://localhost"
     ) as client:
         reply = await client.get("/agui/threads/t")
     assert reply.status_code == 500
@@ -250,7 +254,9 @@ async def test_native_routes_scope_threads_to_the_resolved_principal(tmp_path: P
     }
     async with (
         LifespanManager(host),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=host), base_url="http://localhost"
+        ) as client,
     ):
         alice = await client.post("/agui", json=body, headers={"x-user": "alice"})
         assert alice.status_code == 200
@@ -280,7 +286,9 @@ async def test_native_routes_refuse_a_cross_site_or_non_json_run(tmp_path: Path)
     body = json.dumps({"threadId": "t-csrf", "runId": "r", "messages": []})
     async with (
         LifespanManager(host),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=host), base_url="http://localhost"
+        ) as client,
     ):
         foreign = await client.post(
             "/agui",

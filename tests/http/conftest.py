@@ -57,6 +57,6 @@ async def client_fixture(target: ServerProcess | Litestar) -> AsyncIterator[http
         # The app itself, not LifespanManager's wrapper: that one shares one state dict
         # between every request, which Litestar uses as per-request storage.
         options["transport"] = httpx.ASGITransport(asgi(target))
-        options["base_url"] = "http://embedded"
+        options["base_url"] = "http://localhost"
     async with httpx.AsyncClient(**options) as client:
         yield client

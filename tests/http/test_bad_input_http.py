@@ -180,7 +180,11 @@ async def test_the_body_limit_stops_reading_the_stream_before_the_end(host_app: 
         "raw_path": b"/v1/continuations",
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"transfer-encoding", b"chunked"),
+        ],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
         "state": {},

@@ -40,7 +40,9 @@ async def test_the_starlette_binding_hands_the_keys_roles_to_the_agent(tmp_path:
     app = Starlette(routes=pausemesh.routes(), lifespan=pausemesh.lifespan)
     async with (
         LifespanManager(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+        ) as client,
     ):
         refused = await client.post("/agui", json=RUN, headers={"authorization": "Bearer pmk_x"})
         assert refused.status_code == 401
@@ -86,7 +88,7 @@ async def test_with_api_keys_only_mcp_challenges_bearer_without_publishing_metad
     async with (
         LifespanManager(asgi(app)),
         httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=asgi(app)), base_url="http://h"
+            transport=httpx.ASGITransport(app=asgi(app)), base_url="http://localhost"
         ) as client,
     ):
         refused = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})

@@ -113,6 +113,8 @@ def test_identity_cors_and_limits_come_from_flags(tmp_path: Path) -> None:
         "https://chat.example",
         "--rate-limit",
         "1/hour",
+        "--allowed-hosts",
+        "api.example.test",
     ]
     # The key file counts as authentication, so a public bind starts without --insecure-no-auth.
     with ServerProcess(args, host="0.0.0.0", ready_path="/healthz") as server:  # noqa: S104
@@ -134,6 +136,13 @@ def test_identity_cors_and_limits_come_from_flags(tmp_path: Path) -> None:
         assert allowed.headers["access-control-allow-origin"] == "https://chat.example"
         other = httpx.options(url, headers={**preflight, "origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
+        # --allowed-hosts: the listed name (and loopback) answered, any other Host refused.
+        listed = httpx.get(url + "/nope", headers={**bearer, "host": "api.example.test"})
+        assert listed.json()["code"] == "CONTINUATION_NOT_FOUND"
+        unlisted = httpx.get(url + "/nope", headers={**bearer, "host": "other.example.test"})
+        assert unlisted.json()["code"] == "MISDIRECTED_REQUEST"
+        log = server.output()
+    assert "PAUSEMESH_ALLOWED_HOSTS is not set" not in log
 
 
 # Longer than uvicorn's own keep-alive timeout (5 s), which closed such a connection before.

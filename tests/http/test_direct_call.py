@@ -41,7 +41,7 @@ async def _client(
     app = Litestar(plugins=[PauseMeshPlugin(config)], **app_options)
     async with LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60):
         transport = httpx.ASGITransport(asgi(app))
-        async with httpx.AsyncClient(transport=transport, base_url="http://embedded") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 
@@ -72,6 +72,7 @@ Request_ = Callable[[httpx.AsyncClient, str], Awaitable[httpx.Response]]
 def _resume(continuation_id: str, *headers: tuple[str, str], body: bytes | None = None) -> Request_:
     async def send(client: httpx.AsyncClient, token: str) -> httpx.Response:
         resolved = [(name, value.replace("{token}", token)) for name, value in headers]
+        resolved.append(("content-type", "application/json"))
         content = b'{"payload": {"flight": "PM101"}}' if body is None else body
         return await client.post(
             f"/v1/continuations/{continuation_id}/resume", content=content, headers=resolved
@@ -80,13 +81,21 @@ def _resume(continuation_id: str, *headers: tuple[str, str], body: bytes | None 
     return send
 
 
-def _create(content: bytes) -> Request_:
+def _create(content: bytes, content_type: str | None = "application/json") -> Request_:
     async def send(client: httpx.AsyncClient, _: str) -> httpx.Response:
-        return await client.post(
-            "/v1/continuations", content=content, headers={"content-type": "application/json"}
-        )
+        headers = {} if content_type is None else {"content-type": content_type}
+        return await client.post("/v1/continuations", content=content, headers=headers)
 
     return send
+
+
+async def _unlabeled_resume(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    """A resume whose body says nothing of its type: refused (415), the token left unspent."""
+    return await client.post(
+        "/v1/continuations/direct-1/resume",
+        content=b'{"payload": {"flight": "PM101"}}',
+        headers={"pausemesh-token": token, "idempotency-key": "k1"},
+    )
 
 
 _CREATE = (
@@ -98,6 +107,7 @@ _STEPS: list[tuple[str, Request_]] = [
     ("duplicate id", _create(_CREATE)),
     ("malformed JSON", _create(b'{"payload":')),
     ("empty body", _create(b"")),
+    ("unlabeled body", _create(_CREATE.replace(b"direct-1", b"direct-2"), content_type=None)),
     ("not UTF-8", _create(b'{"payload": "\xff"}')),
     ("unknown field", _create(b'{"payload": 1, "extra": true}')),
     ("JSON null", _create(b"null")),
@@ -128,6 +138,7 @@ _STEPS: list[tuple[str, Request_]] = [
         "payload off the schema",
         _resume("direct-1", ("pausemesh-token", "{token}"), ("idempotency-key", "k1"), body=b"{}"),
     ),
+    ("unlabeled resume", _unlabeled_resume),
     ("resumed", _resume("direct-1", ("pausemesh-token", "{token}"), ("idempotency-key", "k1"))),
     ("exact retry", _resume("direct-1", ("pausemesh-token", "{token}"), ("idempotency-key", "k1"))),
     (
@@ -167,6 +178,7 @@ async def test_create_and_resume_answer_as_litestars_own_handler_path_would(
     assert statuses["resumed"] == statuses["exact retry"] == 200
     assert {statuses[n] for n in ("malformed JSON", "empty body", "id too long")} == {400}
     assert statuses["too large"] == 413
+    assert statuses["unlabeled body"] == statuses["unlabeled resume"] == 415
     assert statuses["wrong token"] == statuses["first of two tokens wrong"] == 401
     assert statuses["unknown id"] == 404
     assert statuses["second resume"] == 409

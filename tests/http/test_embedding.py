@@ -43,7 +43,7 @@ async def scoped_fixture(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     async with (
         LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
         httpx.AsyncClient(
-            transport=httpx.ASGITransport(asgi(app)), base_url="http://host"
+            transport=httpx.ASGITransport(asgi(app)), base_url="http://localhost"
         ) as client,
     ):
         yield client
@@ -106,7 +106,7 @@ async def test_a_request_without_the_lifespan_fails_loudly(tmp_path: Path) -> No
     config = PauseMeshConfig(settings=Settings(database_path=str(tmp_path / "p.db")))
     app = Litestar(plugins=[PauseMeshPlugin(config)])
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(asgi(app)), base_url="http://host"
+        transport=httpx.ASGITransport(asgi(app)), base_url="http://localhost"
     ) as client:
         response = await client.post("/v1/continuations", json={"payload": 1})
     body = assert_problem(response, 500, "NOT_STARTED")
@@ -121,7 +121,7 @@ async def test_host_owned_storage_is_used_and_left_open(tmp_path: Path) -> None:
         async with (
             LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
             httpx.AsyncClient(
-                transport=httpx.ASGITransport(asgi(app)), base_url="http://h"
+                transport=httpx.ASGITransport(asgi(app)), base_url="http://localhost"
             ) as client,
         ):
             created = await client.post("/v1/continuations", json={"payload": 1})
@@ -140,7 +140,9 @@ async def test_an_unavailable_store_is_503_without_internals(tmp_path: Path) -> 
     app = Litestar(plugins=[PauseMeshPlugin(config)])
     async with (
         LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
-        httpx.AsyncClient(transport=httpx.ASGITransport(asgi(app)), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(asgi(app)), base_url="http://localhost"
+        ) as client,
     ):
         assert (await client.get("/healthz")).status_code == 200
         ready = await client.get("/readyz")

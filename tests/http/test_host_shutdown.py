@@ -56,7 +56,7 @@ async def test_a_host_drains_pausemesh_with_begin_shutdown(
     transport = httpx.ASGITransport(app=app)
     async with (
         LifespanManager(app),
-        httpx.AsyncClient(transport=transport, base_url="http://h", timeout=30) as client,
+        httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=30) as client,
     ):
         slow = asyncio.create_task(
             client.post("/agui", json=run_body("t-slow", "r-slow", messages=_user("slow 60")))

@@ -43,7 +43,7 @@ async def apps_fixture(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient,
         LifespanManager(asgi(apps[2])),
     ):
         clients = [
-            httpx.AsyncClient(transport=httpx.ASGITransport(asgi(app)), base_url="http://app")
+            httpx.AsyncClient(transport=httpx.ASGITransport(asgi(app)), base_url="http://localhost")
             for app in apps
         ]
         try:

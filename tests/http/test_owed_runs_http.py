@@ -91,7 +91,7 @@ async def server_fixture(tmp_path: Path) -> AsyncIterator[Server]:
         async with (
             LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60),
             httpx.AsyncClient(
-                transport=httpx.ASGITransport(asgi(app)), base_url="http://embedded", timeout=30
+                transport=httpx.ASGITransport(asgi(app)), base_url="http://localhost", timeout=30
             ) as client,
         ):
             yield Server(client, app.plugins.get(PauseMeshPlugin), threads, events)

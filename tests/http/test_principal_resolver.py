@@ -112,7 +112,9 @@ async def test_every_binding_refuses_a_caller_the_resolver_does_not_name(
     host = make_host(tmp_path, resolver)
     async with (
         LifespanManager(host),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=host), base_url="http://localhost"
+        ) as client,
     ):
         assert_unauthenticated(await client.post("/agui", json=RUN))
         assert_unauthenticated(await client.get("/agui/threads/t-1"))
@@ -124,7 +126,9 @@ async def test_the_starlette_binding_refuses_an_empty_principal_but_serves_a_nam
     host = starlette_host(tmp_path, header_principal)
     async with (
         LifespanManager(host),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=host), base_url="http://localhost"
+        ) as client,
     ):
         # An empty header value used to pass as a principal named "" on this binding.
         assert_unauthenticated(await client.post("/agui", json=RUN, headers={"x-user": ""}))

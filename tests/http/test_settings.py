@@ -61,6 +61,11 @@ def test_cli_overrides_environment_which_overrides_the_env_file(tmp_path: Path) 
         ("PAUSEMESH_DATABASE_SCHEMA", "a;drop", "PAUSEMESH_DATABASE_SCHEMA must be a plain SQL"),
         ("PAUSEMESH_SECRET_KEY", "short", "PAUSEMESH_SECRET_KEY must be at least 32 bytes"),
         ("PAUSEMESH_INSECURE_NO_AUTH", "maybe", "PAUSEMESH_INSECURE_NO_AUTH must be a boolean"),
+        ("PAUSEMESH_ALLOWED_HOSTS", "api.example.com:443", "PAUSEMESH_ALLOWED_HOSTS must be comma"),
+        ("PAUSEMESH_ALLOWED_HOSTS", "https://api.example.com", "PAUSEMESH_ALLOWED_HOSTS must be"),
+        ("PAUSEMESH_ALLOWED_HOSTS", "a.example, *.", "PAUSEMESH_ALLOWED_HOSTS must be comma"),
+        ("PAUSEMESH_METRICS_TOKEN", "short", "PAUSEMESH_METRICS_TOKEN must be a bearer token"),
+        ("PAUSEMESH_METRICS_TOKEN", "x" * 20 + " y", "PAUSEMESH_METRICS_TOKEN must be a bearer"),
     ],
 )
 def test_a_bad_value_is_reported_with_the_setting_name(name: str, value: str, message: str) -> None:
@@ -191,6 +196,26 @@ def test_an_integer_setting_accepts_its_declared_bounds_and_nothing_past_them(na
 def test_the_schema_name_is_stored_lower_cased() -> None:
     loaded = load_settings(environ={"PAUSEMESH_DATABASE_SCHEMA": "PauseMesh_2"}, env_file=None)
     assert loaded.database_schema == "pausemesh_2"
+
+
+def test_allowed_hosts_are_read_lower_cased_and_the_metrics_token_is_redacted() -> None:
+    token = "scrape-" + "t" * 30
+    loaded = load_settings(
+        environ={
+            "PAUSEMESH_ALLOWED_HOSTS": " API.Example.com, *.Apps.example.com ,10.0.0.5,[::1],*",
+            "PAUSEMESH_METRICS_TOKEN": token,
+        },
+        env_file=None,
+    )
+    assert loaded.allowed_host_names == (
+        "api.example.com",
+        "*.apps.example.com",
+        "10.0.0.5",
+        "[::1]",
+        "*",
+    )
+    assert loaded.metrics_token == token
+    assert token not in repr(loaded)
 
 
 def test_the_pause_ttl_cap_accepts_its_bounds_and_stops_the_start_past_them() -> None:

@@ -56,7 +56,9 @@ HOSTS = pytest.mark.parametrize(
 async def client_for(app: Any) -> AsyncIterator[httpx.AsyncClient]:
     async with (
         LifespanManager(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://h") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+        ) as client,
     ):
         yield client
 

@@ -34,7 +34,7 @@ from pausemesh.web.plugin import PauseMeshPlugin
 from tests.support.asgi import asgi
 from tests.support.protocol_clients import send_for_task, user_message
 
-BASE = "http://refunds.test"
+BASE = "http://localhost"
 APPROVAL: dict[str, Any] = {
     "type": "object",
     "properties": {"approved": {"type": "boolean"}},

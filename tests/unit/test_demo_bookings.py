@@ -22,7 +22,9 @@ async def client_fixture(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app: Any = create_app(Settings(database_path=str(tmp_path / "app.db")), agent=travel_agent)
     async with (
         LifespanManager(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost"
+        ) as client,
     ):
         yield client
 

@@ -24,6 +24,8 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── PayloadTooLargeError                      PAYLOAD_TOO_LARGE: a request body over the limit
     ├── OriginNotAllowedError                     ORIGIN_NOT_ALLOWED: a cross-site state change
     ├── UnsupportedMediaTypeError                 UNSUPPORTED_MEDIA_TYPE: a body that is not JSON
+    ├── MisdirectedRequestError                   MISDIRECTED_REQUEST: a Host this server does not
+    │                                             answer to (DNS rebinding)
     ├── RateLimitedError                          RATE_LIMITED: too many runs for one principal
     ├── TooManyStreamsError                       TOO_MANY_STREAMS: too many open SSE streams
     ├── ShuttingDownError                         SERVER_SHUTTING_DOWN: the server is draining
@@ -58,6 +60,7 @@ __all__ = (
     "InvalidInputError",
     "InvalidTransitionError",
     "LeaseLostError",
+    "MisdirectedRequestError",
     "NotAnApproverError",
     "NotStartedError",
     "OperationConflictError",
@@ -310,6 +313,19 @@ class UnsupportedMediaTypeError(PauseMeshError):
 
     def __init__(self) -> None:
         super().__init__("The request body must be application/json")
+
+
+class MisdirectedRequestError(PauseMeshError):
+    """A request whose ``Host`` is not a name this server answers to: a DNS-rebinding page, or
+    a proxy that forwards a name ``PAUSEMESH_ALLOWED_HOSTS`` does not list."""
+
+    default_code = "MISDIRECTED_REQUEST"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This server does not answer to this Host; PAUSEMESH_ALLOWED_HOSTS lists the names"
+            " it is reached by"
+        )
 
 
 class RateLimitedError(PauseMeshError):

@@ -41,6 +41,7 @@ from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, counted_stream, repl
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import (
     InvalidInputError,
+    MisdirectedRequestError,
     NotStartedError,
     PauseMeshError,
     PayloadTooLargeError,
@@ -50,6 +51,7 @@ from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import configured_resolver, resolve_identity
 from pausemesh.web.browser import browser_refusal
+from pausemesh.web.host_guard import host_policy, request_host
 from pausemesh.web.limits import Limits, SendTimeoutGuard
 from pausemesh.web.owed import OwedRuns, run_owed_sweeper
 from pausemesh.web.problems import problem_for
@@ -112,6 +114,9 @@ class StarletteAgui:
         self.agent = served_agent(agent, self.settings)
         self.storage = storage
         self.principal_resolver = configured_resolver(principal_resolver, self.settings)
+        # The Litestar app's Host allow-list, checked by each route here (they join the host's
+        # app, whose other routes are its own business).
+        self._hosts = host_policy(self.settings)
         self.sweeper = sweeper
         # A frozen reader is dropped after this long (default PAUSEMESH_SEND_TIMEOUT_SECONDS).
         self.send_timeout = (
@@ -309,6 +314,9 @@ class StarletteAgui:
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
             try:
+                hosts = self._hosts
+                if hosts is not None and not hosts.admits(request_host(request.scope)):
+                    raise MisdirectedRequestError
                 # The same CSRF fence as the Litestar routes (CORS is the host's middleware).
                 refusal = browser_refusal(request.scope, self.settings.allowed_origins)
                 if refusal is not None:

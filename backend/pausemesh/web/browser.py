@@ -5,17 +5,18 @@
   problem headers, ``Retry-After``, the MCP session id).
 * CSRF: a browser attaches cookies to cross-site form posts and to ``fetch`` with
   ``text/plain``, which need no preflight. So a state-changing request (POST, PUT, PATCH,
-  DELETE) whose ``Origin`` is neither the server's own nor allowed is refused (403
-  ``ORIGIN_NOT_ALLOWED``), and a body sent to a JSON endpoint under another content type is
-  refused (415 ``UNSUPPORTED_MEDIA_TYPE``): neither runs anything. Clients that are not
-  browsers send no ``Origin`` and are not affected.
+  DELETE) whose ``Origin`` is neither the server's own (the scheme, ``Host`` and port this
+  request came in with) nor allowed is refused (403 ``ORIGIN_NOT_ALLOWED``), and a body sent
+  to a JSON endpoint under another content type, or under none, is refused (415
+  ``UNSUPPORTED_MEDIA_TYPE``): neither runs anything. Clients that are not browsers send no
+  ``Origin`` and are not affected.
+* DNS rebinding (a foreign page posing as the server's own origin) is ``web.host_guard``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from litestar.config.cors import CORSConfig
 from litestar.enums import ScopeType
@@ -79,11 +80,22 @@ def _headers(scope: Mapping[str, Any]) -> dict[bytes, bytes]:
     return found
 
 
-def _own_origin(origin: str, host: bytes | None) -> bool:
+_DEFAULT_PORTS: Final = {"http": ":80", "https": ":443"}
+
+
+def _without_default_port(origin: str, scheme: str) -> str:
+    port = _DEFAULT_PORTS[scheme]
+    return origin.removesuffix(port) if origin.endswith(port) else origin
+
+
+def _own_origin(origin: str, host: bytes | None, scheme: str) -> bool:
+    """``origin`` is this request's own: the same scheme, host and port (a default port
+    written out or left off alike). ``https://127.0.0.1:P`` is not ``http://127.0.0.1:P``."""
     if host is None:
         return False
-    parts = urlsplit(origin)
-    return parts.scheme in {"http", "https"} and parts.netloc == host.decode("latin-1").lower()
+    scheme = "https" if scheme in {"https", "wss"} else "http"
+    own = f"{scheme}://{host.decode('latin-1').strip().lower()}"
+    return _without_default_port(origin, scheme) == _without_default_port(own, scheme)
 
 
 def _is_json(content_type: bytes) -> bool:
@@ -102,15 +114,15 @@ def browser_refusal(
     origin = headers.get(b"origin")
     if origin is not None:
         text = origin.decode("latin-1").strip().lower()
-        if text not in allowed_origins and not _own_origin(text, headers.get(b"host")):
+        scheme = scope.get("scheme", "http")
+        if text not in allowed_origins and not _own_origin(text, headers.get(b"host"), scheme):
             return OriginNotAllowedError()
     if method in _WITH_BODY:
         length = headers.get(b"content-length", b"").strip()
         has_body = b"transfer-encoding" in headers or (length not in {b"", b"0"})
         content_type = headers.get(b"content-type")
-        # No Content-Type at all is read as JSON (what a bare client sends); a browser always
-        # labels a body, and only the labels that skip the preflight matter here.
-        if has_body and content_type is not None and not _is_json(content_type):
+        # An unlabeled body is refused too: nothing is parsed as JSON that did not say so.
+        if has_body and (content_type is None or not _is_json(content_type)):
             return UnsupportedMediaTypeError()
     return None
 

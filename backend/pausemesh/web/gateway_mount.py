@@ -154,7 +154,7 @@ class GatewayMount(McpRules):
         server = build_gateway_server(gateway, lambda: self.pausemesh.runtime.service)
         server.streamable_http_app(
             streamable_http_path="/",
-            transport_security=transport_security(self.pausemesh.config.settings.host),
+            transport_security=transport_security(),
         )
         self.gateway, self.server = gateway, server
         try:

@@ -33,7 +33,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import Tool, ToolExecution
 
 from pausemesh.core.errors import UnauthenticatedError
-from pausemesh.core.hosts import is_loopback_host
 from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
@@ -99,22 +98,13 @@ def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
         root.setLevel(level)
 
 
-def transport_security(host: str, extra_origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
-    """DNS-rebinding protection for a loopback server without auth; a host that serves
-    elsewhere owns its Host/Origin policy (proxy, resolver). ``extra_origins``: the
-    ``PAUSEMESH_CORS_ORIGINS`` pages, which the SDK must not refuse either."""
-    if not is_loopback_host(host):
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=[
-            "http://127.0.0.1:*",
-            "http://localhost:*",
-            "http://[::1]:*",
-            *extra_origins,
-        ],
-    )
+def transport_security() -> TransportSecuritySettings:
+    """The SDK's own DNS-rebinding check, off: every PauseMesh app answers an unlisted ``Host``
+    with 421 ``MISDIRECTED_REQUEST`` before a mount runs (``web.host_guard``, with
+    ``PAUSEMESH_ALLOWED_HOSTS``), and ``admit`` refuses a foreign ``Origin`` (``web.browser``).
+    A second list here could only disagree with those (a proxied name admitted there, 421
+    here) and would answer in plain text instead of a problem body."""
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 class TaskAwareServer(MCPServer[Any]):
@@ -273,10 +263,7 @@ class McpPlugin(McpRules):
         # A new session manager per lifespan: the SDK runs each one at most once.
         self.server.streamable_http_app(
             streamable_http_path="/",
-            transport_security=transport_security(
-                self.pausemesh.config.settings.host,
-                self.pausemesh.config.settings.allowed_origins,
-            ),
+            transport_security=transport_security(),
         )
         service = self.pausemesh.runtime.service
         observer = service.observer

@@ -4,22 +4,29 @@ Opt-in (``PAUSEMESH_METRICS=1``). Each app has its own ``CollectorRegistry``, ne
 prometheus_client's global one, so several apps (and tests) in one process keep their counts
 apart. The route follows the operational routes' rule (``/healthz``, ``/readyz``): it is served
 with them, without a principal, and carries counts only (no ids, no payloads): keep it on the
-private network the probes use.
+private network the probes use. With ``PAUSEMESH_METRICS_TOKEN`` set it also asks for that
+token (``Authorization: Bearer``; a Prometheus scrape config's ``authorization``), else 401.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
-from litestar import Response, get
+from litestar import Request, Response, get
 from litestar.di import NamedDependency
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.telemetry import INTERRUPTS_WAITING, METRICS, MetricKind, MetricSpec
 from pausemesh.stores.storage import Storage
+from pausemesh.web.config import PauseMeshConfig
+from pausemesh.web.problems import problem_responses
 
 __all__ = ("PrometheusMetrics", "metrics_route")
 
@@ -102,16 +109,40 @@ class PrometheusMetrics:
         return generate_latest(self.registry)
 
 
+_CHALLENGE = 'Bearer realm="metrics"'
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _check_token(authorization: str | None, token: str) -> None:
+    """``Authorization: Bearer <token>`` or ``UnauthenticatedError``. Digests of equal length
+    are compared in constant time, so neither the token nor its length leaks by timing."""
+    scheme, _, presented = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        _digest(presented.strip()), _digest(token)
+    ):
+        msg = "GET /metrics needs the metrics token (Authorization: Bearer)"
+        raise UnauthenticatedError(msg, challenge=_CHALLENGE)
+
+
 @get(
     "/metrics",
     summary="Prometheus metrics (PAUSEMESH_METRICS=1)",
     tags=["health"],
     media_type=CONTENT_TYPE_LATEST,
     include_in_schema=True,
+    responses=problem_responses(401),
 )
 async def metrics_route(
+    request: Request[Any, Any, Any],
     pausemesh_metrics: NamedDependency[PrometheusMetrics],
     pausemesh_storage: NamedDependency[Storage],
+    pausemesh_config: NamedDependency[PauseMeshConfig],
 ) -> Response[bytes]:
+    token = pausemesh_config.settings.metrics_token
+    if token is not None:
+        _check_token(request.headers.get("authorization"), token)
     await pausemesh_metrics.refresh(pausemesh_storage)
     return Response(pausemesh_metrics.render(), media_type=CONTENT_TYPE_LATEST)

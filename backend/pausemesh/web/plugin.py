@@ -40,6 +40,7 @@ from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
 from pausemesh.web.health import healthz, readyz
+from pausemesh.web.host_guard import HostGuard, host_policy
 from pausemesh.web.limits import Limits, send_timeout_middleware
 from pausemesh.web.metrics import PrometheusMetrics, metrics_route
 from pausemesh.web.observability import TelemetryMiddleware
@@ -260,6 +261,11 @@ class PauseMeshPlugin(InitPlugin):
                 metrics=self.metrics,
                 access_log=self.config.settings.access_log,
             ),
+        )
+        # Just inside telemetry (a refused request is still logged and counted), before any
+        # route's own work: every route, the mounts and the direct create/resume path alike.
+        app_config.middleware.insert(
+            1, DefineMiddleware(HostGuard, policy=host_policy(self.config.settings))
         )
         app_config.signature_namespace.update(
             ContinuationService=ContinuationService,
