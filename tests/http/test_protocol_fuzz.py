@@ -17,6 +17,12 @@ A sixth family registers A2A push webhooks (JSON-RPC and REST, on their own and 
 message that opens a task) whose URL always carries whitespace or a control character (CR,
 LF, TAB, space, NUL, ESC, DEL, C1, Unicode spaces) somewhere: a request left otherwise intact
 is refused saying so, and afterwards no stored webhook holds such a URL.
+
+A seventh family sends the requests of the first five, changed the same way (the path kept, so
+each still names a route), from a DNS-rebinding page: ``Host`` is a name that is not loopback
+(an attacker's domain in any case, with a trailing dot, ``*.nip.io``, ``evil.localhost``,
+``127.1``, a decimal or IPv4-mapped address, random names), with any port and, half the time,
+that page's own ``Origin``. Every answer is 421 ``MISDIRECTED_REQUEST``, whatever the body.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ class Request:
     # The answer must refuse it, saying so (a push URL with control characters, nothing else
     # changed).
     refused_with: str | None = None
+    # Sent with a rebinding Host: the answer must be 421 MISDIRECTED_REQUEST.
+    misdirected: bool = False
 
 
 # -- mutations ------------------------------------------------------------------------
@@ -207,6 +215,41 @@ def _mutate_push(data: st.DataObject, base: Request) -> Request:
     if data.draw(st.booleans()):
         return _mutate(data, spoiled)
     return replace(spoiled, refused_with=_URL_REFUSED)
+
+
+_REBINDING_NAMES = st.sampled_from(
+    [
+        "rebind.attacker.example",
+        "REBIND.Attacker.Example",
+        "rebind.attacker.example.",
+        "127.0.0.1.nip.io",
+        "localhost.attacker.example",
+        "evil.localhost",
+        "127.1",
+        "127.0.0.2",
+        "2130706433",
+        "0.0.0.0",  # noqa: S104 - a Host header, not a bind
+        "[::ffff:127.0.0.1]",
+        "[::2]",
+    ]
+) | st.from_regex(r"[a-z][a-z0-9-]{0,15}(\.[a-z0-9-]{1,15}){1,3}", fullmatch=True)
+
+
+def _rebinding(port: int) -> Callable[[st.DataObject, Request], Request]:
+    """A request changed as ``_mutate`` does (but on its own route), sent by a page whose name
+    was made to resolve to this server."""
+
+    def mutate(data: st.DataObject, base: Request) -> Request:
+        changed = replace(_mutate(data, base), path=base.path)
+        name = data.draw(_REBINDING_NAMES)
+        chosen = data.draw(st.sampled_from([None, port, 80, 1, 65535]))
+        host = name if chosen is None else f"{name}:{chosen}"
+        headers = {**changed.headers, "host": host}
+        if data.draw(st.booleans()):
+            headers["origin"] = f"http://{host}"
+        return replace(changed, headers=headers, misdirected=True)
+
+    return mutate
 
 
 # -- the valid requests ---------------------------------------------------------------
@@ -411,6 +454,8 @@ def _finding(http: httpx.Client, request: Request) -> str | None:
         refused = status == 400 or (status == 200 and '"code":-32602' in text.replace(" ", ""))
         if not (refused and request.refused_with in text):
             return f"not refused: {status} {text[:300]}"
+    if request.misdirected and not (status == 421 and '"MISDIRECTED_REQUEST"' in text):
+        return f"answered a rebinding Host: {status} {text[:300]}"
     return None
 
 
@@ -459,6 +504,7 @@ def test_mutated_protocol_requests_get_clear_answers_and_a_booking_still_happens
         }
         for seeds in families.values():
             _fuzz(http, seeds)
+        _fuzz(http, [r for seeds in families.values() for r in seeds], _rebinding(server.port))
         _fuzz(http, _a2a_push(task_id), _mutate_push)
         stored = _stored_push_urls(data / "pausemesh.db")
         assert not [url for url in stored if has_unsafe_characters(url)], stored
