@@ -529,6 +529,7 @@ _CAP = timedelta(days=90)  # PAUSEMESH_MAX_PAUSE_TTL_SECONDS' default
 _CAP_MS = int(_CAP.total_seconds()) * 1000
 _CAP_SETTING = "PAUSEMESH_MAX_PAUSE_TTL_SECONDS"
 _OFFSETS = [UTC, timezone(timedelta(hours=14)), timezone(-timedelta(hours=12))]
+_FAR_AHEAD = timedelta(days=2_900_000)
 _FAR_TTLS = st.integers(min_value=_CAP_MS + 1, max_value=2**63) | st.integers(
     min_value=-(2**63), max_value=-1
 )
@@ -547,10 +548,10 @@ def _far_deadline(data: st.DataObject) -> str:
                 ]
             )
         )
-    # A day past the cap even read in the zone furthest east (+14:00).
-    low = (datetime.now(UTC) + _CAP + timedelta(days=1)).replace(tzinfo=None)
-    moment = data.draw(st.datetimes(min_value=low, max_value=datetime(9999, 12, 30)))
-    return moment.replace(tzinfo=data.draw(st.sampled_from(_OFFSETS))).isoformat()
+    # Drawn as a distance from now (a strategy must not move with the clock): at least a day
+    # past the cap, at most some 7,900 years (still before the year 9999).
+    ahead = data.draw(st.timedeltas(min_value=_CAP + timedelta(days=1), max_value=_FAR_AHEAD))
+    return (datetime.now(UTC) + ahead).astimezone(data.draw(st.sampled_from(_OFFSETS))).isoformat()
 
 
 def _deadline_seeds() -> list[Request]:
@@ -598,13 +599,18 @@ def _deadline_finding(http: httpx.Client, request: Request, *, refused: bool) ->
         expires = datetime.fromisoformat(json.loads(text)["continuation"]["expiresAt"])
         if expires > datetime.now(UTC) + _CAP:
             return f"stored a deadline past the cap: {expires.isoformat()}"
-    if not refused:
-        return None
-    if rest and status == 400 and '"INVALID_EXPIRY"' in text and _CAP_SETTING in text:
-        return None
-    if not rest and status == 200 and '"code":-32602' in text and _CAP_SETTING in text:
-        return None
-    return f"not refused: {status} {text[:300]}"
+    if refused and not _refuses_the_deadline(status, text, rest=rest):
+        return f"not refused: {status} {text[:300]}"
+    return None
+
+
+def _refuses_the_deadline(status: int, text: str, *, rest: bool) -> bool:
+    """REST: 400 ``INVALID_EXPIRY``; MCP: -32602 (inside a 200); both naming the setting."""
+    if rest:
+        said = status == 400 and '"INVALID_EXPIRY"' in text
+    else:
+        said = status == 200 and '"code":-32602' in text
+    return said and _CAP_SETTING in text
 
 
 def test_deadlines_past_the_pause_ttl_cap_are_refused_and_never_stored(
