@@ -23,6 +23,11 @@ each still names a route), from a DNS-rebinding page: ``Host`` is a name that is
 (an attacker's domain in any case, with a trailing dot, ``*.nip.io``, ``evil.localhost``,
 ``127.1``, a decimal or IPv4-mapped address, random names), with any port and, half the time,
 that page's own ``Origin``. Every answer is 421 ``MISDIRECTED_REQUEST``, whatever the body.
+
+A family of deadlines past ``PAUSEMESH_MAX_PAUSE_TTL_SECONDS`` (its own test): REST
+``expiresAt`` up to the year 9999 in any zone, MCP task ``ttl`` up to 2**63 ms or negative.
+Alone, each is refused saying so (400 ``INVALID_EXPIRY``, -32602); changed further, answered
+clearly; no continuation is ever created with a deadline past the cap.
 """
 
 from __future__ import annotations
