@@ -200,11 +200,10 @@ def _warn_about_bind(settings: Settings, *, authenticated: bool) -> None:
 
 def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
     """The uvicorn settings ``pausemesh serve`` runs with (``bench/stack_floor.py`` too)."""
-    import uvicorn  # noqa: PLC0415 - only the server commands need it
+    # Only the server commands need uvicorn (which this imports).
+    from pausemesh.http_protocol import CoalescingHttpToolsProtocol, ServerConfig  # noqa: PLC0415
 
-    from pausemesh.http_protocol import CoalescingHttpToolsProtocol  # noqa: PLC0415
-
-    return uvicorn.Config(
+    return ServerConfig(
         app,
         host=settings.host,
         port=settings.port,
@@ -216,6 +215,7 @@ def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
         access_log=False,
         server_header=False,
         timeout_keep_alive=settings.idle_connection_seconds,
+        header_timeout=settings.header_timeout_seconds,
         # A backstop only: the drain ends every run and tail within the grace period.
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds) + 2,
         **extra,

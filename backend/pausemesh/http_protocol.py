@@ -10,16 +10,51 @@ with its body, and a streamed response's head (an SSE tail with nothing to send 
 leaves within the same loop iteration. Only the head is held: a streamed response's later
 chunks go out at once, as before, so a fan-out to many tails reaches the first of them
 while the loop still writes to the others.
+
+It also closes a connection whose request head (the request line and headers) is not complete
+``header_timeout`` seconds after it began: from the connection's opening for its first request,
+from the first byte of each later one (between requests the keep-alive timeout applies). A
+client trickling header bytes, or connecting and sending nothing, holds a connection for that
+long and no longer. A body, a long response and an SSE stream are not timed: the clock stops
+once the head is in. The deadline costs a request two attribute writes; one timer per server
+looks over its connections a few times a second, and only while any is open.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+import weakref
+from typing import Any, Final
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ("CoalescingHttpToolsProtocol", "HoldingTransport")
+__all__ = (
+    "DEFAULT_HEADER_TIMEOUT",
+    "CoalescingHttpToolsProtocol",
+    "HoldingTransport",
+    "ServerConfig",
+)
+
+DEFAULT_HEADER_TIMEOUT: Final = 10.0
+# How often a server looks for overdue heads: a quarter of the timeout, at most a second, so a
+# head is cut between the timeout and a quarter more.
+_LOOKS_PER_TIMEOUT: Final = 4
+_MAX_LOOK_INTERVAL: Final = 1.0
+
+_log = logging.getLogger("pausemesh.http")
+
+
+class ServerConfig(uvicorn.Config):
+    """``uvicorn.Config`` with the request head's deadline (``PAUSEMESH_HEADER_TIMEOUT_SECONDS``)
+    for ``CoalescingHttpToolsProtocol``. A module-level class: ``--workers`` pickles it."""
+
+    def __init__(
+        self, app: Any, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **options: Any
+    ) -> None:
+        super().__init__(app, **options)
+        self.header_timeout = header_timeout
 
 
 class HoldingTransport(asyncio.Transport):
@@ -116,18 +151,84 @@ class HoldingTransport(asyncio.Transport):
         return self._transport.get_write_buffer_limits()
 
 
+class _HeadDeadlines:
+    """One server's look at its connections' request heads, every ``interval`` seconds while
+    any connection is open (an idle server is not woken)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, connections: set[Any], timeout: float
+    ) -> None:
+        self.loop = loop
+        self.connections = connections
+        self.timeout = timeout
+        self.interval = min(timeout / _LOOKS_PER_TIMEOUT, _MAX_LOOK_INTERVAL)
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self) -> None:
+        if self._timer is None:
+            self._timer = self.loop.call_later(self.interval, self._look)
+
+    def _look(self) -> None:
+        self._timer = None
+        now = self.loop.time()
+        for protocol in list(self.connections):
+            if isinstance(protocol, CoalescingHttpToolsProtocol):
+                protocol.check_head(now, self.timeout)
+        if self.connections:
+            self.watch()
+
+
+# Per uvicorn server (its state object, shared by its connections).
+_deadlines: weakref.WeakKeyDictionary[Any, _HeadDeadlines] = weakref.WeakKeyDictionary()
+
+
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's ``httptools`` protocol on a transport that sends a head with its body."""
+    """uvicorn's ``httptools`` protocol on a transport that sends a head with its body, which
+    closes a connection whose request head is late."""
 
     _holding: HoldingTransport
+    # ``loop.time()`` when the request head being read began; None between heads.
+    _head_since: float | None = None
+
+    def __init__(self, config: Any, server_state: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, server_state, *args, **kwargs)
+        deadlines = _deadlines.get(server_state)
+        if deadlines is None:
+            timeout = getattr(config, "header_timeout", DEFAULT_HEADER_TIMEOUT)
+            deadlines = _HeadDeadlines(self.loop, self.connections, timeout)
+            _deadlines[server_state] = deadlines
+        self._deadlines = deadlines
 
     # uvicorn narrows BaseProtocol's BaseTransport to Transport; so does this override.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._holding = HoldingTransport(transport, self.loop)
         super().connection_made(self._holding)
+        # The first request's head is due from the opening: a client sending nothing is cut.
+        self._head_since = self.loop.time()
+        self._deadlines.watch()
 
     def on_message_begin(self) -> None:
         # A request begins: the first write after it is its response's head (or a
         # ``100 Continue``, which the app's read of the body follows at once).
         super().on_message_begin()
         self._holding.hold_next_write()
+        if self._head_since is None:  # a later request on a kept-alive connection
+            self._head_since = self.loop.time()
+
+    def on_headers_complete(self) -> None:
+        self._head_since = None
+        super().on_headers_complete()
+
+    def check_head(self, now: float, timeout: float) -> None:
+        """Close the connection if its request head began ``timeout`` seconds ago or more."""
+        since = self._head_since
+        if since is None or now - since < timeout or self.transport.is_closing():
+            return
+        if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+            # An earlier request is still being answered, and reading may be paused until it
+            # is: the head's clock starts again.
+            self._head_since = now
+            return
+        self._head_since = None
+        _log.debug("closed a connection whose request head took longer than %s s", timeout)
+        self.transport.close()

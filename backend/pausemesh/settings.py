@@ -206,6 +206,10 @@ class Settings:
     # Behind a proxy that keeps connections to the server, it must outlast the proxy's idle
     # timeout, or the proxy can send a request on a connection the server is closing (a 502).
     idle_connection_seconds: Annotated[int, Meta(ge=1, le=3600)] = 5
+    # A connection whose request line and headers are not all in this long after they began
+    # is closed (a client trickling header bytes holds no connection past it); bodies and
+    # streamed responses are not timed.
+    header_timeout_seconds: Annotated[float, Meta(ge=0.5, le=600.0)] = 10.0
     # On SIGTERM: how long in-flight runs may go on before they end with SERVER_SHUTTING_DOWN.
     shutdown_grace_seconds: Annotated[float, Meta(ge=0.0, le=3600.0)] = 10.0
     # A run lease's TTL: how long a thread stays busy after its process died unseen.
