@@ -235,18 +235,24 @@ def _formatted(msg: Any, args: Any) -> str:
     return formatted
 
 
+@functools.lru_cache(maxsize=256)
+def _any_secret_key(keys: tuple[Any, ...]) -> bool:
+    # A logger passes the same field names record after record: one look per set of names.
+    return any(_secret_key(key) for key in keys)
+
+
 def _plain_fields(text: str, fields: dict[Any, Any]) -> bool:
     """True when neither ``text`` nor the fields (numbers and text under names that are not
     secret: the usual record) hold anything to scrub. All the text is looked at at once: one
     look costs less than one per field."""
+    if _any_secret_key(tuple(fields)):
+        return False
     texts = [text]
-    for key, value in fields.items():
+    for value in fields.values():
         kind = type(value)
         if kind is str:
             texts.append(value)
         elif kind not in _PLAIN:
-            return False
-        if _secret_key(key):
             return False
     return _plain("\n".join(texts))
 
