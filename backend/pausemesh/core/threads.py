@@ -171,6 +171,11 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     # Who set ``title``: None for no title, or for one stored before this was recorded (kept
     # like an owner's: it may be one).
     title_source: TitleSource | None = None
+    # The size in bytes of the record's JSON as the store holds it (messages, state and the two
+    # cohort receipts; on PostgreSQL the record body, whose keys add a few bytes), kept with
+    # the record: what ``PAUSEMESH_MAX_THREAD_BYTES`` bounds. The event log is not counted.
+    # Set by the store; what a caller passes to ``save`` is ignored.
+    stored_bytes: int = 0
 
 
 TITLE_MAX_CHARS = 60

@@ -15,6 +15,7 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.large_json import encode_lines_now
 from pausemesh.core.threads import (
     IssuedCohort,
     RunLease,
@@ -95,6 +96,7 @@ class InMemoryThreadStore:
                 last_sequence=0,
                 created_at=now,
                 updated_at=now,
+                stored_bytes=len(b"[]") + len(b"{}"),
             )
             self._records[thread_id] = record
             self._logs[thread_id] = []
@@ -116,12 +118,17 @@ class InMemoryThreadStore:
             title, source = agent_title, "agent"
         elif title is None and (derived := derive_title(record.messages)) is not None:
             title, source = derived, "derived"
+        # Sized as the SQLite store stores it (``encode_lines_now``): the same bound trips alike.
+        messages = encode_lines_now(record.messages)
+        state = msgspec.json.encode(record.state)
+        receipts = (msgspec.json.encode(c) for c in (record.open_receipt, record.closed_receipt))
         updated = msgspec.structs.replace(
             current,
-            messages=_clone(record.messages),
-            state=_clone(record.state),
+            messages=msgspec.json.decode(messages),
+            state=msgspec.json.decode(state),
             open_receipt=_clone_cohort(record.open_receipt),
             closed_receipt=_clone_cohort(record.closed_receipt),
+            stored_bytes=len(messages) + len(state) + sum(len(r) for r in receipts if r != b"null"),
             version=current.version + 1,
             updated_at=now,
             title=title,

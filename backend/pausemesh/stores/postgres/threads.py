@@ -25,6 +25,7 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.large_json import LARGE_BYTES, decode_lines, encode_lines, encode_lines_now
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
     RunLease,
@@ -53,13 +54,22 @@ _IDENTITY = frozenset(
         "lease",
         "title",
         "title_source",
+        "stored_bytes",
     }
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
 _REQUIRED = frozenset(f.name for f in msgspec.structs.fields(ThreadRecord) if f.required)
+# The body as bytes (no UTF-8 decode of a long thread on the loop) and its size, which
+# ``octet_length`` takes from the value's header without reading it.
 _COLUMNS = (
-    "thread_id, owner, body_json, version, last_sequence, created_at, updated_at,"
-    " lease_id, lease_run_id, lease_expires_at, title, title_source"
+    "thread_id, owner, convert_to(body_json, 'UTF8'), version, last_sequence, created_at,"
+    " updated_at, lease_id, lease_run_id, lease_expires_at, title, title_source,"
+    " octet_length(body_json)"
+)
+# What ``save`` returns besides what it was given (it does not read the body back).
+_SAVED = (
+    "version, updated_at, title, title_source, last_sequence, lease_id, lease_run_id,"
+    " lease_expires_at, octet_length(body_json)"
 )
 # Protocol threads (A2A tasks) are neither listed nor purged by retention.
 _NOT_PROTOCOL = " AND ".join(
@@ -70,20 +80,66 @@ _SUMMARY_COLUMNS = (
     " coalesce(jsonb_array_length(body_json::jsonb -> 'open_receipt' -> 'interrupts'), 0),"
     " last_sequence"
 )
-_EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}, "open_receipt": None}).decode()
+_EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}, "open_receipt": None})
+_BODY: msgspec.json.Decoder[dict[str, Any]] = msgspec.json.Decoder(dict[str, Any])
+_RAW_BODY: msgspec.json.Decoder[dict[str, msgspec.Raw]] = msgspec.json.Decoder(
+    dict[str, msgspec.Raw]
+)
 
 
-def _body(record: ThreadRecord) -> str:
-    return msgspec.json.encode({name: getattr(record, name) for name in _BODY_FIELDS}).decode()
+# The messages go last, one per line (``core/large_json.py``), so a reader finds them after
+# the body's first raw newline and decodes them a piece at a time.
+_MESSAGES_AT = b',"messages":[\n'
 
 
-def _record(row: Any) -> ThreadRecord:
+def _head(record: ThreadRecord) -> bytes:
+    """Every body field but the messages, compact."""
+    return msgspec.json.encode(
+        {name: getattr(record, name) for name in _BODY_FIELDS if name != "messages"}
+    )
+
+
+def _with_messages(head: bytes, messages: bytes) -> bytes:
+    return head[:-1] + b',"messages":' + messages + b"}"
+
+
+def _body(record: ThreadRecord) -> bytes:
+    return _with_messages(_head(record), encode_lines_now(record.messages))
+
+
+async def _body_sliced(record: ThreadRecord) -> bytes:
+    prefix = _head(record)[:-1] + b',"messages":'
+    return await encode_lines(record.messages, prefix=prefix, suffix=b"}")
+
+
+async def _body_fields(data: bytes) -> dict[str, Any]:
+    """The body's fields; a large body's messages decoded between the loop's other work."""
+    if len(data) <= LARGE_BYTES:
+        return _BODY.decode(data)
+    nl = data.find(b"\n")
+    if (
+        nl > 0
+        and data.endswith(b"\n]}")
+        and data.startswith(_MESSAGES_AT, nl + 1 - len(_MESSAGES_AT))
+    ):
+        fields = _BODY.decode(data[: nl + 1 - len(_MESSAGES_AT)] + b"}")
+        fields["messages"] = await decode_lines(data[nl - 1 : -1])
+        return fields
+    # Stored before the messages went last: one scan for the fields, then the messages sliced.
+    raw = _RAW_BODY.decode(data)
+    fields = {name: msgspec.json.decode(value) for name, value in raw.items() if name != "messages"}
+    if "messages" in raw:
+        fields["messages"] = await decode_lines(bytes(raw["messages"]))
+    return fields
+
+
+async def _record(row: Any) -> ThreadRecord:
     lease = None
     if row[7] is not None:
         lease = RunLease(lease_id=row[7], run_id=row[8], expires_at=row[9])
     try:
         # A body that is not a JSON object is a ValidationError, itself a DecodeError.
-        body = msgspec.json.decode(row[2], type=dict[str, Any])
+        body = await _body_fields(row[2])
     except msgspec.DecodeError:
         msg = "stored thread record does not decode"
         raise StoreError(msg, code="CORRUPT_STREAM") from None
@@ -104,7 +160,26 @@ def _record(row: Any) -> ThreadRecord:
         lease=lease,
         title=row[10],
         title_source=row[11],
+        stored_bytes=row[12],
         **fields,
+    )
+
+
+def _saved(record: ThreadRecord, row: Any) -> ThreadRecord:
+    """``record`` as ``save`` stored it (``_SAVED``): its messages and state are the caller's,
+    not read back (nor decoded again, which for a long thread costs as much as the write)."""
+    lease = None
+    if row[5] is not None:
+        lease = RunLease(lease_id=row[5], run_id=row[6], expires_at=row[7])
+    return msgspec.structs.replace(
+        record,
+        version=row[0],
+        updated_at=row[1],
+        title=row[2],
+        title_source=row[3],
+        last_sequence=row[4],
+        lease=lease,
+        stored_bytes=row[8],
     )
 
 
@@ -139,7 +214,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         self._sql_create = f"""
             INSERT INTO {q}.agui_threads (thread_id, owner, body_json, version, last_sequence,
                                           created_at, updated_at)
-            SELECT $1, $2, $3, 1, 0, $4, $4
+            SELECT $1, $2, convert_from($3, 'UTF8'), 1, 0, $4, $4
             WHERE NOT EXISTS (SELECT 1 FROM {q}.agui_thread_erasures WHERE thread_id = $1)
             ON CONFLICT DO NOTHING RETURNING {_COLUMNS}
         """
@@ -149,13 +224,14 @@ class PostgresThreadStore(SharedDatabaseStore):
             "$7::text IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
         )
         self._sql_save = f"""
-            UPDATE {q}.agui_threads SET body_json = $2, version = version + 1, updated_at = $3,
+            UPDATE {q}.agui_threads SET body_json = convert_from($2, 'UTF8'),
+                version = version + 1, updated_at = $3,
                 title = CASE WHEN {agent_wins} THEN $7 ELSE coalesce(title, $5) END,
                 title_source = CASE WHEN {agent_wins} THEN 'agent'
                     WHEN title IS NULL AND $5::text IS NOT NULL THEN 'derived'
                     ELSE title_source END,
                 open_deadline = $6
-            WHERE thread_id = $1 AND version = $4 RETURNING {_COLUMNS}
+            WHERE thread_id = $1 AND version = $4 RETURNING {_SAVED}
         """
         self._sql_list = {after: list_threads_sql(q, after=after) for after in (True, False)}
         self._sql_title = (
@@ -226,7 +302,7 @@ class PostgresThreadStore(SharedDatabaseStore):
 
     async def get(self, thread_id: str) -> ThreadRecord | None:
         row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
-        return None if row is None else _record(row)
+        return None if row is None else await _record(row)
 
     async def list_records(
         self,
@@ -243,7 +319,7 @@ class PostgresThreadStore(SharedDatabaseStore):
                 await conn.fetch(self._sql_list_records, prefix, owner, at, after_id, limit)
             )
 
-        return [_record(row) for row in await self.database.run(op, read=True)]
+        return [await _record(row) for row in await self.database.run(op, read=True)]
 
     async def _load(self, thread_id: str) -> ThreadRecord:
         record = await self.get(thread_id)
@@ -260,7 +336,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         await self.database.ensure_schema()
         row = await self.database.fetchrow(self._sql_create, thread_id, owner, _EMPTY_BODY, now)
         # None: another replica created it first; its row is committed and visible now.
-        return _record(row) if row is not None else await self._load(thread_id)
+        return await _record(row) if row is not None else await self._load(thread_id)
 
     async def save(
         self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
@@ -269,7 +345,7 @@ class PostgresThreadStore(SharedDatabaseStore):
         row = await self.database.fetchrow(
             self._sql_save,
             record.thread_id,
-            _body(record),
+            await _body_sliced(record),
             now,
             record.version,
             derive_title(record.messages),
@@ -277,9 +353,16 @@ class PostgresThreadStore(SharedDatabaseStore):
             agent_title,
         )
         if row is None:
-            actual = await self._load(record.thread_id)
-            raise VersionConflictError(record.thread_id, record.version, actual.version)
-        return _record(row)
+            actual = await self._version(record.thread_id)
+            raise VersionConflictError(record.thread_id, record.version, actual)
+        return _saved(record, row)
+
+    async def _version(self, thread_id: str) -> int:
+        sql = f"SELECT version FROM {self.database.q}.agui_threads WHERE thread_id = $1"
+        row = await self.database.fetchrow(sql, thread_id)
+        if row is None:
+            raise ThreadNotFoundError(thread_id)
+        return int(row[0])
 
     async def save_on(self, conn: Conn, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         """``save`` on the caller's connection, inside the caller's transaction (the push
@@ -302,7 +385,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             if actual is None:
                 raise ThreadNotFoundError(record.thread_id)
             raise VersionConflictError(record.thread_id, record.version, actual)
-        return _record(row)
+        return _saved(record, row)
 
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
@@ -312,9 +395,9 @@ class PostgresThreadStore(SharedDatabaseStore):
             self._sql_lease, thread_id, lease_id, run_id, now, expires_at
         )
         if row is None:
-            await self._load(thread_id)  # ThreadNotFoundError for an unknown thread
+            await self._version(thread_id)  # ThreadNotFoundError for an unknown thread
             raise ThreadBusyError(thread_id)
-        return _record(row)
+        return await _record(row)
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
         async def op(conn: Conn) -> None:
@@ -372,7 +455,7 @@ class PostgresThreadStore(SharedDatabaseStore):
             release,
         )
         if row is None:
-            await self._load(thread_id)
+            await self._version(thread_id)  # ThreadNotFoundError for an unknown thread
             raise LeaseLostError(thread_id)
         last = int(row[0])
         # Local waiters need not wait for the notification's round trip.

@@ -20,6 +20,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -100,6 +101,19 @@ def _store_error(error: sqlite3.Error) -> StoreError:
     return StoreError(f"SQLite operation failed: {type(error).__name__}", code=code)
 
 
+def _in_snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn(conn)`` inside one read transaction: every statement (and blob) it reads sees the
+    same snapshot."""
+    try:
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")  # a read transaction: this only ends the snapshot
+    except sqlite3.Error as error:
+        raise _store_error(error) from error
+
+
 def _settle(pending: _Pending, result: tuple[bool, Any]) -> None:
     if pending.future.done():  # the caller went away; its write still happened (or not)
         return
@@ -111,11 +125,13 @@ def _settle(pending: _Pending, result: tuple[bool, Any]) -> None:
 
 
 class _Pending:
-    __slots__ = ("future", "op")
+    __slots__ = ("future", "large", "op")
 
-    def __init__(self, op: WriteOp, future: asyncio.Future[Any]) -> None:
+    def __init__(self, op: WriteOp, future: asyncio.Future[Any], *, large: bool = False) -> None:
         self.op = op
         self.future = future
+        # Writes megabytes: never run inline on the loop thread (see ``write``).
+        self.large = large
 
 
 def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
@@ -218,6 +234,10 @@ class SqliteDatabase:
         self._migrations = tuple(migrations)
         self._writer: aiosqlite.Connection | None = None
         self._reader: sqlite3.Connection | None = None
+        # ``read_large``: its own connection (made on first use) on its own thread.
+        self._large_connect: Callable[[], sqlite3.Connection] | None = None
+        self._large_conn: sqlite3.Connection | None = None
+        self._large_pool: ThreadPoolExecutor | None = None
         self._raw_writer: sqlite3.Connection | None = None
         # Appended on the loop, taken on the writer thread (deque: both ends thread-safe).
         self._queue: deque[_Pending] = deque()
@@ -266,6 +286,7 @@ class SqliteDatabase:
             # Reads run on the event loop thread: a WAL point read on an index takes tens of
             # microseconds, less than a thread hop, and WAL readers never wait for writers.
             self._reader = raw_connect()
+            self._large_connect = raw_connect
         except sqlite3.Error as error:
             await self.close()
             raise _store_error(error) from error
@@ -347,19 +368,21 @@ class SqliteDatabase:
         if self._wal_sync is not None and self._wal_sync.failed is not None:
             raise self._wal_sync.failed
 
-    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, op: Callable[[sqlite3.Connection], T], *, large: bool = False) -> T:
         """Run ``op`` inside the next group transaction; resolve once it is committed.
 
         ``op`` runs inside its own SAVEPOINT: if it raises, only its own writes are rolled
         back and the error is raised here. Operations queued in the same loop iteration
-        share one transaction and one COMMIT.
+        share one transaction and one COMMIT. ``large``: the op writes megabytes (a long
+        thread's transcript), so it goes to the writer thread even alone, where SQLite checks
+        and writes it with the GIL released, instead of holding the loop thread meanwhile.
         """
         self._require_open()
         if self._read_only:
             msg = "this SQLite database was opened read-only"
             raise StoreError(msg, code="STORE_READ_ONLY")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(op, future))
+        self._queue.append(_Pending(op, future, large=large))
         if not self._group_in_flight and not self._flush_scheduled:
             # Let every task that is ready to write this iteration join the group first.
             self._flush_scheduled = True
@@ -372,7 +395,7 @@ class SqliteDatabase:
             if self._closed:
                 self._wakeup.set()
             return
-        if len(self._queue) == 1:
+        if len(self._queue) == 1 and not self._queue[0].large:
             # A lone write commits right here: a thread hop costs more than the SQL, and the
             # fsync of one small transaction is shorter than the hop's wake-ups. Under load
             # groups grow and go to the writer thread, so the loop keeps serving meanwhile.
@@ -398,6 +421,38 @@ class SqliteDatabase:
             return self._reader.execute(sql, tuple(params)).fetchall()
         except sqlite3.Error as error:
             raise _store_error(error) from error
+
+    async def read_large(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the read ``fn`` on a connection and a thread of their own, inside one read
+        transaction (one snapshot): for rows of megabytes, which ``Blob.read`` copies with the
+        GIL released while the loop goes on (a plain ``SELECT`` builds the value holding it).
+
+        Large reads of this process go one at a time. Opened read-only (``inspect``), ``fn``
+        runs on the reader, on the caller's thread.
+        """
+        self._require_open()
+        if self._read_only:
+            assert self._reader is not None  # noqa: S101 - set by open_read_only
+            return _in_snapshot(self._reader, fn)
+        if self._large_pool is None:
+            self._large_pool = ThreadPoolExecutor(1, thread_name_prefix="pausemesh-sqlite-large")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._large_pool, self._read_large, fn
+        )
+
+    def _read_large(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._large_conn is None:
+            assert self._large_connect is not None  # noqa: S101 - set in open()
+            try:
+                self._large_conn = self._large_connect()
+            except sqlite3.Error as error:
+                raise _store_error(error) from error
+        return _in_snapshot(self._large_conn, fn)
+
+    def _close_large(self) -> None:
+        if self._large_conn is not None:
+            self._large_conn.close()
+            self._large_conn = None
 
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -592,6 +647,10 @@ class SqliteDatabase:
         if self._wal_sync is not None:
             # The groups handed to it are synced and settled before the file is let go.
             await asyncio.to_thread(self._wal_sync.close)
+        if self._large_pool is not None:
+            # After the reads already queued on it; its connection is closed on its thread.
+            await asyncio.get_running_loop().run_in_executor(self._large_pool, self._close_large)
+            self._large_pool.shutdown(wait=False)
         if self._reader is not None:
             self._reader.close()
         if self._writer is not None:

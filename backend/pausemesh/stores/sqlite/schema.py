@@ -419,6 +419,27 @@ _RESEND_NUMBERS = Migration(
     ),
 )
 
+# Migration 15 (issue 40): the size of a thread record's stored JSON (messages, state and the
+# two cohort receipts), kept with the record: the run host bounds a thread by it
+# (PAUSEMESH_MAX_THREAD_BYTES) and a read picks the large-read path by it. The index holds it
+# beside the id, so that choice never reads the row: a column stored after a long thread's
+# messages is only reached by walking the row's overflow pages (milliseconds for megabytes).
+# Rows stored before it are measured once, here.
+_STORED_BYTES = Migration(
+    version=15,
+    name="thread_stored_bytes",
+    statements=(
+        "ALTER TABLE agui_threads ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0",
+        """
+        UPDATE agui_threads SET stored_bytes = length(CAST(messages_json AS BLOB))
+            + length(CAST(state_json AS BLOB))
+            + coalesce(length(CAST(open_receipt_json AS BLOB)), 0)
+            + coalesce(length(CAST(closed_receipt_json AS BLOB)), 0)
+        """,
+        "CREATE INDEX agui_threads_by_size ON agui_threads (thread_id, stored_bytes)",
+    ),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
@@ -433,4 +454,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
+    _STORED_BYTES,
 )

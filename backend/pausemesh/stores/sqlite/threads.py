@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -22,8 +22,10 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.large_json import LARGE_BYTES, decode_lines, encode_lines, encode_lines_now
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
+    IssuedCohort,
     RunLease,
     ThreadCursor,
     ThreadLogEntry,
@@ -40,13 +42,32 @@ from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("SqliteThreadStore", "save_op")
 
-_SELECT_ALL = (
-    "SELECT thread_id, owner, messages_json, state_json, open_receipt_json, version,"
-    " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id, lease_expires_at_us,"
-    " closed_receipt_json, title, title_source"
-    " FROM agui_threads"
+
+def _select(messages: str, state: str, table: str = "agui_threads") -> str:
+    return (
+        f"SELECT thread_id, owner, {messages}, {state}, open_receipt_json, version,"
+        " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id,"
+        " lease_expires_at_us, closed_receipt_json, title, title_source, stored_bytes, rowid"
+        f" FROM {table}"
+    )
+
+
+# A record whose JSON is larger than LARGE_BYTES is read on the large-read thread
+# (``_large_row``), not the loop's. The loop tells it apart by the size index alone: every
+# column stored after a long thread's messages (the version, the lease...) is reached only by
+# walking the row's overflow pages, milliseconds for megabytes.
+_BY_SIZE = "agui_threads INDEXED BY agui_threads_by_size"
+_SELECT_SMALL = (
+    _select("messages_json", "state_json", _BY_SIZE)
+    + f" WHERE thread_id = ? AND stored_bytes <= {LARGE_BYTES}"
 )
-_SELECT_ONE = _SELECT_ALL + " WHERE thread_id = ?"
+_SIZE_OF = f"SELECT stored_bytes FROM {_BY_SIZE} WHERE thread_id = ?"
+# Listing (protocol records, small as a rule): a large one comes without messages and state.
+_SMALL_ONLY = f"CASE WHEN stored_bytes <= {LARGE_BYTES} THEN {{}} END"
+_SELECT_ALL = _select(_SMALL_ONLY.format("messages_json"), _SMALL_ONLY.format("state_json"))
+_SELECT_META = _select("NULL", "NULL") + " WHERE thread_id = ?"
+_ROWID = 16
+_EMPTY_BYTES = len(b"[]") + len(b"{}")
 # Protocol threads (A2A tasks) are neither listed nor purged by retention.
 _NOT_PROTOCOL = " AND ".join(
     f"substr(thread_id, 1, {len(p)}) != '{p}'" for p in PROTOCOL_THREAD_PREFIXES
@@ -71,15 +92,15 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
+def _record(row: sqlite3.Row | tuple[Any, ...], messages: list[Any], state: Any) -> ThreadRecord:
     lease = None
     if row[9] is not None:
         lease = RunLease(lease_id=row[9], run_id=row[10], expires_at=from_epoch_us(row[11]))
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],
-        messages=msgspec.json.decode(row[2]),
-        state=msgspec.json.decode(row[3]),
+        messages=messages,
+        state=state,
         open_receipt=decode_cohort(row[4]),
         version=row[5],
         last_sequence=row[6],
@@ -89,7 +110,25 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord:
         lease=lease,
         title=row[13],
         title_source=row[14],
+        stored_bytes=row[15],
     )
+
+
+def _large_row(thread_id: str) -> Callable[[sqlite3.Connection], tuple[Any, ...] | None]:
+    """The row with its messages and state as bytes, read through blobs (with the GIL
+    released) in one snapshot; None if the thread is gone."""
+
+    def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+        row = conn.execute(_SELECT_META, (thread_id,)).fetchone()
+        if row is None:
+            return None
+        values = []
+        for column in ("messages_json", "state_json"):
+            with conn.blobopen("agui_threads", column, row[_ROWID], readonly=True) as blob:
+                values.append(blob.read())
+        return (row[0], row[1], *values, *row[4:])
+
+    return read
 
 
 def _release(conn: sqlite3.Connection, thread_id: str, lease_id: str) -> None:
@@ -101,25 +140,67 @@ def _release(conn: sqlite3.Connection, thread_id: str, lease_id: str) -> None:
     )
 
 
-def _load(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord:
-    row = conn.execute(_SELECT_ONE, (thread_id,)).fetchone()
-    if row is None:
+def _version(conn: sqlite3.Connection, thread_id: str) -> int:
+    """The stored version; ``ThreadNotFoundError`` for an unknown thread."""
+    row = conn.execute("SELECT version FROM agui_threads WHERE thread_id = ?", (thread_id,))
+    found = row.fetchone()
+    if found is None:
         raise ThreadNotFoundError(thread_id)
-    return _record(row)
+    version: int = found[0]
+    return version
+
+
+class _Texts(NamedTuple):
+    """A record's JSON as ``save`` stores it (bytes: SQL casts them to TEXT, no copy here)."""
+
+    messages: bytes
+    state: bytes
+    receipt: bytes | None
+    closed: bytes | None
+
+    @property
+    def size(self) -> int:
+        return sum(len(t) for t in self if t is not None)
+
+
+def _cohort_json(cohort: IssuedCohort | None) -> bytes | None:
+    return None if cohort is None else msgspec.json.encode(cohort)
+
+
+def _texts_now(record: ThreadRecord) -> _Texts:
+    return _Texts(
+        encode_lines_now(record.messages),
+        msgspec.json.encode(record.state),
+        _cohort_json(record.open_receipt),
+        _cohort_json(record.closed_receipt),
+    )
+
+
+async def _texts(record: ThreadRecord) -> _Texts:
+    # The messages a piece at a time between the loop's other work (``core/large_json.py``).
+    return _Texts(
+        await encode_lines(record.messages),
+        msgspec.json.encode(record.state),
+        _cohort_json(record.open_receipt),
+        _cohort_json(record.closed_receipt),
+    )
 
 
 # The title rule of ``ThreadStore.save``, on the stored row: an agent's title replaces a
 # derived or agent one (or none), never the owner's nor one of unknown source (NULL).
 _AGENT_TITLE_WINS = ":agent IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
 _SAVE_SQL = (
-    "UPDATE agui_threads SET messages_json = :messages, state_json = :state,"
-    " open_receipt_json = :receipt, closed_receipt_json = :closed, version = version + 1,"
-    " updated_at_us = :now,"
+    "UPDATE agui_threads SET messages_json = CAST(:messages AS TEXT),"
+    " state_json = CAST(:state AS TEXT), open_receipt_json = CAST(:receipt AS TEXT),"
+    " closed_receipt_json = CAST(:closed AS TEXT), stored_bytes = :size,"
+    " version = version + 1, updated_at_us = :now,"
     f" title = CASE WHEN {_AGENT_TITLE_WINS} THEN :agent ELSE coalesce(title, :derived) END,"
     f" title_source = CASE WHEN {_AGENT_TITLE_WINS} THEN 'agent'"
     " WHEN title IS NULL AND :derived IS NOT NULL THEN 'derived' ELSE title_source END,"
     " open_deadline_us = :deadline"
     " WHERE thread_id = :thread_id AND version = :version"
+    " RETURNING version, updated_at_us, title, title_source, last_sequence, lease_id,"
+    " lease_run_id, lease_expires_at_us"
 )
 
 
@@ -127,12 +208,19 @@ def save_op(
     record: ThreadRecord, now: datetime, *, agent_title: str | None = None
 ) -> Callable[[sqlite3.Connection], ThreadRecord]:
     """The CAS update of ``ThreadStore.save`` as a write op (the push outbox joins it)."""
+    return _save_op(record, _texts_now(record), now, agent_title)
+
+
+def _save_op(
+    record: ThreadRecord, texts: _Texts, now: datetime, agent_title: str | None
+) -> Callable[[sqlite3.Connection], ThreadRecord]:
     deadline = cohort_deadline(record.open_receipt)
     params = {
-        "messages": _json(record.messages),
-        "state": _json(record.state),
-        "receipt": None if record.open_receipt is None else _json(record.open_receipt),
-        "closed": None if record.closed_receipt is None else _json(record.closed_receipt),
+        "messages": texts.messages,
+        "state": texts.state,
+        "receipt": texts.receipt,
+        "closed": texts.closed,
+        "size": texts.size,
         "now": epoch_us(now),
         "agent": agent_title,
         "derived": derive_title(record.messages),
@@ -142,11 +230,25 @@ def save_op(
     }
 
     def op(conn: sqlite3.Connection) -> ThreadRecord:
-        cursor = conn.execute(_SAVE_SQL, params)
-        if cursor.rowcount != 1:
-            actual = _load(conn, record.thread_id).version
+        row = conn.execute(_SAVE_SQL, params).fetchone()
+        if row is None:
+            actual = _version(conn, record.thread_id)
             raise VersionConflictError(record.thread_id, record.version, actual)
-        return _load(conn, record.thread_id)
+        lease = None
+        if row[5] is not None:
+            lease = RunLease(lease_id=row[5], run_id=row[6], expires_at=from_epoch_us(row[7]))
+        # What was just stored is the caller's messages and state: not read back (nor decoded
+        # again, which for a long thread would cost as much as the write).
+        return msgspec.structs.replace(
+            record,
+            version=row[0],
+            updated_at=from_epoch_us(row[1]),
+            title=row[2],
+            title_source=row[3],
+            last_sequence=row[4],
+            lease=lease,
+            stored_bytes=texts.size,
+        )
 
     return op
 
@@ -157,29 +259,67 @@ class SqliteThreadStore:
         self._owns_database = owns_database
         self._notifier = ThreadNotifier()
         self._watcher = ChangeWatcher(database, self._notifier)
+        # Threads this process last read or saved large. SQLite rewrites (and first reads) the
+        # whole row on any UPDATE of it, megabytes for these: their leases and appends go to
+        # the writer thread too (``SqliteDatabase.write(large=True)``), off the loop's.
+        self._large_ids: set[str] = set()
 
     async def create_or_load(
         self, thread_id: str, *, owner: str | None, now: datetime
     ) -> ThreadRecord:
         at = epoch_us(now)
 
-        def op(conn: sqlite3.Connection) -> ThreadRecord:
+        def op(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO agui_threads (thread_id, owner, messages_json, state_json,"
-                " open_receipt_json, version, last_sequence, created_at_us, updated_at_us)"
-                " SELECT ?, ?, '[]', '{}', NULL, 1, 0, ?, ?"
+                " open_receipt_json, version, last_sequence, created_at_us, updated_at_us,"
+                " stored_bytes)"
+                " SELECT ?, ?, '[]', '{}', NULL, 1, 0, ?, ?, ?"
                 " WHERE NOT EXISTS (SELECT 1 FROM agui_thread_erasures WHERE thread_id = ?)"
                 " ON CONFLICT DO NOTHING",
-                (thread_id, owner, at, at, thread_id),
+                (thread_id, owner, at, at, _EMPTY_BYTES, thread_id),
             )
-            return _load(conn, thread_id)
 
         existing = await self.get(thread_id)
-        return existing if existing is not None else await self.database.write(op)
+        if existing is not None:
+            return existing
+        await self.database.write(op)
+        return await self._require(thread_id)
+
+    async def _require(self, thread_id: str) -> ThreadRecord:
+        record = await self.get(thread_id)
+        if record is None:
+            raise ThreadNotFoundError(thread_id)
+        return record
+
+    async def _full(self, row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord | None:
+        """The record of a row read on the loop (a large one came without its messages and
+        state: ``_large``); None if the thread is gone meanwhile."""
+        if row[2] is None:
+            return await self._large(row[0])
+        self._large_ids.discard(row[0])
+        return _record(row, msgspec.json.decode(row[2]), msgspec.json.decode(row[3]))
+
+    async def _large(self, thread_id: str) -> ThreadRecord | None:
+        """A large record: read on the large-read thread, its messages decoded between the
+        loop's other work."""
+        large = await self.database.read_large(_large_row(thread_id))
+        if large is None:
+            return None
+        self._large_ids.add(thread_id)
+        return _record(large, await decode_lines(large[2]), msgspec.json.decode(large[3]))
+
+    def _known_large(self, thread_id: str) -> bool:
+        """Whether a write to the thread's row is ``large`` (see ``_large_ids``)."""
+        return thread_id in self._large_ids
 
     async def get(self, thread_id: str) -> ThreadRecord | None:
-        rows = await self.database.read(_SELECT_ONE, (thread_id,))
-        return _record(rows[0]) if rows else None
+        rows = await self.database.read(_SELECT_SMALL, (thread_id,))
+        if rows:
+            return await self._full(rows[0])
+        if not await self.database.read(_SIZE_OF, (thread_id,)):
+            return None
+        return await self._large(thread_id)
 
     async def list_records(
         self,
@@ -198,17 +338,26 @@ class SqliteThreadStore:
             params += [at, at, before[1]]
         sql += " ORDER BY updated_at_us DESC, thread_id DESC LIMIT ?"
         rows = await self.database.read(sql, [*params, limit])
-        return [_record(row) for row in rows]
+        records = [await self._full(row) for row in rows]
+        return [r for r in records if r is not None]
 
     async def save(
         self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
     ) -> ThreadRecord:
-        return await self.database.write(save_op(record, now, agent_title=agent_title))
+        texts = await _texts(record)
+        op = _save_op(record, texts, now, agent_title)
+        large = texts.size > LARGE_BYTES
+        saved = await self.database.write(op, large=large or self._known_large(record.thread_id))
+        if large:
+            self._large_ids.add(record.thread_id)
+        else:
+            self._large_ids.discard(record.thread_id)
+        return saved
 
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
     ) -> ThreadRecord:
-        def op(conn: sqlite3.Connection) -> ThreadRecord:
+        def op(conn: sqlite3.Connection) -> None:
             cursor = conn.execute(
                 "UPDATE agui_threads SET lease_id = ?, lease_run_id = ?, lease_expires_at_us = ?"
                 " WHERE thread_id = ? AND (lease_id IS NULL OR lease_id = ?"
@@ -216,14 +365,18 @@ class SqliteThreadStore:
                 (lease_id, run_id, epoch_us(expires_at), thread_id, lease_id, epoch_us(now)),
             )
             if cursor.rowcount != 1:
-                _load(conn, thread_id)  # raises ThreadNotFoundError for an unknown thread
+                _version(conn, thread_id)  # raises ThreadNotFoundError for an unknown thread
                 raise ThreadBusyError(thread_id)
-            return _load(conn, thread_id)
 
-        return await self.database.write(op)
+        await self.database.write(op, large=self._known_large(thread_id))
+        # Read after the write (not in it: a long thread is read on the large-read thread).
+        # The lease holds the thread, so no other run's save comes in between.
+        return await self._require(thread_id)
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
-        await self.database.write(lambda conn: _release(conn, thread_id, lease_id))
+        await self.database.write(
+            lambda conn: _release(conn, thread_id, lease_id), large=self._known_large(thread_id)
+        )
 
     async def renew_leases(self, leases: Mapping[str, str], *, expires_at: datetime) -> set[str]:
         if not leases:
@@ -242,7 +395,7 @@ class SqliteThreadStore:
                     renewed.add(thread_id)
             return renewed
 
-        return await self.database.write(op)
+        return await self.database.write(op, large=any(map(self._known_large, leases)))
 
     async def release_instance_leases(self, instance_name: str, *, keep: str) -> int:
         prefix = f"{instance_name}@"
@@ -278,7 +431,7 @@ class SqliteThreadStore:
                 (len(texts), thread_id, lease_id),
             ).fetchone()
             if row is None:
-                _load(conn, thread_id)
+                _version(conn, thread_id)  # raises ThreadNotFoundError for an unknown thread
                 raise LeaseLostError(thread_id)
             conn.execute("UPDATE agui_change_clock SET value = value + 1")
             first = row[0] - len(texts) + 1
@@ -294,7 +447,9 @@ class SqliteThreadStore:
                 _release(conn, thread_id, lease_id)
             return sequences
 
-        sequences = await self.database.write(op)
+        # A long thread's snapshot at a pause is megabytes: written off the loop thread.
+        large = self._known_large(thread_id) or sum(len(t) for t in texts) > LARGE_BYTES
+        sequences = await self.database.write(op, large=large)
         if sequences:
             self._notifier.notify(thread_id, sequences[-1])
         return sequences
@@ -310,9 +465,14 @@ class SqliteThreadStore:
         return [ThreadLogEntry(sequence=r[0], run_id=r[1], event_json=r[2]) for r in rows]
 
     async def _head(self, thread_id: str) -> int:
-        rows = await self.database.read(
-            "SELECT last_sequence FROM agui_threads WHERE thread_id = ?", (thread_id,)
-        )
+        sql = "SELECT last_sequence FROM agui_threads WHERE thread_id = ?"
+        if self._known_large(thread_id):
+            # Behind the row's overflow pages: read on the large-read thread.
+            rows = await self.database.read_large(
+                lambda conn: conn.execute(sql, (thread_id,)).fetchall()
+            )
+        else:
+            rows = await self.database.read(sql, (thread_id,))
         if not rows:
             raise ThreadNotFoundError(thread_id)
         head: int = rows[0][0]
@@ -362,7 +522,7 @@ class SqliteThreadStore:
             if cursor.rowcount != 1:
                 raise ThreadNotFoundError(thread_id)
 
-        await self.database.write(op)
+        await self.database.write(op, large=self._known_large(thread_id))
 
     async def erase(self, thread_id: str, *, now: datetime) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
@@ -375,7 +535,8 @@ class SqliteThreadStore:
             cursor = conn.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
             return cursor.rowcount == 1
 
-        erased = await self.database.write(op)
+        erased = await self.database.write(op, large=self._known_large(thread_id))
+        self._large_ids.discard(thread_id)
         self._notifier.notify(thread_id)
         return erased
 
