@@ -108,6 +108,9 @@ class Settings:
     # agent's expires_in/expires_at): 90 days; beyond it INVALID_EXPIRY (or invalid params).
     max_pause_ttl_seconds: Annotated[int, Meta(ge=60, le=31_536_000)] = 7_776_000
     max_payload_bytes: Annotated[int, Meta(ge=1_024, le=10_485_760)] = 65_536
+    # The most an AG-UI thread's stored record (messages, state, open questions) may hold: a run
+    # whose input would grow it past this is refused (RUN_ERROR THREAD_TOO_LARGE). 8 MiB.
+    max_thread_bytes: Annotated[int, Meta(ge=65_536, le=268_435_456)] = 8_388_608
     log_level: LogLevel = "info"
     # ``json``: one JSON object per line (for a log collector); ``text`` for a terminal.
     log_format: LogFormat = "text"

@@ -24,6 +24,7 @@ def test_defaults_match_the_documented_ones() -> None:
     assert settings.database_path == "./data/pausemesh.db"
     assert settings.token_ttl_seconds == 900
     assert settings.max_payload_bytes == 65_536
+    assert settings.max_thread_bytes == 8 * 1024 * 1024
     assert settings.log_level == "info"
 
 
@@ -48,6 +49,12 @@ def test_cli_overrides_environment_which_overrides_the_env_file(tmp_path: Path) 
         ("PAUSEMESH_PORT", "0", "PAUSEMESH_PORT must be an integer between 1 and 65535"),
         ("PAUSEMESH_TOKEN_TTL_SECONDS", "5", "PAUSEMESH_TOKEN_TTL_SECONDS must be an integer"),
         ("PAUSEMESH_MAX_PAYLOAD_BYTES", "1e9", "PAUSEMESH_MAX_PAYLOAD_BYTES must be an integer"),
+        (
+            "PAUSEMESH_MAX_THREAD_BYTES",
+            "1024",
+            "PAUSEMESH_MAX_THREAD_BYTES must be an integer between 65536 and 268435456",
+        ),
+        ("PAUSEMESH_MAX_THREAD_BYTES", "8MiB", "PAUSEMESH_MAX_THREAD_BYTES must be an integer"),
         (
             "PAUSEMESH_IDLE_CONNECTION_SECONDS",
             "0.5",

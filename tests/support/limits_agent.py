@@ -5,6 +5,7 @@ The last user message decides what it does:
 * ``slow N``: says it is working, waits N seconds, then finishes;
 * ``flood``: sends 16 KiB text deltas until the run ends (a reader that stops reading is
   left behind by its writes);
+* ``ask``: pauses with one question; the run that answers it says how it was decided;
 * anything else: says hello.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator
 
 from pausemesh.agui import (
     AgentOutput,
+    PauseRequest,
     RunContext,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -38,8 +40,13 @@ def last_user_text(ctx: RunContext) -> str:
 
 async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     text = last_user_text(ctx)
+    if text == "ask" and not ctx.decisions:
+        yield PauseRequest(message="Go on?")
+        return
     message_id = f"msg-{uuid.uuid4()}"
     yield TextMessageStartEvent(message_id=message_id, role="assistant")
+    for decision in ctx.decisions.values():
+        yield TextMessageContentEvent(message_id=message_id, delta=f"{decision.status}. ")
     if text.startswith("slow "):
         yield TextMessageContentEvent(message_id=message_id, delta="Working on it.")
         await asyncio.sleep(float(text.removeprefix("slow ")))

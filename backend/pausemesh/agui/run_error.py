@@ -22,6 +22,7 @@ __all__ = (
     "RESUME_REQUIRED",
     "SET_MISMATCH",
     "THREAD_MISMATCH",
+    "THREAD_TOO_LARGE",
     "AguiRunError",
 )
 
@@ -35,6 +36,8 @@ DUPLICATE_INTERRUPT: Final = _P + "DUPLICATE_INTERRUPT"
 INVALID_ENTRY: Final = _P + "INVALID_ENTRY"
 INVALID_PAYLOAD: Final = _P + "INVALID_PAYLOAD"
 RESUME_EXPIRED: Final = _P + "RESUME_EXPIRED"
+# The run would grow the thread past PAUSEMESH_MAX_THREAD_BYTES (``run/thread_size.py``).
+THREAD_TOO_LARGE: Final = "THREAD_TOO_LARGE"
 
 
 class AguiRunError(PauseMeshError):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
-from litestar import Controller, Request, delete, get, patch, post
+from litestar import Controller, MediaType, Request, delete, get, patch, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
@@ -27,8 +27,9 @@ from pausemesh.agui.conversations import (
     ThreadList,
 )
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
-from pausemesh.agui.run import RunHost, thread_snapshot
+from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
+from pausemesh.core.large_json import LARGE_BYTES
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.limits import Limits
 from pausemesh.web.problems import problem_responses
@@ -162,7 +163,13 @@ class AguiController(Controller):
     )
     async def thread(self, thread_id: FromPath[str], agui: Agui) -> dict[str, Any]:
         check_thread_id(thread_id)
-        return thread_snapshot(await agui.host.load(thread_id, agui.principal))
+        record = await agui.host.load(thread_id, agui.principal)
+        if record.stored_bytes <= LARGE_BYTES:
+            return thread_snapshot(record)
+        # A long thread's snapshot goes out in pieces, each write its own turn of the loop (the
+        # same JSON: Litestar sends a returned response as it is, whatever the annotation).
+        pieces = await snapshot_pieces(record)
+        return cast("dict[str, Any]", Stream(each(pieces), media_type=MediaType.JSON))
 
     @get(
         "/threads/{thread_id:str}/events",
@@ -214,6 +221,7 @@ def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHo
                 leases=current.leases,
                 run_timeout_seconds=current.settings.run_timeout_seconds,
                 drain=current.drain,
+                max_thread_bytes=current.settings.max_thread_bytes,
             )
         return host
 

@@ -30,13 +30,13 @@ import msgspec
 from sse_starlette import EventSourceResponse
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conversations
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
-from pausemesh.agui.run import RunHost, thread_snapshot
+from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
 from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import (
@@ -47,6 +47,7 @@ from pausemesh.core.errors import (
     PayloadTooLargeError,
 )
 from pausemesh.core.identity import Identity
+from pausemesh.core.large_json import LARGE_BYTES
 from pausemesh.settings import Settings
 from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import configured_resolver, resolve_identity
@@ -158,6 +159,7 @@ class StarletteAgui:
                 leases=runtime.leases,
                 run_timeout_seconds=runtime.settings.run_timeout_seconds,
                 drain=runtime.drain,
+                max_thread_bytes=runtime.settings.max_thread_bytes,
             )
             self._limits = Limits(runtime)
             # Threads decided elsewhere (another app's REST or approvals routes on the same
@@ -247,7 +249,11 @@ class StarletteAgui:
         host = self.host
         thread_id = check_thread_id(request.path_params["thread_id"])
         record = await host.load(thread_id, await self._principal(request))
-        return JSONResponse(thread_snapshot(record))
+        if record.stored_bytes <= LARGE_BYTES:
+            return JSONResponse(thread_snapshot(record))
+        # A long thread's snapshot goes out in pieces, each write its own turn of the loop.
+        pieces = await snapshot_pieces(record)
+        return StreamingResponse(each(pieces), media_type="application/json")
 
     async def _threads(self, request: Request) -> Response:
         page = await self._conversations().page(

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from pausemesh.agui.run.host import RunHost
-from pausemesh.agui.run.snapshots import thread_snapshot
+from pausemesh.agui.run.snapshots import each, snapshot_pieces, thread_snapshot
 
-__all__ = ("RunHost", "thread_snapshot")
+__all__ = ("RunHost", "each", "snapshot_pieces", "thread_snapshot")

@@ -15,7 +15,7 @@ import msgspec
 from pausemesh.agui.agent import PauseRequest
 from pausemesh.agui.events import MessagesSnapshotEvent, RunFinishedEvent, StateSnapshotEvent
 from pausemesh.agui.receipts import issue_interrupts, issued_cohort
-from pausemesh.agui.run.snapshots import to_messages
+from pausemesh.agui.run.snapshots import wire_messages
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.approvers import check_approvers
@@ -58,7 +58,7 @@ async def finish(
     await _save_end(run, transcript, issued_cohort(finished, receipt), closed, now)
     return await run.emit(
         [
-            MessagesSnapshotEvent(messages=to_messages(transcript.messages)),
+            MessagesSnapshotEvent(messages=await wire_messages(transcript.messages)),
             StateSnapshotEvent(snapshot=transcript.state),
             finished,
         ],

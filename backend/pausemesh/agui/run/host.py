@@ -15,22 +15,31 @@ import time
 import uuid
 from collections.abc import AsyncGenerator
 from datetime import timedelta
+from typing import Final
 
+import msgspec
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from pausemesh.agui.agent import Agent
-from pausemesh.agui.events import Interrupt, Message
+from pausemesh.agui.events import Interrupt
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run.expiry import close_lapsed, closing_lapsed, has_lapsed
 from pausemesh.agui.run.leased import LeasedRun
-from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
+from pausemesh.agui.run.snapshots import (
+    each,
+    message_chunks,
+    open_interrupts,
+    restored_frames,
+)
 from pausemesh.agui.run.tail_reads import SharedReads
+from pausemesh.agui.run.thread_size import DEFAULT_MAX_THREAD_BYTES, check_growth, input_growth
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError, ThreadBusyError, ThreadNotFoundError
 from pausemesh.core.instance import new_holder
+from pausemesh.core.large_json import CHUNK_BYTES
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
@@ -48,6 +57,8 @@ from pausemesh.core.telemetry import (
 from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
 
 __all__ = ("RunHost",)
+
+_ENCODE_MESSAGES: Final = msgspec.json.encode
 
 _TAIL_PAGE = 500
 # How long a run waits for a close of lapsed questions that holds its thread (at most 1 s).
@@ -74,6 +85,7 @@ class RunHost:
         leases: LeaseKeeper | None = None,
         run_timeout_seconds: float | None = None,
         drain: Drain | None = None,
+        max_thread_bytes: int = DEFAULT_MAX_THREAD_BYTES,
     ) -> None:
         self.agent = agent
         self.service = service
@@ -81,8 +93,8 @@ class RunHost:
         self.operations = operations
         self.schemas = schemas or SchemaValidatorCache()
         self.clock: Clock = clock or service.clock
-        if keepalive_seconds <= 0 or lease_seconds <= 0:
-            msg = "keepalive_seconds and lease_seconds must be positive"
+        if keepalive_seconds <= 0 or lease_seconds <= 0 or max_thread_bytes <= 0:
+            msg = "keepalive_seconds, lease_seconds and max_thread_bytes must be positive"
             raise ValueError(msg)
         # The process's keeper (``Runtime.leases``: the expiry sweep and A2A follow-ups hold
         # their leases through it too). A host built without one (tests, embedding) gets a
@@ -99,6 +111,8 @@ class RunHost:
         self.run_timeout_seconds = run_timeout_seconds
         # The process's shutdown: tails end at once, runs get its grace (None: never drains).
         self.drain = drain
+        # What a run's input may grow a thread's stored record to (``run/thread_size.py``).
+        self.max_thread_bytes = max_thread_bytes
         if drain is not None:
             drain.watch(threads.stop_waiting)
         self._reads = SharedReads(threads, page=_TAIL_PAGE)
@@ -137,15 +151,20 @@ class RunHost:
         """
         record = await self._current(run_input.thread_id)
         if record is None or record.owner != principal:
-            messages: list[Message] = list(run_input.messages)
+            messages = [_ENCODE_MESSAGES(list(run_input.messages))]
             state = run_input.state
             interrupts: list[Interrupt] = []
         else:
-            messages = to_messages(record.messages)
+            messages = await message_chunks(record.messages)
             state = record.state
             interrupts = open_interrupts(record)
-        events = restored(run_input.thread_id, run_input.run_id, messages, state, interrupts)
-        yield b"".join(encode_frame(event) for event in events)
+        frames = restored_frames(run_input.thread_id, run_input.run_id, messages, state, interrupts)
+        # A long thread's snapshot goes out in pieces, each write its own turn of the loop.
+        if sum(len(f) for f in frames) <= CHUNK_BYTES:
+            yield b"".join(frames)
+        else:
+            async for piece in each(frames):
+                yield piece
 
     async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
         """The thread log after ``after_sequence``, then live events as they are appended.
@@ -223,7 +242,17 @@ class RunHost:
         lease_id = self.leases.new_lease_id()
         now = self.clock.now()
         try:
-            record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
+            record = await self.threads.get(thread_id)
+            if record is None:
+                # A first run too large for any thread creates none (a thread's later runs are
+                # checked under the lease, ``LeasedRun``).
+                growth = input_growth(
+                    [msgspec.to_builtins(m) for m in run_input.messages],
+                    run_input.state,
+                    first_run=True,
+                )
+                check_growth(0, growth, self.max_thread_bytes, answers_cohort=False)
+                record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
             if record.owner != principal:
                 raise ThreadNotFoundError(thread_id)
             record = await self._acquire(thread_id, lease_id, run_input.run_id)
@@ -254,7 +283,16 @@ class RunHost:
                         chunk = await anext(frames, None)
                     if chunk is None:
                         break
-                    yield chunk
+                    if len(chunk) <= CHUNK_BYTES:
+                        yield chunk
+                        continue
+                    # A frame of megabytes (a long thread's snapshot at a pause) is written
+                    # a piece at a time, each its own turn of the loop.
+                    pieces = (
+                        chunk[at : at + CHUNK_BYTES] for at in range(0, len(chunk), CHUNK_BYTES)
+                    )
+                    async for piece in each(pieces):
+                        yield piece
         finally:
             outcome = run.outcome or "cancelled"
             count(RUNS_FINISHED, outcome)

@@ -32,11 +32,18 @@ from pausemesh.agui.events import (
 )
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run import finish, pump, resume_phase
-from pausemesh.agui.run.snapshots import open_interrupts, restored, to_messages
+from pausemesh.agui.run.snapshots import (
+    open_interrupts,
+    restored,
+    typed_messages,
+    wire_messages,
+)
+from pausemesh.agui.run.thread_size import check_growth, input_growth
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import encode_frame
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.large_json import joined
 from pausemesh.core.threads import IssuedCohort, ThreadRecord
 
 if TYPE_CHECKING:
@@ -154,7 +161,8 @@ class LeasedRun:
             release=last,
         )
         self.released = last
-        return b"".join(encode_frame(t, s) for t, s in zip(texts, sequences, strict=True))
+        # Joined off the loop when it is megabytes (a long thread's snapshot at a pause).
+        return await joined([encode_frame(t, s) for t, s in zip(texts, sequences, strict=True)])
 
     async def release(self) -> None:
         """Give the lease back unless the run's last write did (a run that ended early, or
@@ -189,7 +197,6 @@ class LeasedRun:
     async def _frames(self) -> AsyncGenerator[bytes, None]:
         closing: IssuedCohort | None = None
         decisions: dict[str, Decision] = {}
-        dropped: set[str] = set()
         resume = self.input.resume
         record = self.record
         answered = {e.interrupt_id for e in resume} if resume else set()
@@ -209,6 +216,17 @@ class LeasedRun:
             yield await self._replayed()
             self.outcome = "success"
             return
+        # Measured before anything happens (no resume executed, nothing logged): refused past
+        # PAUSEMESH_MAX_THREAD_BYTES, unless it answers the open cohort and adds nothing.
+        dropped = set() if open_cohort is None else resume_phase.interrupted_tool_calls(open_cohort)
+        added = resume_phase.added_messages(self, dropped)
+        fresh = record.version == 1 and not record.messages
+        check_growth(
+            record.stored_bytes,
+            input_growth(added, self.input.state, first_run=fresh),
+            self.host.max_thread_bytes,
+            answers_cohort=open_cohort is not None,
+        )
         elsewhere: dict[str, Decision] = {}
         if open_cohort is not None:
             closing = open_cohort
@@ -223,7 +241,6 @@ class LeasedRun:
                 plan, continuations = await resume_phase.validated(self, closing, continuations)
                 await resume_phase.execute(self, plan)
                 decisions = resume_phase.decisions(plan, continuations)
-            dropped = resume_phase.interrupted_tool_calls(closing)
         elif resume:
             _log.warning(
                 "ignoring %d resume entries for unknown interrupts on thread %s",
@@ -241,13 +258,12 @@ class LeasedRun:
         )
         if elsewhere:
             yield await self.emit([decided_elsewhere_event(elsewhere)])
-        fresh = record.version == 1 and not record.messages
+        # The server's history plus what the client added (``resume_phase.added_messages``).
         transcript = Transcript(
-            resume_phase.merged_messages(self, dropped),
-            self.input.state if fresh else record.state,
+            [*record.messages, *added], self.input.state if fresh else record.state
         )
         pauses: list[PauseRequest] = []
-        context = self._context(transcript, decisions)
+        context = await self._context(transcript, decisions)
         async with contextlib.aclosing(pump.agent_frames(self, context, transcript, pauses)) as out:
             async for chunk in out:
                 yield chunk
@@ -256,12 +272,12 @@ class LeasedRun:
         self.outcome = "interrupt" if pauses else "success"
         yield last
 
-    def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:
+    async def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:
         host = self.host
         return RunContext(
             thread_id=self.thread_id,
             run_id=self.run_id,
-            messages=to_messages(transcript.messages),
+            messages=await typed_messages(transcript.messages),
             state=msgspec.json.decode(msgspec.json.encode(transcript.state)),
             principal=self.principal,
             roles=self.roles,
@@ -284,7 +300,7 @@ class LeasedRun:
             restored(
                 self.thread_id,
                 self.run_id,
-                to_messages(record.messages),
+                await wire_messages(record.messages),
                 record.state,
                 open_interrupts(record),
             ),

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pausemesh.agui.run.leased import LeasedRun
 
 __all__ = (
+    "added_messages",
     "decided_elsewhere",
     "decisions",
     "execute",
@@ -253,17 +254,21 @@ def interrupted_tool_calls(cohort: IssuedCohort) -> set[str]:
     return {i.tool_call_id for i in cohort_interrupts(cohort) if i.tool_call_id is not UNSET}
 
 
-def merged_messages(run: LeasedRun, dropped_tool_calls: set[str]) -> list[dict[str, Any]]:
-    """The server's history plus what the client added; the server's copy wins.
+def added_messages(run: LeasedRun, dropped_tool_calls: set[str]) -> list[dict[str, Any]]:
+    """What the client added to the server's history (the server's copy of a known id wins).
 
     A ``tool`` message the client made up for an interrupted tool call (CopilotKit does) is
     dropped: the resume entry is the answer.
     """
     known = {m.get("id") for m in run.record.messages}
-    added = [
+    return [
         msgspec.to_builtins(m)
         for m in run.input.messages
         if m.id not in known
         and not (isinstance(m, ToolMessage) and m.tool_call_id in dropped_tool_calls)
     ]
-    return [*run.record.messages, *added]
+
+
+def merged_messages(run: LeasedRun, dropped_tool_calls: set[str]) -> list[dict[str, Any]]:
+    """The server's history plus what the client added (``added_messages``)."""
+    return [*run.record.messages, *added_messages(run, dropped_tool_calls)]

@@ -1,8 +1,16 @@
-"""Thread reads: what a reload, ``/connect`` and a replayed resume send back."""
+"""Thread reads: what a reload, ``/connect`` and a replayed resume send back.
+
+A long thread's messages are converted and encoded a piece at a time between the loop's other
+work (``core/large_json.py``), and sent in pieces of about ``CHUNK_BYTES``: a snapshot is
+never one megabytes-long encode, copy or write that holds the loop. Each form is byte for
+byte what encoding the whole typed list at once gives.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Final
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Final, cast
 
 import msgspec
 from msgspec import UNSET
@@ -18,16 +26,58 @@ from pausemesh.agui.events import (
     RunStartedEvent,
     StateSnapshotEvent,
 )
+from pausemesh.agui.sse import encode_frame
+from pausemesh.core.large_json import encode_chunks, joined, sliced
 from pausemesh.core.threads import IssuedCohort, ThreadRecord
 
-__all__ = ("cohort_interrupts", "open_interrupts", "restored", "thread_snapshot", "to_messages")
+__all__ = (
+    "cohort_interrupts",
+    "each",
+    "message_chunks",
+    "open_interrupts",
+    "restored",
+    "restored_frames",
+    "snapshot_pieces",
+    "thread_snapshot",
+    "to_messages",
+    "typed_messages",
+    "wire_messages",
+)
 
 _MESSAGES: Final = msgspec.json.Decoder(list[Message])
+_MESSAGE: Final[msgspec.json.Decoder[Message]] = msgspec.json.Decoder(Message)
 _INTERRUPTS: Final = msgspec.json.Decoder(list[Interrupt])
+_encode: Final = msgspec.json.encode
 
 
 def to_messages(data: list[Any]) -> list[Message]:
-    return _MESSAGES.decode(msgspec.json.encode(data))
+    return _MESSAGES.decode(_encode(data))
+
+
+def _typed(message: Any) -> Message:
+    return _MESSAGE.decode(_encode(message))
+
+
+def _wire(message: Any) -> bytes:
+    return _encode(_typed(message))
+
+
+async def typed_messages(data: list[Any]) -> list[Message]:
+    """``to_messages``, one message at a time between the loop's other work."""
+    return await sliced(data, _typed)
+
+
+async def message_chunks(data: list[Any]) -> list[bytes]:
+    """The messages as a snapshot event carries them (each typed, then encoded): a compact
+    JSON array in pieces, one message at a time between the loop's other work."""
+    return await encode_chunks(data, _wire)
+
+
+async def wire_messages(data: list[Any]) -> list[Message]:
+    """``message_chunks`` as one ``msgspec.Raw``, which an event's encoder copies as it is: for
+    a snapshot event that is logged whole (the finish of a run that paused, a replay)."""
+    encoded = msgspec.Raw(await joined(await message_chunks(data)))
+    return cast("list[Message]", encoded)
 
 
 def cohort_interrupts(cohort: IssuedCohort) -> list[Interrupt]:
@@ -53,6 +103,43 @@ def restored(
             outcome=RunFinishedInterruptOutcome(interrupts=interrupts) if interrupts else UNSET,
         ),
     ]
+
+
+def restored_frames(
+    thread_id: str, run_id: str, messages: list[bytes], state: Any, interrupts: list[Interrupt]
+) -> list[bytes]:
+    """``restored``'s events as SSE frames (no ``id``: they are not logged), ``messages`` being
+    ``message_chunks``: the pieces to write one after the other."""
+    started, snapshot, state_snapshot, finished = restored(thread_id, run_id, [], state, interrupts)
+    # The messages are the snapshot event's last field: its frame ends with them.
+    empty = encode_frame(snapshot)
+    head, tail = empty[: -len(b"[]}\n\n")], b"}\n\n"
+    return [
+        encode_frame(started) + head,
+        *messages,
+        tail + encode_frame(state_snapshot) + encode_frame(finished),
+    ]
+
+
+async def each(pieces: Iterable[bytes]) -> AsyncIterator[bytes]:
+    """``pieces`` for a streamed response (an async iterator: no thread per piece), the loop
+    getting a turn after each: a write that the socket takes at once does not wait, so
+    without it the whole snapshot would go out in one step of the loop."""
+    for index, piece in enumerate(pieces):
+        if index:
+            await asyncio.sleep(0)
+        yield piece
+
+
+async def snapshot_pieces(record: ThreadRecord) -> list[bytes]:
+    """The JSON of ``thread_snapshot(record)`` in pieces to send one after the other: the
+    messages encoded a piece at a time (``encode_chunks``), the rest as msgspec encodes it."""
+    snapshot = thread_snapshot(record)
+    keys = list(snapshot)
+    at = keys.index("messages")
+    head = _encode({k: snapshot[k] for k in keys[:at]})[:-1] + b',"messages":'
+    rest = _encode({k: snapshot[k] for k in keys[at + 1 :]})
+    return [head, *await encode_chunks(record.messages), b"," + rest[1:]]
 
 
 def thread_snapshot(record: ThreadRecord) -> dict[str, Any]:
