@@ -43,7 +43,7 @@ def data_segments_in(sock: socket.socket) -> int:
 
 
 def request(path: str, *, method: str = "GET", body: bytes = b"", **headers: str) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: test", f"Content-Length: {len(body)}"]
+    lines = [f"{method} {path} HTTP/1.1", "Host: localhost", f"Content-Length: {len(body)}"]
     lines += [f"{name.replace('_', '-')}: {value}" for name, value in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
