@@ -70,8 +70,8 @@ def test_mcp_and_a2a_tails_share_the_principals_tail_cap_and_leave_runs_alone(
             card = http.get("/a2a/.well-known/agent-card.json")
             assert card.status_code == 200
             # Nor is a run held back by the tail: it takes the run slot.
-            again = [{"id": "u-2", "role": "user", "content": "Hello"}]
-            run = http.post("/agui", json=run_body("t-streams-2", "r-1", messages=again))
+            hello = [{"id": "u-2", "role": "user", "content": "Hello"}]
+            run = http.post("/agui", json=run_body("t-streams-2", "r-1", messages=hello))
             assert run.status_code == 200, run.text
         refusals = _refusals(http.get("/metrics").text)
         assert refusals == {"TOO_MANY_STREAMS": 3.0, "RATE_LIMITED": 0.0}

@@ -37,7 +37,7 @@ def test_an_entry_is_equal_only_to_the_same_kind_and_name() -> None:
 
 def test_an_entry_is_immutable_and_survives_copy_and_pickle() -> None:
     with pytest.raises(AttributeError):
-        MANAGER._name = "admin"  # type: ignore[misc]
+        MANAGER._name = "admin"
     assert copy.deepcopy(MANAGER) == MANAGER
     assert pickle.loads(pickle.dumps(OPERATION)) == OPERATION  # noqa: S301 - our own bytes
 
