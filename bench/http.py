@@ -117,11 +117,11 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # The server of the "on" rounds: the SDK records every span (a batch processor, as in
 # production) and its exporter drops them, so the cost measured is PauseMesh's, not a network's.
-# The tracer provider is the one ``pausemesh.otel.configure_tracing`` builds.
+# The tracer provider is the one ``pausemesh.observability.otel.configure_tracing`` builds.
 _SETUP = """
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from pausemesh.otel import tracer_provider
+from pausemesh.observability.otel import tracer_provider
 
 class Discard(SpanExporter):
     def export(self, spans):

@@ -289,7 +289,7 @@ async def _in_process_rounds(app: Any, args: argparse.Namespace) -> list[float]:
 
 
 def in_process(args: argparse.Namespace) -> None:
-    from pausemesh.cli import _configure_logging  # noqa: PLC0415 - after sys.path is fixed
+    from pausemesh.cli.main import _configure_logging  # noqa: PLC0415 - after sys.path is fixed
     from pausemesh.settings import load_settings  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 

@@ -9,7 +9,7 @@ lifecycles, ``--concurrency`` in flight. "on" is the server of ``bench/http.py -
 the SDK's ``TracerProvider`` with a ``BatchSpanProcessor`` whose exporter drops every span, and
 ``PAUSEMESH_METRICS=1``; "off" has neither (``--modes`` also takes ``tracing`` and ``metrics``,
 each alone). The collector is tuned as ``pausemesh serve`` tunes it once the app is built
-(``pausemesh.process_tuning``) unless ``--default-gc``. Rounds alternate the modes; the figures are
+(``pausemesh.serving.process_tuning``) unless ``--default-gc``. Rounds alternate the modes; the figures are
 process CPU time per lifecycle (client included: it is the same in both, so on minus off is
 tracing's and the metrics' cost) and the part of it spent in the garbage collector (timed
 through ``gc.callbacks``).
@@ -62,7 +62,7 @@ PAYLOAD = {
 
 def _install_sdk() -> None:
     """The "on" child's tracer provider: what ``bench/http.py --observability`` installs,
-    with the SDK settings ``pausemesh.otel.configure_tracing`` uses."""
+    with the SDK settings ``pausemesh.observability.otel.configure_tracing`` uses."""
     from opentelemetry import trace  # noqa: PLC0415
     from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
         BatchSpanProcessor,
@@ -70,7 +70,7 @@ def _install_sdk() -> None:
         SpanExportResult,
     )
 
-    from pausemesh.otel import tracer_provider  # noqa: PLC0415
+    from pausemesh.observability.otel import tracer_provider  # noqa: PLC0415
 
     class Discard(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:  # noqa: ARG002 - drops them
@@ -117,8 +117,8 @@ class _CollectorTime:
 async def _drive(
     mode: str, lifecycles: int, concurrency: int, profile: Path | None, *, gc_tuning: bool
 ) -> tuple[float, float]:
-    from pausemesh.core.log_format import configure_logging  # noqa: PLC0415
-    from pausemesh.process_tuning import tune_for_serving  # noqa: PLC0415
+    from pausemesh.observability.log_format import configure_logging  # noqa: PLC0415
+    from pausemesh.serving.process_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.settings import Settings  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from pausemesh.core import ContinuationService, ManualClock
-from pausemesh.core.observer import CollectingObserver
 from pausemesh.core.ports import EventStore
+from pausemesh.observability.observer import CollectingObserver
 from tests.support import postgres as _postgres  # noqa: F401 - registers the "postgres" kinds
 from tests.support.stores import STORE_FACTORIES, open_store
 

@@ -21,12 +21,12 @@ from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.limits import LocalRateLimiter, RateLimiter, StreamSlots
-from pausemesh.core.observer import LoggingObserver
 from pausemesh.core.ports import Clock, JobLock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.stats import StatsReader
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
-from pausemesh.keys import SecretKey, resolve_key_ring, resolve_secret_key
+from pausemesh.observability.observer import LoggingObserver
+from pausemesh.server_key import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
 from pausemesh.stores.file_lock import FileJobLock
 from pausemesh.stores.sqlite import (

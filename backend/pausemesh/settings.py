@@ -6,7 +6,7 @@ reported with the name of the setting (``SettingsError``).
 
 Each field's bounds sit beside it as a msgspec ``Meta`` (``ge``/``le``, ``pattern``...);
 ``msgspec`` enforces them and the message is written from the same ``Meta``, so a bound is
-stated once. The server key itself (reading, creating, rotating) is ``pausemesh.keys``.
+stated once. The server key itself (reading, creating, rotating) is ``pausemesh.server_key``.
 """
 
 from __future__ import annotations

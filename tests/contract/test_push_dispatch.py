@@ -34,8 +34,8 @@ from pausemesh.core.push import (
     PushStore,
     delivery_id,
 )
-from pausemesh.core.telemetry import current_metrics, set_metrics
 from pausemesh.core.threads import ThreadStore
+from pausemesh.observability.telemetry import current_metrics, set_metrics
 from pausemesh.web.metrics import PrometheusMetrics
 from tests.support.push_receiver import Receiver
 from tests.support.push_stores import PUSH_STORE_FACTORIES, open_push_store

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from pausemesh.http_protocol import CoalescingHttpToolsProtocol, HoldingTransport
+from pausemesh.serving.http_protocol import CoalescingHttpToolsProtocol, HoldingTransport
 from tests.support.server import ServerProcess, free_port, read_response
 
 pytestmark = pytest.mark.skipif(

@@ -15,7 +15,7 @@ from litestar import Litestar
 from opentelemetry import trace
 from prometheus_client.parser import text_string_to_metric_families
 
-from pausemesh.core.log_format import JsonFormatter
+from pausemesh.observability.log_format import JsonFormatter
 from pausemesh.settings import Settings
 from pausemesh.web.app import create_app
 from tests.support.agui import header_principal

@@ -13,7 +13,7 @@ import pytest
 from pausemesh.bootstrap import build_service, open_sqlite_storage
 from pausemesh.core.errors import InvalidInputError, SettingsError
 from pausemesh.core.hosts import is_loopback_host
-from pausemesh.keys import resolve_key_ring, resolve_secret_key
+from pausemesh.server_key import resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings, load_settings
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from pausemesh.cli_workers import claim_slot
+from pausemesh.cli.workers import claim_slot
 from pausemesh.core.errors import StoreError
-from pausemesh.core.telemetry import (
+from pausemesh.observability.telemetry import (
     COMMIT_SECONDS,
     WRITE_TURN_WAIT_SECONDS,
     MetricSpec,

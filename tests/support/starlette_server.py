@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pausemesh import Settings
-from pausemesh.core.log_format import configure_logging
+from pausemesh.observability.log_format import configure_logging
 from pausemesh.web.agui_starlette import StarletteAgui
 from tests.support.limits_agent import agent
 from tests.support.server import ServerProcess

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from pausemesh.otel import tracer_provider
+from pausemesh.observability.otel import tracer_provider
 from tests.support.server import ServerProcess
 
 __all__ = ("SPANS_FILE_ENV", "TracedServer", "read_spans")

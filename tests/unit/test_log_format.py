@@ -13,8 +13,8 @@ from types import TracebackType
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from pausemesh.core.log_format import JsonFormatter, LoopBatchingHandler, TextFormatter
-from pausemesh.core.telemetry import RequestInfo, set_request
+from pausemesh.observability.log_format import JsonFormatter, LoopBatchingHandler, TextFormatter
+from pausemesh.observability.telemetry import RequestInfo, set_request
 
 
 def _record(message: str = "continuation.created", **fields: object) -> logging.LogRecord:

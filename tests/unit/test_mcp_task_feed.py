@@ -18,9 +18,9 @@ from litestar.types import Scope
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.leases import LeaseKeeper
-from pausemesh.core.observer import CollectingObserver
 from pausemesh.mcp.task_feed import TaskFeed, TaskStatusObserver, feed_thread_id
 from pausemesh.mcp.tasks import McpTasks, TaskEntry
+from pausemesh.observability.observer import CollectingObserver
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryThreadStore
 from pausemesh.web.mcp_sessions import SessionStream
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pausemesh.otel import configure_tracing, tracer_provider, tracing_requested
+from pausemesh.observability.otel import configure_tracing, tracer_provider, tracing_requested
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_the_app_loads_no_sdk_unless_configured() -> None:
     _run(
         """
         import sys
-        from pausemesh.otel import configure_tracing
+        from pausemesh.observability.otel import configure_tracing
         from pausemesh.web.app import create_app
         from pausemesh.settings import Settings
         create_app(Settings(metrics=True))
@@ -70,10 +70,10 @@ def test_otel_traces_exporter_installs_the_sdk_provider() -> None:
         """
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from pausemesh.otel import configure_tracing
+        from pausemesh.observability.otel import configure_tracing
         assert configure_tracing() is True
         assert isinstance(trace.get_tracer_provider(), TracerProvider)
-        from pausemesh.core.telemetry import span
+        from pausemesh.observability.telemetry import span
         with span("probe") as current:
             assert current.is_recording()
         """,
@@ -88,7 +88,7 @@ def _sampler(environ: dict[str, str]) -> str:
 def test_the_default_sampler_is_follow_parent_and_a_named_one_is_the_sdks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415
+    from pausemesh.observability.otel_sampler import FollowParent  # noqa: PLC0415
 
     assert isinstance(tracer_provider({}).sampler, FollowParent)
     assert _sampler({"OTEL_TRACES_SAMPLER": "parentbased_always_on"}).startswith("ParentBased")
@@ -106,7 +106,7 @@ def test_follow_parent_decides_like_the_sdk_default_sampler(
 ) -> None:
     from opentelemetry.sdk.trace.sampling import DEFAULT_ON  # noqa: PLC0415
 
-    from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415
+    from pausemesh.observability.otel_sampler import FollowParent  # noqa: PLC0415
     from tests.support.spans import parent_context  # noqa: PLC0415 - imports the SDK
 
     context = None if parent_flags is None else parent_context(parent_flags, remote=remote)
@@ -123,7 +123,7 @@ def test_a_serving_process_freezes_what_it_loaded_and_collects_young_objects_les
         """
         import gc
         import sys
-        from pausemesh.process_tuning import (
+        from pausemesh.serving.process_tuning import (
             SWITCH_INTERVAL_SECONDS, YOUNG_THRESHOLD, tune_for_serving
         )
         before = gc.get_threshold()

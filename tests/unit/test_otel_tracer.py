@@ -20,8 +20,8 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
-from pausemesh.otel_sampler import FollowParent
-from pausemesh.otel_tracer import LeanTracerProvider
+from pausemesh.observability.otel_sampler import FollowParent
+from pausemesh.observability.otel_tracer import LeanTracerProvider
 from tests.support.spans import PARENT_STATE, parent_context
 
 Scenario = Callable[[trace.Tracer], None]

@@ -18,13 +18,13 @@ from a2a.server.routes.common import DefaultServerCallContextBuilder
 from starlette.datastructures import Headers as StarletteHeaders
 from starlette.requests import Request
 
-from pausemesh.cli import _configure_logging
+from pausemesh.cli.main import _configure_logging
 from pausemesh.core import ContinuationService, ManualClock
 from pausemesh.core.errors import TokenMismatchError
-from pausemesh.core.log_format import JsonFormatter, TextFormatter
-from pausemesh.core.observations import Observation
-from pausemesh.core.observer import CollectingObserver, LoggingObserver, RedactingFilter
 from pausemesh.core.tokens import hash_token
+from pausemesh.observability.log_format import JsonFormatter, TextFormatter
+from pausemesh.observability.observations import Observation
+from pausemesh.observability.observer import CollectingObserver, LoggingObserver, RedactingFilter
 from pausemesh.settings import Settings
 from pausemesh.stores.sqlite import open_sqlite_store
 from tests.support.identity import JwksServer

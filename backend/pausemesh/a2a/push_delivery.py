@@ -35,7 +35,7 @@ from pausemesh.a2a.push_signing import PushSigner
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.ports import Clock
 from pausemesh.core.push import PushDelivery, PushFailure, PushStore
-from pausemesh.core.telemetry import A2A_PUSH_DELIVERIES, count
+from pausemesh.observability.telemetry import A2A_PUSH_DELIVERIES, count
 from pausemesh.stores.backoff import retry_delay
 
 __all__ = ("DELIVERY_ID_HEADER", "PushDispatcher", "PushOptions")

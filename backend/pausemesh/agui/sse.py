@@ -16,7 +16,7 @@ import msgspec
 
 from pausemesh.agui.events import Event
 from pausemesh.core.errors import InvalidInputError
-from pausemesh.core.telemetry import SSE_STREAMS_OPEN, gauge_add
+from pausemesh.observability.telemetry import SSE_STREAMS_OPEN, gauge_add
 
 __all__ = (
     "KEEPALIVE_FRAME",

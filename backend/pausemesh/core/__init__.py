@@ -29,11 +29,11 @@ from pausemesh.core.model import (
     PublicEvent,
     ResumeOutcome,
 )
-from pausemesh.core.observer import CollectingObserver, LoggingObserver, NoopObserver
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
+from pausemesh.observability.observer import CollectingObserver, LoggingObserver, NoopObserver
 
 __all__ = (
     "Clock",

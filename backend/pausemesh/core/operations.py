@@ -56,8 +56,8 @@ from pausemesh.core.errors import (
     PauseMeshError,
 )
 from pausemesh.core.ports import Clock
-from pausemesh.core.telemetry import OPERATION_DECISIONS, count, span
 from pausemesh.core.validation import check_id, check_payload
+from pausemesh.observability.telemetry import OPERATION_DECISIONS, count, span
 
 __all__ = (
     "EXECUTE",

@@ -8,8 +8,8 @@ from typing import Protocol, runtime_checkable
 
 from pausemesh.core.approvers import Approver
 from pausemesh.core.model import ContinuationEvent
-from pausemesh.core.observations import Observation
 from pausemesh.core.tokens import IssuedTokenValue
+from pausemesh.observability.observations import Observer
 
 __all__ = ("Clock", "EventStore", "JobLock", "Observer", "TokenIssuer")
 
@@ -83,10 +83,6 @@ class Clock(Protocol):
 @runtime_checkable
 class TokenIssuer(Protocol):
     def issue(self, continuation_id: str) -> IssuedTokenValue: ...
-
-
-class Observer(Protocol):
-    def observe(self, observation: Observation) -> None: ...
 
 
 class JobLock(Protocol):

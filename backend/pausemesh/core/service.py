@@ -48,23 +48,8 @@ from pausemesh.core.model import (
     ResumeOutcome,
     public_event,
 )
-from pausemesh.core.observations import (
-    ContinuationCreatedObservation,
-    ContinuationRejectedObservation,
-    ContinuationTransitionedObservation,
-)
-from pausemesh.core.observer import NoopObserver, observe_safely
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
-from pausemesh.core.telemetry import (
-    CONTINUATIONS_CREATED,
-    EXPIRIES,
-    EXPIRY_LAG_SECONDS,
-    RESUMES,
-    count,
-    observe,
-    span,
-)
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer, tokens_match
 from pausemesh.core.validation import (
     check_aware,
@@ -75,6 +60,21 @@ from pausemesh.core.validation import (
     check_payload,
     check_reason,
     check_routable_id,
+)
+from pausemesh.observability.observations import (
+    ContinuationCreatedObservation,
+    ContinuationRejectedObservation,
+    ContinuationTransitionedObservation,
+)
+from pausemesh.observability.observer import NoopObserver, observe_safely
+from pausemesh.observability.telemetry import (
+    CONTINUATIONS_CREATED,
+    EXPIRIES,
+    EXPIRY_LAG_SECONDS,
+    RESUMES,
+    count,
+    observe,
+    span,
 )
 
 __all__ = ("DEFAULT_MAX_PAUSE_TTL_SECONDS", "MAX_PAUSE_TTL_SECONDS", "ContinuationService")

@@ -6,5 +6,5 @@ values), ``config_fields`` and ``config_load`` (reading the TOML, every error na
 agent sees), ``dispatcher`` (the ``Gateway``), ``reconcile`` (terms, and answers from a
 record), ``inspect`` and ``inspect_tools`` (status/why), ``results`` (the status vocabulary),
 ``server`` (the MCP server). The Litestar mount is ``pausemesh.web.gateway_mount``,
-the commands ``pausemesh.cli_gateway``; see docs/gateway.md.
+the commands ``pausemesh.cli.gateway``; see docs/gateway.md.
 """

@@ -47,7 +47,6 @@ from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import EXECUTE, OperationLedger, OperationRecord, operation_id
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
-from pausemesh.core.telemetry import GATEWAY_DISPATCHES, count, span
 from pausemesh.gateway.catalog import input_schema, job_tools
 from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.inspect import DECLINED_RESULT, upstream_result
@@ -71,6 +70,7 @@ from pausemesh.gateway.results import (
     outcome,
 )
 from pausemesh.gateway.upstream import UpstreamPool, UpstreamSession, definition_of
+from pausemesh.observability.telemetry import GATEWAY_DISPATCHES, count, span
 
 __all__ = ("MAX_RETAINED_BYTES", "Approver", "Gateway", "Pending")
 

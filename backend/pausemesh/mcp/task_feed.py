@@ -34,10 +34,10 @@ import msgspec
 from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError
 from pausemesh.core.leases import LeaseKeeper
-from pausemesh.core.observations import ContinuationTransitionedObservation, Observation
 from pausemesh.core.ports import Clock, Observer
 from pausemesh.core.threads import MCP_TASK_FEED_PREFIX, MCP_TASK_PREFIX, ThreadStore
 from pausemesh.mcp.elicitation import MCP_CORRELATION_PREFIX
+from pausemesh.observability.observations import ContinuationTransitionedObservation, Observation
 
 __all__ = ("TaskFeed", "TaskStatusObserver", "feed_thread_id")
 

@@ -20,8 +20,8 @@ from litestar import Request
 
 from pausemesh.core.errors import SettingsError, UnauthenticatedError
 from pausemesh.core.identity import Identity, caller_identity
-from pausemesh.core.telemetry import current_request
 from pausemesh.credentials.bearer import BearerAuth, bearer_auth, bearer_challenge
+from pausemesh.observability.telemetry import current_request
 from pausemesh.settings import Settings
 
 __all__ = (

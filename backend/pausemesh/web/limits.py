@@ -40,7 +40,7 @@ from pausemesh.core.drain import Drain
 from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
 from pausemesh.core.keepalive import send_at_once
 from pausemesh.core.limits import StreamSlot, StreamSlots
-from pausemesh.core.telemetry import RATE_LIMITED, count
+from pausemesh.observability.telemetry import RATE_LIMITED, count
 from pausemesh.settings import Settings
 
 __all__ = ("Limits", "SendTimeoutGuard", "limit_key", "send_timeout_middleware")

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from pausemesh.core.errors import UnauthenticatedError
-from pausemesh.core.telemetry import INTERRUPTS_WAITING, METRICS, MetricKind, MetricSpec
+from pausemesh.observability.telemetry import INTERRUPTS_WAITING, METRICS, MetricKind, MetricSpec
 from pausemesh.stores.storage import Storage
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.problems import problem_responses

@@ -22,7 +22,7 @@ from opentelemetry import propagate
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from pausemesh.core.telemetry import (
+from pausemesh.observability.telemetry import (
     MetricsSink,
     RequestInfo,
     make_current,

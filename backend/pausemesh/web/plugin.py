@@ -30,7 +30,7 @@ from litestar.plugins import InitPlugin
 from pausemesh.bootstrap import Runtime, open_runtime
 from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
-from pausemesh.core.telemetry import set_metrics
+from pausemesh.observability.telemetry import set_metrics
 from pausemesh.stores.storage import Storage
 from pausemesh.web.agui_routes import AguiController, agui_dependencies, host_factory
 from pausemesh.web.approvals import ApprovalController

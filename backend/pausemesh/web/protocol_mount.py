@@ -36,7 +36,7 @@ from pausemesh.core.principal_handoff import (
     ROLES_SCOPE_KEY,
     principal_in_scope,
 )
-from pausemesh.core.telemetry import RATE_LIMITED, count, span
+from pausemesh.observability.telemetry import RATE_LIMITED, count, span
 from pausemesh.web.auth import resolve_identity
 from pausemesh.web.body_guard import (
     BodyTooLarge,

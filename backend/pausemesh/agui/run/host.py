@@ -45,7 +45,8 @@ from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
-from pausemesh.core.telemetry import (
+from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
+from pausemesh.observability.telemetry import (
     RUNS_FINISHED,
     RUNS_STARTED,
     TAIL_DELIVERY_LAG_SECONDS,
@@ -54,7 +55,6 @@ from pausemesh.core.telemetry import (
     observe,
     tracer,
 )
-from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
 
 __all__ = ("RunHost",)
 

@@ -28,8 +28,8 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
-from pausemesh.core.telemetry import span
 from pausemesh.core.threads import CohortReceipt, IssuedCohort
+from pausemesh.observability.telemetry import span
 
 if TYPE_CHECKING:
     from pausemesh.agui.run.leased import LeasedRun

@@ -20,7 +20,7 @@ import asyncpg
 from asyncpg import exceptions as pg_errors
 
 from pausemesh.core.errors import PauseMeshError, StoreError
-from pausemesh.core.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, observe, span
+from pausemesh.observability.telemetry import COMMIT_GROUP_SIZE, COMMIT_SECONDS, observe, span
 from pausemesh.stores.migrations import Migration, check_ledger
 from pausemesh.stores.postgres.schema import (
     DEFAULT_SCHEMA,

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar, cast
 import aiosqlite
 
 from pausemesh.core.errors import PauseMeshError, StoreError
-from pausemesh.core.telemetry import (
+from pausemesh.observability.telemetry import (
     COMMIT_GROUP_SIZE,
     COMMIT_SECONDS,
     WAL_SYNC_SECONDS,

@@ -116,9 +116,9 @@ def _print(body: Any) -> None:
 
 
 def _fail(error: PauseMeshError) -> SystemExit:
-    print(f"pausemesh: {error.code}: {error.message}", file=sys.stderr)  # noqa: T201
+    print(f"pausemesh: {error.code}: {error.message}", file=sys.stderr)
     for line in error.details.get("errors", []) if error.code == "GATEWAY_CONFIG_INVALID" else []:
-        print(f"  - {line}", file=sys.stderr)  # noqa: T201
+        print(f"  - {line}", file=sys.stderr)
     usage = error.code in {
         "GATEWAY_CONFIG_INVALID",
         "GATEWAY_LOCK_MISSING",
@@ -164,8 +164,8 @@ def _pin(args: argparse.Namespace) -> None:
         path = _lock_path(args, config)
         write_lock(lock, path)
         for name, job in lock.jobs.items():
-            print(f"pinned {name}: {job.upstream}/{job.tool} sha256:{job.digest}")  # noqa: T201
-        print(f"wrote {path}")  # noqa: T201
+            print(f"pinned {name}: {job.upstream}/{job.tool} sha256:{job.digest}")
+        print(f"wrote {path}")
 
     _run(main)
 
@@ -179,7 +179,7 @@ def _retire(args: argparse.Namespace) -> None:
             epoch = await storage.fencing.retire_worker(
                 config.domain, args.worker, now=SystemClock().now()
             )
-        print(f"worker {args.worker} retired: its epoch is now {epoch}")  # noqa: T201
+        print(f"worker {args.worker} retired: its epoch is now {epoch}")
 
     _run(main)
 
@@ -227,7 +227,7 @@ def run_gateway(args: argparse.Namespace) -> None:
         return
     settings = _settings(args)
     # Imported here: cli imports this module. Its logging goes to stderr (stdout is MCP's).
-    from pausemesh.cli import _configure_logging, serve_app  # noqa: PLC0415
+    from pausemesh.cli.main import _configure_logging, serve_app  # noqa: PLC0415
 
     _configure_logging(settings)
     if args.stdio:

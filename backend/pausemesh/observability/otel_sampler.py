@@ -1,6 +1,6 @@
 """``FollowParent``: the SDK's default sampler (``parentbased_always_on``), cheaper per span.
 
-Only ``pausemesh.otel`` imports this module, and only when tracing is configured: it needs the
+Only ``pausemesh.observability.otel`` imports this module, and only when tracing is configured: it needs the
 SDK (the ``pausemesh[otel]`` extra).
 
 The SDK's ``ParentBased(ALWAYS_ON)`` looks the parent span up twice per span (once to choose a

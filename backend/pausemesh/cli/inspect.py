@@ -153,10 +153,10 @@ def _open_and(args: argparse.Namespace, read: Callable[[Any, Any], Awaitable[Any
     try:
         return asyncio.run(main())
     except StoreError as error:
-        print(f"pausemesh: cannot read the store ({error.code}): {error}", file=sys.stderr)  # noqa: T201
+        print(f"pausemesh: cannot read the store ({error.code}): {error}", file=sys.stderr)
         raise SystemExit(_EXIT_STORE) from None
     except _NotFoundError as missing:
-        print(f"pausemesh: {missing}", file=sys.stderr)  # noqa: T201
+        print(f"pausemesh: {missing}", file=sys.stderr)
         raise SystemExit(_EXIT_NOT_FOUND) from None
 
 
@@ -183,9 +183,9 @@ def _text(value: Any, indent: str = "") -> list[str]:
 def _print(body: dict[str, Any], *, as_json: bool) -> None:
     plain = _plain(body)
     if as_json:
-        print(msgspec.json.encode(plain).decode())  # noqa: T201
+        print(msgspec.json.encode(plain).decode())
     else:
-        print("\n".join(_text(plain)))  # noqa: T201
+        print("\n".join(_text(plain)))
 
 
 def run_inspect(args: argparse.Namespace) -> None:

@@ -79,11 +79,11 @@ def run_keys(args: argparse.Namespace) -> None:
             label=args.label,
             exact_principal=args.exact_principal,
         )
-        print(key)  # noqa: T201 - the one time the key is shown
-        print(f"created {_describe(record)}; the key is not stored, keep it now", file=sys.stderr)  # noqa: T201
+        print(key)
+        print(f"created {_describe(record)}; the key is not stored, keep it now", file=sys.stderr)
     elif args.keys_action == "revoke":
         record = revoke_api_key(path, args.key)
-        print(f"revoked {_describe(record)}")  # noqa: T201
+        print(f"revoked {_describe(record)}")
     else:
         for record in list_api_keys(path):
-            print(_describe(record))  # noqa: T201
+            print(_describe(record))

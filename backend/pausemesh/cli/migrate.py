@@ -55,13 +55,13 @@ def run_migrate(args: argparse.Namespace) -> None:
             asyncio.run(grant_runtime_role(url, args.grant_runtime_role, schema=schema))
     except (StoreError, ValueError) as error:
         code = getattr(error, "code", "INVALID_INPUT")
-        print(f"pausemesh: migrate refused ({code}): {error}", file=sys.stderr)  # noqa: T201
+        print(f"pausemesh: migrate refused ({code}): {error}", file=sys.stderr)
         raise SystemExit(_EXIT_REFUSED) from None
     latest = POSTGRES_MIGRATIONS[-1].version
     if report.applied:
         applied = ", ".join(str(v) for v in report.applied)
-        print(f'schema "{schema}": applied migration(s) {applied}; now at version {latest}')  # noqa: T201
+        print(f'schema "{schema}": applied migration(s) {applied}; now at version {latest}')
     else:
-        print(f'schema "{schema}": already up to date at version {latest}')  # noqa: T201
+        print(f'schema "{schema}": already up to date at version {latest}')
     if args.grant_runtime_role:
-        print(f'schema "{schema}": granted runtime privileges to {args.grant_runtime_role}')  # noqa: T201
+        print(f'schema "{schema}": granted runtime privileges to {args.grant_runtime_role}')

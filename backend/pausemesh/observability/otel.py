@@ -23,7 +23,7 @@ from typing import Any
 
 __all__ = ("configure_tracing", "tracer_provider", "tracing_requested")
 
-_log = logging.getLogger("pausemesh.otel")
+_log = logging.getLogger("pausemesh.observability.otel")
 
 
 def tracing_requested(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -66,11 +66,11 @@ def tracer_provider(environ: Mapping[str, str] | None = None) -> Any:
     With no ``OTEL_TRACES_SAMPLER`` (or its default, ``parentbased_always_on``) the sampler is
     ``FollowParent``: the SDK default's decisions, at about half its cost per span. Any other
     sampler named there is the SDK's own. The provider is ``LeanTracerProvider``
-    (``pausemesh.otel_tracer``): the SDK's, recording the same spans with less work per span.
+    (``pausemesh.observability.otel_tracer``): the SDK's, recording the same spans with less work per span.
     Imports the SDK: call it only when tracing is wanted.
     """
-    from pausemesh.otel_sampler import FollowParent  # noqa: PLC0415 - imports the SDK
-    from pausemesh.otel_tracer import LeanTracerProvider  # noqa: PLC0415 - imports the SDK
+    from pausemesh.observability.otel_sampler import FollowParent  # noqa: PLC0415 - imports the SDK
+    from pausemesh.observability.otel_tracer import LeanTracerProvider  # noqa: PLC0415 - imports the SDK
 
     env = os.environ if environ is None else environ
     named = env.get("OTEL_TRACES_SAMPLER", "").strip().lower()

@@ -141,8 +141,8 @@ def claim_slot(directory: Path, name: str, workers: int) -> WorkerSlot:
 def worker_app() -> Any:
     """uvicorn's app factory in each worker process: the parent's command, built here."""
     global _slot  # noqa: PLW0603 - one slot per process, claimed once at start
-    from pausemesh.cli import build_parser, prepare_command  # noqa: PLC0415 - import cycle
-    from pausemesh.process_tuning import tune_for_serving  # noqa: PLC0415
+    from pausemesh.cli.main import build_parser, prepare_command  # noqa: PLC0415 - import cycle
+    from pausemesh.serving.process_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.settings import with_overrides  # noqa: PLC0415
 
     argv = json.loads(os.environ[WORKER_ARGV_ENV])

@@ -1,6 +1,6 @@
 """``LeanTracerProvider``: the SDK's tracer provider, recording the same spans with less work.
 
-Only ``pausemesh.otel`` imports this module, and only when tracing is configured: it needs the
+Only ``pausemesh.observability.otel`` imports this module, and only when tracing is configured: it needs the
 SDK (the ``pausemesh[otel]`` extra). Every span processor, exporter, sampler, id generator and
 span limit the SDK reads (``OTEL_*``) applies unchanged; per span, the SDK's tracer
 
@@ -49,7 +49,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace import Span as ApiSpan
 from opentelemetry.util import types
 
-from pausemesh.otel_sampler import FollowParent
+from pausemesh.observability.otel_sampler import FollowParent
 
 __all__ = ("LeanTracerProvider",)
 

@@ -18,19 +18,19 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pausemesh import __version__
-from pausemesh.cli_gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
-from pausemesh.cli_inspect import (
+from pausemesh.cli.gateway import add_gateway_arguments, add_ops_arguments, run_gateway, run_ops
+from pausemesh.cli.inspect import (
     add_inspect_arguments,
     add_stats_arguments,
     add_store_arguments,
     run_inspect,
     run_stats,
 )
-from pausemesh.cli_keys import add_keys_arguments, run_keys
-from pausemesh.cli_migrate import add_migrate_arguments, run_migrate
+from pausemesh.cli.keys import add_keys_arguments, run_keys
+from pausemesh.cli.migrate import add_migrate_arguments, run_migrate
 from pausemesh.core.errors import SettingsError
 from pausemesh.core.hosts import is_loopback_host
-from pausemesh.keys import resolve_secret_key
+from pausemesh.server_key import resolve_secret_key
 from pausemesh.settings import Settings, load_settings, with_overrides
 
 __all__ = ("build_parser", "main")
@@ -122,8 +122,8 @@ def _settings_from(args: argparse.Namespace) -> Settings:
 
 def _configure_logging(settings: Settings) -> None:
     """Logs in ``PAUSEMESH_LOG_FORMAT``; traces when the ``OTEL_*`` variables ask for them."""
-    from pausemesh.core.log_format import configure_logging  # noqa: PLC0415 - server commands only
-    from pausemesh.otel import configure_tracing  # noqa: PLC0415
+    from pausemesh.observability.log_format import configure_logging  # noqa: PLC0415 - server commands only
+    from pausemesh.observability.otel import configure_tracing  # noqa: PLC0415
 
     configure_logging(settings.log_level, settings.log_format)
     try:
@@ -201,7 +201,7 @@ def _warn_about_bind(settings: Settings, *, authenticated: bool) -> None:
 def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> Any:
     """The uvicorn settings ``pausemesh serve`` runs with (``bench/stack_floor.py`` too)."""
     # Only the server commands need uvicorn (which this imports).
-    from pausemesh.http_protocol import CoalescingHttpToolsProtocol, ServerConfig  # noqa: PLC0415
+    from pausemesh.serving.http_protocol import CoalescingHttpToolsProtocol, ServerConfig  # noqa: PLC0415
 
     return ServerConfig(
         app,
@@ -244,8 +244,8 @@ def serve_app(
     requests finish). ``pausemesh serve --workers N`` goes through ``_serve_workers``."""
     import uvicorn  # noqa: PLC0415 - only the server commands need it
 
-    from pausemesh.cli_drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
-    from pausemesh.process_tuning import tune_for_serving  # noqa: PLC0415
+    from pausemesh.serving.drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
+    from pausemesh.serving.process_tuning import tune_for_serving  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 
     resolver = _check_start(settings, loopback_resolver)
@@ -273,10 +273,10 @@ def serve_app(
 
 def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
     """N worker processes on one port (uvicorn's supervisor); each rebuilds the app from
-    ``argv`` in ``pausemesh.cli_workers.worker_app``."""
+    ``argv`` in ``pausemesh.cli.workers.worker_app``."""
     import os  # noqa: PLC0415
 
-    from pausemesh.cli_workers import (  # noqa: PLC0415
+    from pausemesh.cli.workers import (  # noqa: PLC0415
         WORKER_ARGV_ENV,
         listener_for_workers,
         migration_advice,
@@ -291,7 +291,7 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
     _announce(settings)
     if listener is not None and (advice := migration_advice()) is not None:
         _log.info(advice)
-    supervise_workers("pausemesh.cli_workers:worker_app", settings, listener)
+    supervise_workers("pausemesh.cli.workers:worker_app", settings, listener)
 
 
 def supervise_workers(factory: str, settings: Settings, listener: socket.socket | None) -> None:
@@ -316,7 +316,7 @@ class PreparedCommand:
     loopback_resolver: Any | None = None
 
     def build_app(self, settings: Settings, *, first_worker: bool) -> Any:
-        from pausemesh.cli_drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
+        from pausemesh.serving.drain import DrainOnStopSignals  # noqa: PLC0415 - keeps --version light
         from pausemesh.web.app import create_app  # noqa: PLC0415
 
         _configure_logging(settings)
@@ -552,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    # Workers rebuild the command from its argv (pausemesh.cli_workers).
+    # Workers rebuild the command from its argv (pausemesh.cli.workers).
     args.argv = argv
     if args.command is None:
         parser.print_help()

@@ -6,9 +6,8 @@ import logging
 
 import msgspec
 
-from pausemesh.core.observations import Observation
-from pausemesh.core.ports import Observer
-from pausemesh.core.redaction import RedactingFilter
+from pausemesh.observability.observations import Observation, Observer
+from pausemesh.observability.redaction import RedactingFilter
 
 __all__ = (
     "CollectingObserver",

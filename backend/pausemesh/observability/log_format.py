@@ -17,8 +17,8 @@ from typing import Any, Literal, TextIO
 import msgspec
 from opentelemetry import trace
 
-from pausemesh.core.redaction import RedactingFilter
-from pausemesh.core.telemetry import current_request
+from pausemesh.observability.redaction import RedactingFilter
+from pausemesh.observability.telemetry import current_request
 
 __all__ = (
     "JsonFormatter",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol
 
 import msgspec
 
@@ -11,6 +12,7 @@ __all__ = (
     "ContinuationRejectedObservation",
     "ContinuationTransitionedObservation",
     "Observation",
+    "Observer",
 )
 
 
@@ -43,3 +45,10 @@ Observation = (
     | ContinuationTransitionedObservation
     | ContinuationRejectedObservation
 )
+
+
+class Observer(Protocol):
+    """Where observations go (a port: ``core.ports`` names it too). Must never raise into the
+    lifecycle: ``observer.observe_safely`` guards every call."""
+
+    def observe(self, observation: Observation) -> None: ...

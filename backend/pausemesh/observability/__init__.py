@@ -1,0 +1,1 @@
+"""Observability in one place: lifecycle observations and observers, request telemetry (metrics and spans), the log format and its redaction, and the OpenTelemetry set-up. Framework-free and the lowest layer: core reports through it."""
