@@ -17,26 +17,24 @@ The principal comes from the host's resolver, like every PauseMesh route; tools 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from litestar import Litestar, Request, Response, asgi, get
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import Tool, ToolExecution
 
 from pausemesh.core.errors import UnauthenticatedError
-from pausemesh.core.principal_handoff import principal_in_scope
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
+from pausemesh.mcp.sdk_server import principal_binding, quietly_build_server
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.mcp.task_feed import TaskFeed, TaskStatusObserver
 from pausemesh.mcp.tasks import McpTasks, TaskSupport
@@ -60,8 +58,6 @@ from pausemesh.web.protocol_mount import (
 __all__ = (
     "McpPlugin",
     "McpToolRegistrar",
-    "principal_binding",
-    "quietly_build_server",
     "transport_security",
 )
 
@@ -72,30 +68,9 @@ _METADATA_PATH = "/.well-known/oauth-protected-resource"
 _ENVELOPE_TTL_SECONDS = 366 * 24 * 3600.0
 _SERVER_NAME = "pausemesh"
 
-ServerT = TypeVar("ServerT", bound=MCPServer)
-
 McpToolRegistrar = Callable[[MCPServer, McpPauses, PauseMeshPlugin], Sequence[Any] | None]
 """Registers the host's tools on the server (``server.tool()(...)``) using ``pauses``; may
 return Litestar route handlers to add (e.g. the trusted callback of a URL-mode pause)."""
-
-
-def principal_binding(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The principal a 2026-07-28 ``requestState`` is bound to: the one this mount resolved."""
-    return principal_in_scope(getattr(ctx.request, "scope", None))
-
-
-def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
-    """``MCPServer`` calls ``logging.basicConfig``; logging belongs to the process, not to a
-    plugin, so whatever it added to the root logger is taken back."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        return build()
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def transport_security() -> TransportSecuritySettings:
