@@ -197,7 +197,7 @@ async def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 def _serve_stdio(args: argparse.Namespace, settings: Settings) -> None:
     from pausemesh.bootstrap import open_runtime  # noqa: PLC0415
     from pausemesh.gateway.dispatcher import Gateway  # noqa: PLC0415
-    from pausemesh.web.gateway_mount import build_gateway_server  # noqa: PLC0415
+    from pausemesh.gateway.mcp_compose import build_gateway_server  # noqa: PLC0415
 
     async def main() -> None:
         config, lock = await _load(args)

@@ -5,6 +5,7 @@ values), ``config_fields`` and ``config_load`` (reading the TOML, every error na
 (pinned tool definitions), ``upstream`` (SDK client sessions), ``catalog`` (the tools the
 agent sees), ``dispatcher`` (the ``Gateway``), ``reconcile`` (terms, and answers from a
 record), ``inspect`` and ``inspect_tools`` (status/why), ``results`` (the status vocabulary),
-``server`` (the MCP server). The Litestar mount is ``pausemesh.web.gateway_mount``,
+``server`` (the MCP server), ``mcp_compose`` (that server with a person's approval through
+MCP pauses, as both transports run it). The Litestar mount is ``pausemesh.web.gateway_mount``,
 the commands ``pausemesh.cli.gateway``; see docs/gateway.md.
 """

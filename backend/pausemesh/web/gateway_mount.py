@@ -1,117 +1,32 @@
-"""The gateway served over streamable HTTP at ``/mcp``, and its human approval, in Litestar.
+"""The gateway served over streamable HTTP at ``/mcp``, in Litestar.
 
 ``GatewayMount`` sits next to ``PauseMeshPlugin`` (borrowing its runtime: stores, the
 continuation service and the server key) like the ``/mcp`` router does: it resolves the
 caller's principal (401 problem body otherwise), starts the ``Gateway`` (claiming the
 worker's epoch) in the app's lifespan and hands requests to the SDK's session manager.
-
-``mcp_approver`` asks a person through the existing MCP pause machinery (``McpPauses``):
-2026-07-28 clients get ``input_required`` with sealed request state, older clients a live
-``elicitation/create``; both are backed by one durable continuation, so an approval
-survives a gateway restart. The stdio gateway uses the same approver and server options.
+The server itself, with a person's approval of a job, is ``gateway.mcp_compose``'s, the
+same one the stdio gateway runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
-from mcp.server.mcpserver import Context
-from mcp.server.request_state import RequestStateSecurity
-from mcp_types import InputRequiredResult
 
-from pausemesh.core.canonical import canonical_json
-from pausemesh.core.service import ContinuationService
-from pausemesh.core.tokens import KeyedTokenIssuer
-from pausemesh.gateway.config import GatewayConfig, Job
-from pausemesh.gateway.dispatcher import Approver, Gateway, Pending
+from pausemesh.gateway.config import GatewayConfig
+from pausemesh.gateway.dispatcher import Gateway
 from pausemesh.gateway.lock import GatewayLock
+from pausemesh.gateway.mcp_compose import build_gateway_server
 from pausemesh.gateway.server import GatewayServer
-from pausemesh.mcp.pauses import McpPauses, principal_of, roles_of
-from pausemesh.mcp.state import KeyedRequestStateCodec
-from pausemesh.web.mcp_mount import (
-    McpRules,
-    principal_binding,
-    quietly_build_server,
-    transport_security,
-)
+from pausemesh.web.mcp_mount import McpRules, transport_security
 from pausemesh.web.protocol_mount import send_problem
 
-__all__ = ("APPROVAL_SCHEMA", "GatewayMount", "build_gateway_server", "mcp_approver")
-
-_ENVELOPE_TTL_SECONDS = 366 * 24 * 3600.0
-_AUDIENCE = "pausemesh-gateway"
-
-APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Approve this call"}},
-    "required": ["approve"],
-}
-
-
-def _question(job: Job, operation_id: str, arguments: dict[str, Any]) -> str:
-    return (
-        f"Approve {job.name}: tool {job.tool} on upstream {job.upstream}, once, with arguments"
-        f" {canonical_json(arguments)} (operation {operation_id})?"
-    )
-
-
-def mcp_approver(pauses: McpPauses) -> Callable[[Context[Any, Any]], Approver]:
-    """For each request, an approver that pauses the call until a person answers."""
-
-    def approver_for(ctx: Context[Any, Any]) -> Approver:
-        async def approve(job: Job, operation_id: str, arguments: dict[str, Any]) -> bool | Pending:
-            answer = await pauses.ask(
-                ctx,
-                tool=job.name,
-                arguments=arguments,
-                message=_question(job, operation_id, arguments),
-                schema=APPROVAL_SCHEMA,
-                key="approval",
-            )
-            if isinstance(answer, InputRequiredResult):
-                return Pending(answer)
-            return answer.action == "accept" and (answer.content or {}).get("approve") is True
-
-        return approve
-
-    return approver_for
-
-
-def build_gateway_server(
-    gateway: Gateway,
-    service: Callable[[], ContinuationService],
-) -> GatewayServer:
-    """The gateway's MCP server with approvals and 2026-07-28 request state sealed by the
-    PauseMesh server key (any restart or replica accepts a retry)."""
-
-    def issuer() -> KeyedTokenIssuer:
-        keyed = service().keyed_issuer
-        if keyed is None:
-            msg = "the gateway's approvals need the server key (keyed tokens)"
-            raise RuntimeError(msg)
-        return keyed
-
-    pauses = McpPauses(service)
-    return quietly_build_server(
-        lambda: GatewayServer.build(
-            gateway,
-            principal_of=principal_of,
-            roles_of=roles_of,
-            approver_for=mcp_approver(pauses),
-            request_state_security=RequestStateSecurity(
-                codec=KeyedRequestStateCodec(issuer),
-                ttl=_ENVELOPE_TTL_SECONDS,
-                bind_principal=principal_binding,
-                audience=_AUDIENCE,
-            ),
-        )
-    )
+__all__ = ("GatewayMount",)
 
 
 class GatewayMount(McpRules):
