@@ -103,9 +103,10 @@ async def test_coding_a_long_array_leaves_the_loop_its_turns() -> None:
     assert decoding >= 2
 
 
-async def test_long_jobs_take_turns_one_slice_at_a_time() -> None:
-    """Two long jobs at once: each slice of one is followed by a slice of the other, not by
-    the rest of the first (the loop runs one slice per turn)."""
+async def test_long_jobs_go_one_at_a_time_and_the_loop_turns_between_every_two_slices() -> None:
+    """Two long jobs at once: the loop's other work (a ticker, "t") gets a turn after every
+    slice, and the second job, after its first slice, waits for the first to finish: a turn
+    of the loop runs one slice however many long jobs there are."""
     order: list[str] = []
 
     def work(name: str) -> Any:
@@ -118,7 +119,19 @@ async def test_long_jobs_take_turns_one_slice_at_a_time() -> None:
 
         return step
 
+    async def tick() -> None:
+        while True:
+            order.append("t")
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
     await asyncio.gather(sliced(range(6), work("a")), sliced(range(6), work("b")))
-    switches = sum(1 for x, y in itertools.pairwise(order) if x != y)
-    assert sorted(order) == ["a"] * 6 + ["b"] * 6
-    assert switches >= 8
+    ticker.cancel()
+
+    slices = [x for x in order if x != "t"]
+    assert sorted(slices) == ["a"] * 6 + ["b"] * 6
+    # Once both have started (their first slices run at once), never two slices in a turn.
+    assert all("t" in pair for pair in itertools.pairwise(order[order.index("b") :]))
+    # Each job's first slice at once, then the lane: the rest of a, then the rest of b.
+    assert slices == ["a", "b", "a", "a", "a", "a", "a", "b", "b", "b", "b", "b"]

@@ -78,9 +78,9 @@ def _lane() -> asyncio.Lock:
     return lock
 
 
-def _slice(items: Iterator[T], fn: Callable[[T], R], out: list[R]) -> bool:
+def _slice(items: Iterator[T], fn: Callable[[T], R], out: list[R], seconds: float) -> bool:
     """Apply ``fn`` to ``items`` into ``out`` for one slice; True once ``items`` is done."""
-    deadline = time.perf_counter() + SLICE_SECONDS
+    deadline = time.perf_counter() + seconds
     for item in items:
         out.append(fn(item))
         if time.perf_counter() >= deadline:
@@ -91,22 +91,23 @@ def _slice(items: Iterator[T], fn: Callable[[T], R], out: list[R]) -> bool:
 async def sliced(items: Iterable[T], fn: Callable[[T], R]) -> list[R]:
     """``[fn(item) for item in items]``, yielding the loop after every slice of work.
 
-    The first slice runs at once (a short list never waits); later ones take turns with every
-    other large job of the loop, one slice per turn.
+    A first slice runs at once, so a short list never waits (a fifth of one while a long job
+    holds the lane); what is left then waits for the lane and runs there a slice per turn of
+    the loop. The lane is held across those turns: one long job at a time, so a turn runs one
+    slice of one of them, however many are waiting.
     """
     out: list[R] = []
     pending = iter(items)
-    if _slice(pending, fn, out):
-        return out
     lane = _lane()
-    while True:
-        # Released before the loop gets its turn: the next job's slice runs in the next
-        # iteration, and this one queues behind it (asyncio.Lock wakes waiters in order).
-        async with lane:
-            done = _slice(pending, fn, out)
-        if done:
-            return out
-        await asyncio.sleep(0)
+    first = SLICE_SECONDS / 5 if lane.locked() else SLICE_SECONDS
+    if _slice(pending, fn, out, first):
+        return out
+    await asyncio.sleep(0)  # a turn for the loop's other work before the next slice
+    async with lane:
+        while True:
+            if _slice(pending, fn, out, SLICE_SECONDS):
+                return out
+            await asyncio.sleep(0)  # the loop's other work gets its turn
 
 
 # -- encoding --------------------------------------------------------------------------------
@@ -155,13 +156,21 @@ async def encode_lines(items: Sequence[Any], *, prefix: bytes = b"", suffix: byt
 
 
 def _groups(parts: Sequence[bytes]) -> Iterator[list[bytes]]:
-    """A compact JSON array of ``parts``, as groups of about ``CHUNK_BYTES`` each."""
+    """A compact JSON array of ``parts``, as groups to join of about ``CHUNK_BYTES`` each; a
+    part of an eighth of that or more is a group of its own (sent as it is: a copy into fresh
+    memory costs mostly page faults)."""
     group, size = [b"["], 1
     for index, part in enumerate(parts):
         if index:
             group.append(b",")
+            size += 1
+        if len(part) >= CHUNK_BYTES // 8:
+            yield group
+            yield [part]
+            group, size = [], 0
+            continue
         group.append(part)
-        size += len(part) + 1
+        size += len(part)
         if size >= CHUNK_BYTES:
             yield group
             group, size = [], 0
@@ -169,11 +178,15 @@ def _groups(parts: Sequence[bytes]) -> Iterator[list[bytes]]:
     yield group
 
 
+def _chunk(group: list[bytes]) -> bytes:
+    return group[0] if len(group) == 1 else b"".join(group)
+
+
 async def encode_chunks(items: Sequence[Any], fn: Callable[[Any], bytes] = _encode) -> list[bytes]:
     """``items`` as a compact JSON array (``fn`` encodes one element), in pieces of about
     ``CHUNK_BYTES`` (one element is never cut): what a response or an SSE frame sends one
     piece at a time, so a long thread's snapshot is never one megabytes-long write."""
-    return await sliced(_groups(await sliced(items, fn)), b"".join)
+    return await sliced(_groups(await sliced(items, fn)), _chunk)
 
 
 async def encode_compact(items: Sequence[Any], fn: Callable[[Any], bytes] = _encode) -> bytes:

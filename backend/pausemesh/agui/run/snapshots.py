@@ -59,7 +59,9 @@ def _typed(message: Any) -> Message:
 
 
 def _wire(message: Any) -> bytes:
-    return _encode(_typed(message))
+    # Converted, not encoded and decoded again: the typed message lives only for this encode,
+    # so sharing the stored message's strings is safe (``_typed`` copies, for the agent).
+    return _encode(msgspec.convert(message, Message))
 
 
 async def typed_messages(data: list[Any]) -> list[Message]:
