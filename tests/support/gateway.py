@@ -140,8 +140,10 @@ class GatewayCase:
         config = load_gateway_config(str(self.config))
         write_lock(await pin(config), default_lock_path(config))
 
-    def stdio(self, *extra: str) -> StdioServerParameters:
-        args = ["-m", "pausemesh", "gateway", "--stdio", "--config", str(self.config)]
+    def stdio(self, *extra: str, module: str = "pausemesh") -> StdioServerParameters:
+        """``python -m pausemesh gateway --stdio ...``; ``module`` another entry taking the
+        same arguments (``tests.support.loaded_frameworks``)."""
+        args = ["-m", module, "gateway", "--stdio", "--config", str(self.config)]
         return StdioServerParameters(
             command=sys.executable,
             args=[*args, *self.store_args(), *extra],
