@@ -41,22 +41,22 @@ async def finish(
     if closed is not None and closed.lapsed:
         # This run acknowledged the lapsed cohort: from now on a replay is answered as one.
         closed = msgspec.structs.replace(closed, lapsed=False)
-    now = run.host.clock.now()
+    now = run.parts.clock.now()
     if not pauses:
         await _save_end(run, transcript, None, closed, now)
-        return await run.emit(
+        return await run.lease.emit(
             [RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id)], last=True
         )
     continuations = await _create(run, pauses, now)
     try:
         finished, receipt = issue_interrupts(
-            continuations, thread_id=run.thread_id, run_id=run.run_id, schemas=run.host.schemas
+            continuations, thread_id=run.thread_id, run_id=run.run_id, schemas=run.parts.schemas
         )
     except PauseMeshError as error:
         raise AguiRunError.from_error(error) from None
     # The cohort is durable before the client hears of it.
     await _save_end(run, transcript, issued_cohort(finished, receipt), closed, now)
-    return await run.emit(
+    return await run.lease.emit(
         [
             MessagesSnapshotEvent(messages=await wire_messages(transcript.messages)),
             StateSnapshotEvent(snapshot=transcript.state),
@@ -81,9 +81,9 @@ async def _save_end(
         open_receipt=open_cohort,
         closed_receipt=closed_cohort,
     )
-    run.check_lease()
+    run.lease.check()
     try:
-        run.record = await run.host.threads.save(record, now=now, agent_title=run.agent_title)
+        run.record = await run.parts.threads.save(record, now=now, agent_title=run.agent_title)
     except VersionConflictError:
         raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run") from None
 
@@ -103,7 +103,7 @@ def _deadline(run: LeasedRun, pause: PauseRequest, now: datetime) -> datetime | 
             raise ValueError(msg) from None
     if expires_at is None:
         return None
-    return run.host.service.check_expiry(expires_at, now)
+    return run.parts.service.check_expiry(expires_at, now)
 
 
 async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> list[Continuation]:
@@ -122,7 +122,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
             parse_pause_payload(payload)
             check_approvers(pause.approvers)
             if pause.response_schema is not None:
-                run.host.schemas.check_schema(pause.response_schema)
+                run.parts.schemas.check_schema(pause.response_schema)
         except (ValueError, TypeError) as error:
             message = error.message if isinstance(error, PauseMeshError) else str(error)
             raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None
@@ -130,7 +130,7 @@ async def _create(run: LeasedRun, pauses: list[PauseRequest], now: datetime) -> 
     created: list[Continuation] = []
     for pause, payload, expires_at in zip(pauses, payloads, deadlines, strict=True):
         try:
-            result = await run.host.service.create(
+            result = await run.parts.service.create(
                 payload=payload,
                 correlation_id=run.thread_id,
                 expires_at=expires_at,

@@ -26,6 +26,7 @@ from pausemesh.agui.events import Interrupt
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run.expiry import close_lapsed, closing_lapsed, has_lapsed
 from pausemesh.agui.run.leased import LeasedRun
+from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.snapshots import (
     each,
     message_chunks,
@@ -227,6 +228,35 @@ class RunHost:
             await asyncio.sleep(_CLOSE_WAIT_SECONDS)
         raise ThreadBusyError(thread_id)
 
+    def lease_run(
+        self,
+        record: ThreadRecord,
+        run_input: RunAgentInput,
+        principal: str | None,
+        lease_id: str,
+        *,
+        roles: frozenset[str],
+    ) -> LeasedRun:
+        """The run that goes on under ``lease_id``, just taken; from now on a lost lease stops
+        it at once (its agent, its writes)."""
+        parts = RunParts(
+            agent=self.agent,
+            service=self.service,
+            threads=self.threads,
+            leases=self.leases,
+            clock=self.clock,
+            schemas=self.schemas,
+            operations=self.operations,
+            drain=self.drain,
+            keepalive_seconds=self.keepalive_seconds,
+            queue_size=self.queue_size,
+            run_timeout_seconds=self.run_timeout_seconds,
+            max_thread_bytes=self.max_thread_bytes,
+        )
+        run = LeasedRun(parts, record, run_input, principal, lease_id, roles=roles)
+        run.lease.hold()
+        return run
+
     async def run(
         self,
         run_input: RunAgentInput,
@@ -261,8 +291,7 @@ class RunHost:
                 count(THREAD_BUSY)
             yield encode_frame(AguiRunError.from_error(error).to_event())
             return
-        run = LeasedRun(self, record, run_input, principal, lease_id, roles=roles)
-        self.leases.hold(thread_id, lease_id, on_lost=run.lose_lease)
+        run = self.lease_run(record, run_input, principal, lease_id, roles=roles)
         count(RUNS_STARTED)
         # The run's span is made current only while the run works (between two frames), never
         # across a ``yield``: the consumer of this generator keeps its own context.
@@ -304,4 +333,4 @@ class RunHost:
                 run_span.set_status(Status(StatusCode.ERROR))
             run_span.end()
             # Runs even when the client went away and the scope is cancelled.
-            await run.release()
+            await run.lease.release()

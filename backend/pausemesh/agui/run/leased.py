@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator
 
 import msgspec
 from msgspec import UNSET
@@ -26,12 +25,12 @@ from pausemesh.agui.agent import Decision, Operations, PauseRequest, RunContext
 from pausemesh.agui.events import (
     PROTOCOL_VERSION,
     CustomEvent,
-    Event,
     RunStartedEvent,
-    encode_event,
 )
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run import finish, pump, resume_phase
+from pausemesh.agui.run.lease import RunLease
+from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.snapshots import (
     open_interrupts,
     restored,
@@ -43,16 +42,11 @@ from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import encode_frame
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.core.large_json import joined
 from pausemesh.core.threads import IssuedCohort, ThreadRecord
-
-if TYPE_CHECKING:
-    from pausemesh.agui.run.host import RunHost
 
 __all__ = ("DECIDED_ELSEWHERE_EVENT", "LeasedRun", "decided_elsewhere_event")
 
 DECIDED_ELSEWHERE_EVENT = "pausemesh.decided_elsewhere"
-_LEASE_LOST = "This run lost its lease on the thread (another run took it) and stopped"
 
 _log = logging.getLogger("pausemesh.agui")
 
@@ -84,7 +78,7 @@ class LeasedRun:
 
     def __init__(
         self,
-        host: RunHost,
+        parts: RunParts,
         record: ThreadRecord,
         run_input: RunAgentInput,
         principal: str | None,
@@ -92,14 +86,20 @@ class LeasedRun:
         *,
         roles: frozenset[str] = frozenset(),
     ) -> None:
-        self.host = host
+        self.parts = parts
         self.record = record
         self.input = run_input
         self.principal = principal
         self.roles = roles
-        self.lease_id = lease_id
         self.thread_id = run_input.thread_id
         self.run_id = run_input.run_id
+        self.lease = RunLease(
+            keeper=parts.leases,
+            threads=parts.threads,
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            lease_id=lease_id,
+        )
         self.started = False
         # How the run ended, for its span and pausemesh_runs_finished_total; None while it runs
         # (and for a run whose client went away before the end).
@@ -107,73 +107,11 @@ class LeasedRun:
         self.error_code: str | None = None
         # The last ``ThreadTitle`` the agent yielded (checked), saved with the transcript.
         self.agent_title: str | None = None
-        # Set by the lease keeper when a renewal finds the lease taken: the run writes nothing
-        # more, and whatever runs its agent stops it (``on_lease_lost``).
-        self.lease_lost = False
-        # Set once the run's last write gave the lease back with its last events.
-        self.released = False
-        self._stops: list[Callable[[], None]] = []
-
-    # -- the lease ------------------------------------------------------------------------
-
-    def lose_lease(self) -> None:
-        """The keeper found this run's lease gone: stop the agent now, write nothing more."""
-        if self.lease_lost:
-            return
-        self.lease_lost = True
-        _log.warning("run %s lost its lease on thread %s; stopping it", self.run_id, self.thread_id)
-        for stop in self._stops:
-            stop()
-
-    def on_lease_lost(self, stop: Callable[[], None]) -> Callable[[], None]:
-        """Call ``stop`` when the lease is lost (at once if it already is); returns the undo."""
-        self._stops.append(stop)
-        if self.lease_lost:
-            stop()
-        return lambda: self._stops.remove(stop)
-
-    def check_lease(self) -> None:
-        """``AguiRunError`` ``LEASE_LOST`` once the lease is lost (before any write)."""
-        if self.lease_lost:
-            raise AguiRunError("LEASE_LOST", _LEASE_LOST)
-
-    # -- output ---------------------------------------------------------------------------
-
-    async def emit(self, events: Sequence[Event], *, last: bool = False) -> bytes:
-        """Append ``events`` to the thread log, then return their frames (id = sequence).
-
-        ``last``: they end the run (``RUN_FINISHED``, the interrupting one included, or
-        ``RUN_ERROR``), and the lease is given back in the same write: a client (or a tail)
-        that reads them finds the thread free for its next run, never ``THREAD_BUSY``."""
-        if not events:
-            return b""
-        self.check_lease()
-        texts = [encode_event(e) for e in events]
-        if last:
-            # Renewals stop first: one racing the write would find the lease gone and take
-            # the run for one that lost it.
-            self.host.leases.drop(self.thread_id, self.lease_id)
-        sequences = await self.host.threads.append_events(
-            self.thread_id,
-            lease_id=self.lease_id,
-            run_id=self.run_id,
-            events=[t.decode() for t in texts],
-            release=last,
-        )
-        self.released = last
-        # Joined off the loop when it is megabytes (a long thread's snapshot at a pause).
-        return await joined([encode_frame(t, s) for t, s in zip(texts, sequences, strict=True)])
-
-    async def release(self) -> None:
-        """Give the lease back unless the run's last write did (a run that ended early, or
-        whose client went away); runs even in a cancelled scope."""
-        if not self.released:
-            await self.host.leases.release(self.thread_id, self.lease_id)
 
     async def _error_frame(self, error: AguiRunError) -> bytes:
-        if self.started and not self.lease_lost:
+        if self.started and not self.lease.lost:
             with contextlib.suppress(PauseMeshError):
-                return await self.emit([error.to_event()], last=True)
+                return await self.lease.emit([error.to_event()], last=True)
         return encode_frame(error.to_event())
 
     async def frames(self) -> AsyncGenerator[bytes, None]:
@@ -183,7 +121,7 @@ class LeasedRun:
                     yield chunk
         except PauseMeshError as error:  # AguiRunError is one too
             if error.code == "LEASE_LOST":
-                self.lease_lost = True  # the store refused a write: nothing more is written
+                self.lease.refused()  # nothing more is written
             refusal = AguiRunError.from_error(error)
             self.outcome, self.error_code = "error", refusal.code
             yield await self._error_frame(refusal)
@@ -224,7 +162,7 @@ class LeasedRun:
         check_growth(
             record.stored_bytes,
             input_growth(added, self.input.state, first_run=fresh),
-            self.host.max_thread_bytes,
+            self.parts.max_thread_bytes,
             answers_cohort=open_cohort is not None,
         )
         elsewhere: dict[str, Decision] = {}
@@ -249,7 +187,7 @@ class LeasedRun:
             )
 
         self.started = True
-        yield await self.emit(
+        yield await self.lease.emit(
             [
                 RunStartedEvent(
                     thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
@@ -257,7 +195,7 @@ class LeasedRun:
             ]
         )
         if elsewhere:
-            yield await self.emit([decided_elsewhere_event(elsewhere)])
+            yield await self.lease.emit([decided_elsewhere_event(elsewhere)])
         # The server's history plus what the client added (``resume_phase.added_messages``).
         transcript = Transcript(
             [*record.messages, *added], self.input.state if fresh else record.state
@@ -267,13 +205,13 @@ class LeasedRun:
         async with contextlib.aclosing(pump.agent_frames(self, context, transcript, pauses)) as out:
             async for chunk in out:
                 yield chunk
-        yield await self.emit(transcript.closing_events())
+        yield await self.lease.emit(transcript.closing_events())
         last = await finish.finish(self, transcript, pauses, closing)
         self.outcome = "interrupt" if pauses else "success"
         yield last
 
     async def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:
-        host = self.host
+        parts = self.parts
         return RunContext(
             thread_id=self.thread_id,
             run_id=self.run_id,
@@ -283,8 +221,8 @@ class LeasedRun:
             roles=self.roles,
             decisions=decisions,
             operations=None
-            if host.operations is None
-            else Operations(host.operations, clock=host.clock),
+            if parts.operations is None
+            else Operations(parts.operations, clock=parts.clock),
             tools=self.input.tools,
             context=self.input.context,
             forwarded_props=None
@@ -296,7 +234,7 @@ class LeasedRun:
         record = self.record
         self.started = True
         # If the agent paused again after that resume, the thread's current question stands.
-        return await self.emit(
+        return await self.lease.emit(
             restored(
                 self.thread_id,
                 self.run_id,

@@ -26,11 +26,10 @@ import contextlib
 import logging
 import uuid
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run import resume_phase
-from pausemesh.agui.run.leased import LeasedRun
+from pausemesh.agui.run.host import RunHost
 from pausemesh.core.errors import (
     ContinuationNotFoundError,
     PauseMeshError,
@@ -39,9 +38,6 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import ThreadRecord
-
-if TYPE_CHECKING:
-    from pausemesh.agui.run.host import RunHost
 
 __all__ = ("Owed", "continue_owed_runs", "continue_thread")
 
@@ -117,14 +113,12 @@ async def _roles(host: RunHost, record: ThreadRecord) -> frozenset[str]:
 
 async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) -> bool:
     """The owed run itself, as the thread's owner, into the thread log; whether its last
-    write gave the lease back (``LeasedRun.released``)."""
+    write gave the lease back (``RunLease.released``)."""
     thread_id = record.thread_id
     run_input = RunAgentInput(thread_id=thread_id, run_id=run_id, messages=[], state=record.state)
-    run = LeasedRun(
-        host, record, run_input, record.owner, lease_id, roles=await _roles(host, record)
+    run = host.lease_run(
+        record, run_input, record.owner, lease_id, roles=await _roles(host, record)
     )
-    # From now on a lost lease stops this run at once (its agent, its writes).
-    host.leases.hold(thread_id, lease_id, on_lost=run.lose_lease)
     async with contextlib.aclosing(run.frames()) as frames:
         async for _ in frames:
             pass  # every frame is in the thread log already; tails read it from there
@@ -134,7 +128,7 @@ async def _run(host: RunHost, record: ThreadRecord, run_id: str, lease_id: str) 
         _log.warning("the run continuing thread %s failed", thread_id)
     else:
         _log.info("continued thread %s with decisions made elsewhere", thread_id)
-    return run.released
+    return run.lease.released
 
 
 async def continue_owed_runs(host: RunHost) -> int:

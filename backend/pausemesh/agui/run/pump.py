@@ -54,7 +54,7 @@ async def agent_frames(
     run: LeasedRun, context: RunContext, transcript: Transcript, pauses: list[PauseRequest]
 ) -> AsyncGenerator[bytes, None]:
     """Run the agent in its own task; send what it yields in batches, keep-alives between."""
-    host = run.host
+    host = run.parts
     queue: asyncio.Queue[_Item] = asyncio.Queue(host.queue_size)
 
     async def produce() -> None:
@@ -73,12 +73,12 @@ async def agent_frames(
         task.cancel()
         _nudge(queue)
 
-    unlost = run.on_lease_lost(stop_agent)
+    unlost = run.lease.on_lost(stop_agent)
     clock = _Deadlines(run)
     unwatch = None if host.drain is None else host.drain.watch(lambda: _nudge(queue))
     try:
         while True:
-            run.check_lease()
+            run.lease.check()
             try:
                 async with asyncio.timeout(clock.wait()):
                     item = await queue.get()
@@ -86,7 +86,7 @@ async def agent_frames(
                 if not clock.over():
                     yield KEEPALIVE_FRAME
                 continue  # past a deadline, ``clock.wait`` ends the run
-            run.check_lease()
+            run.lease.check()
             if isinstance(item, _Wake):
                 continue
             batch: list[_Item] = [item]
@@ -101,7 +101,7 @@ async def agent_frames(
                 stop = error
             # What the agent sent before a failure still goes out, then the RUN_ERROR.
             if events:
-                yield await run.emit(events)
+                yield await run.lease.emit(events)
             if stop is not None:
                 raise stop
             if isinstance(batch[-1], _Done):
@@ -120,12 +120,12 @@ class _Deadlines:
     def __init__(self, run: LeasedRun) -> None:
         self.run = run
         self.loop = asyncio.get_running_loop()
-        limit = run.host.run_timeout_seconds
+        limit = run.parts.run_timeout_seconds
         self.deadline = None if limit is None else self.loop.time() + limit
 
     def _left(self) -> tuple[float | None, float | None]:
         own = None if self.deadline is None else self.deadline - self.loop.time()
-        drain = self.run.host.drain
+        drain = self.run.parts.drain
         return own, None if drain is None else drain.seconds_left()
 
     def over(self) -> bool:
@@ -136,13 +136,13 @@ class _Deadlines:
         """How long to wait for the agent now; ``AguiRunError`` once a deadline has passed."""
         own, grace = self._left()
         if own is not None and own <= 0:
-            limit = self.run.host.run_timeout_seconds
+            limit = self.run.parts.run_timeout_seconds
             _log.warning("agent run timed out on thread %s after %ss", self.run.thread_id, limit)
             raise AguiRunError("RUN_TIMEOUT", "The agent did not finish in time")
         if grace is not None and grace <= 0:
             _log.info("run on thread %s ended by the shutdown", self.run.thread_id)
             raise AguiRunError("SERVER_SHUTTING_DOWN", _SHUTTING_DOWN)
-        return min(x for x in (self.run.host.keepalive_seconds, own, grace) if x is not None)
+        return min(x for x in (self.run.parts.keepalive_seconds, own, grace) if x is not None)
 
 
 def _nudge(queue: asyncio.Queue[_Item]) -> None:

@@ -28,6 +28,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.core.threads import CohortReceipt, IssuedCohort
 from pausemesh.observability.telemetry import span
 
@@ -73,7 +74,7 @@ def _service_error(error: PauseMeshError) -> AguiRunError:
 async def load_cohort(run: LeasedRun, cohort: IssuedCohort) -> list[Continuation]:
     """Each continuation of ``cohort``, loaded once for the run (expiry materialized)."""
     return [
-        await run.host.service.get(i.continuation_id, principal=run.principal)
+        await run.parts.service.get(i.continuation_id, principal=run.principal)
         for i in cohort.receipt.interrupts
     ]
 
@@ -135,7 +136,7 @@ async def _validated(
     if continuations is None:
         continuations = await load_cohort(run, cohort)
     result = validate_resume(
-        run.input, receipt, continuations, now=run.host.clock.now(), schemas=run.host.schemas
+        run.input, receipt, continuations, now=run.parts.clock.now(), schemas=run.parts.schemas
     )
     if isinstance(result, AguiRunError):
         abandoned = _abandoned_expired(run, receipt, continuations)
@@ -181,7 +182,7 @@ def _abandoned_expired(
         return None
     if any(e.status != "cancelled" or e.payload is not UNSET for e in resume):
         return None
-    now = run.host.clock.now()
+    now = run.parts.clock.now()
     if not all(
         c.status == "expired" or (c.is_pending and now >= c.expires_at) for c in continuations
     ):
@@ -200,7 +201,7 @@ async def execute(run: LeasedRun, plan: ResumePlan) -> None:
     A settled command (an exact replay, seen in the continuation loaded for validation) is
     already done: the service would only hand back the stored outcome, so it is not asked.
     """
-    service = run.host.service
+    service = run.parts.service
     for command in plan.commands:
         if command.settled:
             continue
@@ -213,13 +214,13 @@ async def execute(run: LeasedRun, plan: ResumePlan) -> None:
                     principal=run.principal,
                 )
             else:
-                await service.resume_trusted(
-                    continuation_id=command.continuation_id,
-                    idempotency_key=command.idempotency_key,
-                    payload=command.payload,
-                    principal=run.principal,
-                    resolved_by=run.principal,
-                    roles=run.roles,
+                await service.resume(
+                    Resume(
+                        continuation_id=command.continuation_id,
+                        idempotency_key=command.idempotency_key,
+                        payload=command.payload,
+                        by=TrustedHost(run.principal, roles=run.roles),
+                    )
                 )
         except PauseMeshError as error:
             raise _service_error(error) from None

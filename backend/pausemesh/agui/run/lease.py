@@ -1,0 +1,117 @@
+"""One run's hold on its thread's lease, and the writes it makes under it.
+
+The lease keeper (``core/leases.py``) renews the lease in the background; when a renewal finds
+it taken, ``lose`` stops whatever runs the agent (``on_lost``) and nothing more is written.
+Every event of the run goes through ``emit``: appended to the thread log under the lease
+(getting its sequence, the SSE ``id``) before its frame is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from pausemesh.agui.events import Event, encode_event
+from pausemesh.agui.run_error import AguiRunError
+from pausemesh.agui.sse import encode_frame
+from pausemesh.core.large_json import joined
+from pausemesh.core.leases import LeaseKeeper
+from pausemesh.core.threads import ThreadStore
+
+__all__ = ("RunLease",)
+
+_LEASE_LOST = "This run lost its lease on the thread (another run took it) and stopped"
+
+_log = logging.getLogger("pausemesh.agui")
+
+
+class RunLease:
+    """The lease ``lease_id`` on ``thread_id`` that run ``run_id`` holds."""
+
+    def __init__(
+        self,
+        *,
+        keeper: LeaseKeeper,
+        threads: ThreadStore,
+        thread_id: str,
+        run_id: str,
+        lease_id: str,
+    ) -> None:
+        self._keeper = keeper
+        self._threads = threads
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.lease_id = lease_id
+        self._lost = False
+        self._released = False
+        self._stops: list[Callable[[], None]] = []
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lease is gone (the keeper found it taken, or the store refused a write)."""
+        return self._lost
+
+    @property
+    def released(self) -> bool:
+        """Whether the run's last write gave the lease back with its last events."""
+        return self._released
+
+    def hold(self) -> None:
+        """Have the keeper renew the lease from now on; a lost lease stops the run at once."""
+        self._keeper.hold(self.thread_id, self.lease_id, on_lost=self.lose)
+
+    def lose(self) -> None:
+        """The keeper found the lease gone: stop the agent now, write nothing more."""
+        if self._lost:
+            return
+        self._lost = True
+        _log.warning("run %s lost its lease on thread %s; stopping it", self.run_id, self.thread_id)
+        for stop in self._stops:
+            stop()
+
+    def refused(self) -> None:
+        """The store refused a write (``LEASE_LOST``): nothing more is written."""
+        self._lost = True
+
+    def on_lost(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call ``stop`` when the lease is lost (at once if it already is); returns the undo."""
+        self._stops.append(stop)
+        if self._lost:
+            stop()
+        return lambda: self._stops.remove(stop)
+
+    def check(self) -> None:
+        """``AguiRunError`` ``LEASE_LOST`` once the lease is lost (before any write)."""
+        if self._lost:
+            raise AguiRunError("LEASE_LOST", _LEASE_LOST)
+
+    async def emit(self, events: Sequence[Event], *, last: bool = False) -> bytes:
+        """Append ``events`` to the thread log, then return their frames (id = sequence).
+
+        ``last``: they end the run (``RUN_FINISHED``, the interrupting one included, or
+        ``RUN_ERROR``), and the lease is given back in the same write: a client (or a tail)
+        that reads them finds the thread free for its next run, never ``THREAD_BUSY``."""
+        if not events:
+            return b""
+        self.check()
+        texts = [encode_event(e) for e in events]
+        if last:
+            # Renewals stop first: one racing the write would find the lease gone and take
+            # the run for one that lost it.
+            self._keeper.drop(self.thread_id, self.lease_id)
+        sequences = await self._threads.append_events(
+            self.thread_id,
+            lease_id=self.lease_id,
+            run_id=self.run_id,
+            events=[t.decode() for t in texts],
+            release=last,
+        )
+        self._released = last
+        # Joined off the loop when it is megabytes (a long thread's snapshot at a pause).
+        return await joined([encode_frame(t, s) for t, s in zip(texts, sequences, strict=True)])
+
+    async def release(self) -> None:
+        """Give the lease back unless the run's last write did (a run that ended early, or
+        whose client went away); runs even in a cancelled scope."""
+        if not self._released:
+            await self._keeper.release(self.thread_id, self.lease_id)
