@@ -171,7 +171,7 @@ async def stream_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
 
 
 def _serve(port: int, database: str) -> None:
-    from pausemesh.cli.main import serve_app  # noqa: PLC0415 - only the server half needs it
+    from pausemesh.cli.serve import serve_app  # noqa: PLC0415 - only the server half needs it
     from pausemesh.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings(

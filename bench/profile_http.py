@@ -289,7 +289,7 @@ async def _in_process_rounds(app: Any, args: argparse.Namespace) -> list[float]:
 
 
 def in_process(args: argparse.Namespace) -> None:
-    from pausemesh.cli.main import _configure_logging  # noqa: PLC0415 - after sys.path is fixed
+    from pausemesh.serving.process_logging import configure_process_logging  # noqa: PLC0415 - after sys.path is fixed
     from pausemesh.settings import load_settings  # noqa: PLC0415
     from pausemesh.web.app import create_app  # noqa: PLC0415
 
@@ -305,7 +305,7 @@ def in_process(args: argparse.Namespace) -> None:
                 **dict(setting.split("=", 1) for setting in args.setting),
             },
         )
-        _configure_logging(settings)
+        configure_process_logging(settings)
         # The CLI logs to stderr, which the HTTP bench sends to a file: so does this.
         with (Path(tmp) / "server.log").open("w") as log:
             for handler in logging.getLogger().handlers:

@@ -14,8 +14,8 @@ each answering the bench's two requests (``POST /v1/continuations`` → 201 with
 - ``asgi``: uvicorn alone: a bare ASGI callable that reads the body and sends fixed bytes.
 
 Either is served as ``pausemesh serve --workers N`` serves PauseMesh: the same uvicorn settings
-(``pausemesh.cli``), the same listening sockets per worker (``pausemesh.cli.workers``) and the
-same process tuning (``pausemesh.serving.process_tuning``).
+(``pausemesh.serving.server``), the same listening sockets per worker
+(``pausemesh.serving.workers``) and the same process tuning (``pausemesh.serving.process_tuning``).
 
 Usage (as ``bench/http.py --floor`` runs it):
        .venv/bin/python bench/stack_floor.py --app litestar|asgi --port PORT [--host HOST]
@@ -41,9 +41,9 @@ from litestar import Litestar, get, post
 from litestar.params import HeaderParameter, PathParameter
 from tests.support.server import ServerProcess
 
-from pausemesh.cli.main import supervise_workers, uvicorn_config
-from pausemesh.cli.workers import listener_for_workers
 from pausemesh.serving.process_tuning import tune_for_serving
+from pausemesh.serving.server import supervise_workers, uvicorn_config
+from pausemesh.serving.workers import listener_for_workers
 from pausemesh.settings import load_settings, with_overrides
 
 # Each app by name, with its label in ``bench/http.py --floor``'s table.

@@ -28,6 +28,7 @@ import jwt
 import pytest
 from a2a.client import Client, ClientConfig, create_client
 from a2a.types import (
+    AuthenticationInfo,
     ListTaskPushNotificationConfigsRequest,
     SendMessageConfiguration,
     SendMessageRequest,
@@ -236,6 +237,37 @@ async def test_a_push_url_with_whitespace_or_control_characters_is_refused_and_n
     assert REFUSED in error["message"]
     assert error["details"][0]["metadata"] == {"code": "INVALID_PUSH_URL"}
     assert rest_listed.json().get("configs", []) == []
+
+
+async def test_a_push_token_or_credentials_that_cannot_be_a_header_is_refused_and_nothing_stored(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    bad_configs = [
+        {"token": "line\r\nX-Injected: 1"},
+        {"token": "snow\u2603man"},
+        {"authentication": AuthenticationInfo(scheme="Bearer", credentials="a\nb")},
+        {"authentication": AuthenticationInfo(scheme="Bea rer\t", credentials="c")},
+    ]
+    with demo(tmp_path) as server:
+        async with a2a(server) as client:
+            task = await send_for_task(client, user_message(text="Vienna"))
+            for fields in bad_configs:
+                config = TaskPushNotificationConfig(task_id=task.id, url=receiver.url, **fields)
+                with pytest.raises(InvalidParamsError, match="cannot be sent as an HTTP header"):
+                    await client.create_task_push_notification_config(config)
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            # A printable token is still taken as it is.
+            await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, url=receiver.url, token="ok token")
+            )
+            kept = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+
+    assert list(listed.configs) == []
+    assert [c.token for c in kept.configs] == ["ok token"]
 
 
 async def _queue_bad_deliveries(database_path: Path) -> list[str]:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from pausemesh.cli.workers import claim_slot
 from pausemesh.core.errors import StoreError
 from pausemesh.observability.telemetry import (
     COMMIT_SECONDS,
@@ -30,6 +29,7 @@ from pausemesh.observability.telemetry import (
     MetricSpec,
     set_metrics,
 )
+from pausemesh.serving.workers import claim_slot
 from pausemesh.stores import file_lock
 from pausemesh.stores.file_lock import FileJobLock, FileLock, WriteTurn
 from pausemesh.stores.postgres.job_lock import PostgresJobLock

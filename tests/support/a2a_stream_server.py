@@ -24,7 +24,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, TaskState
 
 from pausemesh import Settings
-from pausemesh.cli.main import serve_app
+from pausemesh.cli.serve import serve_app
 from pausemesh.observability.log_format import configure_logging
 from pausemesh.web.a2a_mount import A2APlugin
 from pausemesh.web.plugin import PauseMeshPlugin

@@ -18,13 +18,13 @@ from a2a.server.routes.common import DefaultServerCallContextBuilder
 from starlette.datastructures import Headers as StarletteHeaders
 from starlette.requests import Request
 
-from pausemesh.cli.main import _configure_logging
 from pausemesh.core import ContinuationService, ManualClock
 from pausemesh.core.errors import TokenMismatchError
 from pausemesh.core.tokens import hash_token
 from pausemesh.observability.log_format import JsonFormatter, TextFormatter
 from pausemesh.observability.observations import Observation
 from pausemesh.observability.observer import CollectingObserver, LoggingObserver, RedactingFilter
+from pausemesh.serving.process_logging import configure_process_logging
 from pausemesh.settings import Settings
 from pausemesh.stores.sqlite import open_sqlite_store
 from tests.support.identity import JwksServer
@@ -268,7 +268,7 @@ def cli_logs_fixture() -> Iterator[Callable[[], str]]:
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, logging.logThreads, logging.logMultiprocessing)
     saved_srcfile = logging._srcfile
-    _configure_logging(Settings(log_level="debug", log_format="json"))
+    configure_process_logging(Settings(log_level="debug", log_format="json"))
     stream = io.StringIO()
     (handler,) = root.handlers
     assert isinstance(handler, logging.StreamHandler)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pausemesh.cli.workers import migration_advice
+from pausemesh.serving.workers import migration_advice
 
 
 def test_workers_advise_turning_on_queue_migration_when_the_kernel_resets_queued_connections(

@@ -13,6 +13,7 @@ called once more itself, so no path into the store takes one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,12 @@ from pausemesh.core.ports import Clock
 from pausemesh.core.push import PushConfigRecord, PushStore
 from pausemesh.core.threads import ThreadStore
 
-__all__ = ("INVALID_PUSH_URL", "DurablePushConfigStore", "PushUrlRegistration")
+__all__ = (
+    "INVALID_PUSH_URL",
+    "DurablePushConfigStore",
+    "PushUrlRegistration",
+    "header_refusal",
+)
 
 # ``data.code`` of the refusal: stable, whatever the message says.
 INVALID_PUSH_URL = "INVALID_PUSH_URL"
@@ -56,6 +62,31 @@ class PushUrlRegistration:
         if reason is not None:
             raise _refuse(reason)
         return True
+
+
+# What a header value may hold (RFC 9110 field-value: visible ASCII, spaces and tabs inside), and
+# how long: the token and credentials are sent as headers on every delivery.
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?")
+_MAX_HEADER_VALUE = 4096
+
+
+def header_refusal(config: TaskPushNotificationConfig) -> str | None:
+    """Why the configuration's token or credentials cannot be sent as a header, or None.
+
+    Checked at registration: a value httpx cannot encode (a CR/LF, a non-ASCII character)
+    would otherwise fail every delivery of that webhook."""
+    values = {
+        "token": config.token,
+        "authentication.scheme": config.authentication.scheme,
+        "authentication.credentials": config.authentication.credentials,
+    }
+    for name, value in values.items():
+        if value and (len(value) > _MAX_HEADER_VALUE or not _HEADER_VALUE.fullmatch(value)):
+            return (
+                f"the push configuration's {name} cannot be sent as an HTTP header value"
+                f" (visible ASCII characters, at most {_MAX_HEADER_VALUE})"
+            )
+    return None
 
 
 def _config(document: dict[str, Any]) -> TaskPushNotificationConfig:
@@ -90,7 +121,9 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         record = await self._threads().get(task_thread_id(task_id))
         if record is not None and record.owner != owner:
             raise TaskNotFoundError
-        never = self._policy.static_refusal(notification_config.url)
+        never = self._policy.static_refusal(notification_config.url) or header_refusal(
+            notification_config
+        )
         if never is not None:
             raise _refuse(never)
         normalized = normalize_push_notification_config(task_id, notification_config)
