@@ -21,16 +21,17 @@ from collections.abc import AsyncGenerator
 import msgspec
 from msgspec import UNSET
 
-from pausemesh.agui.agent import Decision, Operations, PauseRequest, RunContext
+from pausemesh.agui.agent import Decision, Operations, RunContext
 from pausemesh.agui.events import (
     PROTOCOL_VERSION,
     CustomEvent,
     RunStartedEvent,
 )
 from pausemesh.agui.input import RunAgentInput
-from pausemesh.agui.run import finish, pump, resume_phase
+from pausemesh.agui.run import finish, resume_phase
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run.parts import RunParts
+from pausemesh.agui.run.pump import AgentPump
 from pausemesh.agui.run.snapshots import (
     open_interrupts,
     restored,
@@ -200,14 +201,23 @@ class LeasedRun:
         transcript = Transcript(
             [*record.messages, *added], self.input.state if fresh else record.state
         )
-        pauses: list[PauseRequest] = []
+        parts = self.parts
+        agent = AgentPump(
+            agent=parts.agent,
+            lease=self.lease,
+            queue_size=parts.queue_size,
+            keepalive_seconds=parts.keepalive_seconds,
+            run_timeout_seconds=parts.run_timeout_seconds,
+            drain=parts.drain,
+        )
         context = await self._context(transcript, decisions)
-        async with contextlib.aclosing(pump.agent_frames(self, context, transcript, pauses)) as out:
+        async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
+        self.agent_title = agent.title
         yield await self.lease.emit(transcript.closing_events())
-        last = await finish.finish(self, transcript, pauses, closing)
-        self.outcome = "interrupt" if pauses else "success"
+        last = await finish.finish(self, transcript, agent.pauses, closing)
+        self.outcome = "interrupt" if agent.pauses else "success"
         yield last
 
     async def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:

@@ -12,20 +12,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from pausemesh.agui.agent import PauseRequest, RunContext, ThreadTitle
+from pausemesh.agui.agent import Agent, PauseRequest, RunContext, ThreadTitle
 from pausemesh.agui.conversations import check_title
 from pausemesh.agui.events import Event, RunErrorEvent, RunFinishedEvent, RunStartedEvent
+from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME
 from pausemesh.agui.transcript import Transcript
+from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError
 
-if TYPE_CHECKING:
-    from pausemesh.agui.run.leased import LeasedRun
-
-__all__ = ("agent_frames",)
+__all__ = ("AgentPump",)
 
 _log = logging.getLogger("pausemesh.agui")
 _FRAME_EVENTS = (RunStartedEvent, RunFinishedEvent)
@@ -50,83 +49,144 @@ _Item = Event | PauseRequest | ThreadTitle | _Done | _Failed | _Wake
 _SHUTTING_DOWN = "The server is shutting down; run again to continue"
 
 
-async def agent_frames(
-    run: LeasedRun, context: RunContext, transcript: Transcript, pauses: list[PauseRequest]
-) -> AsyncGenerator[bytes, None]:
-    """Run the agent in its own task; send what it yields in batches, keep-alives between."""
-    host = run.parts
-    queue: asyncio.Queue[_Item] = asyncio.Queue(host.queue_size)
+class AgentPump:
+    """One run of the agent: its output goes out through ``lease``; what it asked (``pauses``)
+    and the title it gave (``title``) are kept for the finish."""
 
-    async def produce() -> None:
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        lease: RunLease,
+        queue_size: int,
+        keepalive_seconds: float,
+        run_timeout_seconds: float | None,
+        drain: Drain | None,
+    ) -> None:
+        self._agent = agent
+        self._lease = lease
+        self._queue_size = queue_size
+        self._keepalive_seconds = keepalive_seconds
+        self._run_timeout_seconds = run_timeout_seconds
+        self._drain = drain
+        self.pauses: list[PauseRequest] = []
+        self.title: str | None = None
+
+    async def frames(
+        self, context: RunContext, transcript: Transcript
+    ) -> AsyncGenerator[bytes, None]:
+        """Run the agent in its own task; send what it yields in batches, keep-alives between."""
+        lease, drain = self._lease, self._drain
+        queue: asyncio.Queue[_Item] = asyncio.Queue(self._queue_size)
+
+        async def produce() -> None:
+            try:
+                async for output in self._agent(context):
+                    await queue.put(output)
+            except Exception as error:  # noqa: BLE001 - reported to the client as RUN_ERROR
+                await queue.put(_Failed(error))
+            else:
+                await queue.put(_DONE)
+
+        task = asyncio.create_task(produce(), name=f"pausemesh-agent-{lease.thread_id}")
+
+        def stop_agent() -> None:
+            # The lease is gone: the agent stops now, not at its next output.
+            task.cancel()
+            _nudge(queue)
+
+        unlost = lease.on_lost(stop_agent)
+        clock = _Deadlines(
+            lease.thread_id, self._run_timeout_seconds, drain, self._keepalive_seconds
+        )
+        unwatch = None if drain is None else drain.watch(lambda: _nudge(queue))
         try:
-            async for output in host.agent(context):
-                await queue.put(output)
-        except Exception as error:  # noqa: BLE001 - reported to the client as RUN_ERROR
-            await queue.put(_Failed(error))
+            while True:
+                lease.check()
+                try:
+                    async with asyncio.timeout(clock.wait()):
+                        item = await queue.get()
+                except TimeoutError:
+                    if not clock.over():
+                        yield KEEPALIVE_FRAME
+                    continue  # past a deadline, ``clock.wait`` ends the run
+                lease.check()
+                if isinstance(item, _Wake):
+                    continue
+                batch: list[_Item] = [item]
+                while not isinstance(batch[-1], (_Done, _Failed)) and not queue.empty():
+                    batch.append(queue.get_nowait())
+                events: list[Event] = []
+                stop: AguiRunError | None = None
+                try:
+                    for output in batch:
+                        self._take(output, transcript, events)
+                except AguiRunError as error:
+                    stop = error
+                # What the agent sent before a failure still goes out, then the RUN_ERROR.
+                if events:
+                    yield await lease.emit(events)
+                if stop is not None:
+                    raise stop
+                if isinstance(batch[-1], _Done):
+                    return
+        finally:
+            unlost()
+            if unwatch is not None:
+                unwatch()
+            # Not awaited: the agent's own cleanup must not hold up (or swallow) ours.
+            task.cancel()
+
+    def _take(self, output: _Item, transcript: Transcript, events: list[Event]) -> None:
+        """Fold one agent output into the run; ``AguiRunError`` ends the run."""
+        if isinstance(output, (_Done, _Wake)):
+            return
+        if isinstance(output, _Failed):
+            _log.error("agent failed on thread %s", self._lease.thread_id, exc_info=output.error)
+            raise AguiRunError("AGENT_FAILED", "The agent failed")
+        if isinstance(output, PauseRequest):
+            self.pauses.append(output)
+        elif isinstance(output, ThreadTitle):
+            try:
+                self.title = check_title(output.title)
+            except PauseMeshError as error:
+                msg = f"invalid title: {error.message}"
+                raise AguiRunError("AGENT_PROTOCOL_ERROR", msg) from None
+        elif isinstance(output, RunErrorEvent):
+            # The agent ends the run with its own error.
+            code = output.code if isinstance(output.code, str) else "AGENT_ERROR"
+            raise AguiRunError(code, output.message)
+        elif isinstance(output, _FRAME_EVENTS):
+            msg = "The agent must not send RUN_STARTED or RUN_FINISHED"
+            raise AguiRunError("AGENT_PROTOCOL_ERROR", msg)
         else:
-            await queue.put(_DONE)
-
-    task = asyncio.create_task(produce(), name=f"pausemesh-agent-{run.thread_id}")
-
-    def stop_agent() -> None:
-        # The lease is gone: the agent stops now, not at its next output.
-        task.cancel()
-        _nudge(queue)
-
-    unlost = run.lease.on_lost(stop_agent)
-    clock = _Deadlines(run)
-    unwatch = None if host.drain is None else host.drain.watch(lambda: _nudge(queue))
-    try:
-        while True:
-            run.lease.check()
             try:
-                async with asyncio.timeout(clock.wait()):
-                    item = await queue.get()
-            except TimeoutError:
-                if not clock.over():
-                    yield KEEPALIVE_FRAME
-                continue  # past a deadline, ``clock.wait`` ends the run
-            run.lease.check()
-            if isinstance(item, _Wake):
-                continue
-            batch: list[_Item] = [item]
-            while not isinstance(batch[-1], (_Done, _Failed)) and not queue.empty():
-                batch.append(queue.get_nowait())
-            events: list[Event] = []
-            stop: AguiRunError | None = None
-            try:
-                for output in batch:
-                    _take(run, output, transcript, pauses, events)
-            except AguiRunError as error:
-                stop = error
-            # What the agent sent before a failure still goes out, then the RUN_ERROR.
-            if events:
-                yield await run.lease.emit(events)
-            if stop is not None:
-                raise stop
-            if isinstance(batch[-1], _Done):
-                return
-    finally:
-        unlost()
-        if unwatch is not None:
-            unwatch()
-        # Not awaited: the agent's own cleanup must not hold up (or swallow) ours.
-        task.cancel()
+                transcript.apply(output)
+            except PauseMeshError as error:
+                raise AguiRunError.from_error(error) from None
+            events.append(output)
 
 
 class _Deadlines:
     """The run's two deadlines: its own timeout, and the drain's grace once shutdown began."""
 
-    def __init__(self, run: LeasedRun) -> None:
-        self.run = run
+    def __init__(
+        self,
+        thread_id: str,
+        run_timeout_seconds: float | None,
+        drain: Drain | None,
+        keepalive_seconds: float,
+    ) -> None:
+        self.thread_id = thread_id
+        self.limit = run_timeout_seconds
+        self.drain = drain
+        self.keepalive_seconds = keepalive_seconds
         self.loop = asyncio.get_running_loop()
-        limit = run.parts.run_timeout_seconds
-        self.deadline = None if limit is None else self.loop.time() + limit
+        self.deadline = None if self.limit is None else self.loop.time() + self.limit
 
     def _left(self) -> tuple[float | None, float | None]:
         own = None if self.deadline is None else self.deadline - self.loop.time()
-        drain = self.run.parts.drain
-        return own, None if drain is None else drain.seconds_left()
+        return own, None if self.drain is None else self.drain.seconds_left()
 
     def over(self) -> bool:
         own, grace = self._left()
@@ -136,51 +196,15 @@ class _Deadlines:
         """How long to wait for the agent now; ``AguiRunError`` once a deadline has passed."""
         own, grace = self._left()
         if own is not None and own <= 0:
-            limit = self.run.parts.run_timeout_seconds
-            _log.warning("agent run timed out on thread %s after %ss", self.run.thread_id, limit)
+            _log.warning("agent run timed out on thread %s after %ss", self.thread_id, self.limit)
             raise AguiRunError("RUN_TIMEOUT", "The agent did not finish in time")
         if grace is not None and grace <= 0:
-            _log.info("run on thread %s ended by the shutdown", self.run.thread_id)
+            _log.info("run on thread %s ended by the shutdown", self.thread_id)
             raise AguiRunError("SERVER_SHUTTING_DOWN", _SHUTTING_DOWN)
-        return min(x for x in (self.run.parts.keepalive_seconds, own, grace) if x is not None)
+        return min(x for x in (self.keepalive_seconds, own, grace) if x is not None)
 
 
 def _nudge(queue: asyncio.Queue[_Item]) -> None:
     # A full queue wakes the loop anyway, and each turn looks at the drain's deadline.
     with contextlib.suppress(asyncio.QueueFull):
         queue.put_nowait(_WAKE)
-
-
-def _take(
-    run: LeasedRun,
-    output: _Item,
-    transcript: Transcript,
-    pauses: list[PauseRequest],
-    events: list[Event],
-) -> None:
-    """Fold one agent output into the run; ``AguiRunError`` ends the run."""
-    if isinstance(output, (_Done, _Wake)):
-        return
-    if isinstance(output, _Failed):
-        _log.error("agent failed on thread %s", run.thread_id, exc_info=output.error)
-        raise AguiRunError("AGENT_FAILED", "The agent failed")
-    if isinstance(output, PauseRequest):
-        pauses.append(output)
-    elif isinstance(output, ThreadTitle):
-        try:
-            run.agent_title = check_title(output.title)
-        except PauseMeshError as error:
-            raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid title: {error.message}") from None
-    elif isinstance(output, RunErrorEvent):
-        # The agent ends the run with its own error.
-        code = output.code if isinstance(output.code, str) else "AGENT_ERROR"
-        raise AguiRunError(code, output.message)
-    elif isinstance(output, _FRAME_EVENTS):
-        msg = "The agent must not send RUN_STARTED or RUN_FINISHED"
-        raise AguiRunError("AGENT_PROTOCOL_ERROR", msg)
-    else:
-        try:
-            transcript.apply(output)
-        except PauseMeshError as error:
-            raise AguiRunError.from_error(error) from None
-        events.append(output)
