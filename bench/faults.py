@@ -33,10 +33,10 @@ from tests.support.faults import FaultReport, run_faults
 from tests.support.postgres import fresh_schema
 from tests.support.server import ServerProcess
 
-from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.demo.reservations import Airline
 from pausemesh.stores.postgres import open_postgres_storage
 from pausemesh.stores.postgres.migrate import migrate
+from pausemesh.stores.sqlite import open_sqlite_storage
 
 
 async def _drop(url: str, schema: str) -> None:

@@ -1,6 +1,8 @@
 """The composition root: settings → storage → ContinuationService (→ the web app).
 
-Everything else takes its collaborators as parameters; only this module picks adapters.
+Everything else takes its collaborators as parameters; only this module picks adapters. Each
+store backend assembles its own ``Storage`` from plain values (``stores/sqlite/storage.py``,
+``stores/postgres/storage.py``); here the settings choose one and pass it those values.
 """
 
 from __future__ import annotations
@@ -28,17 +30,7 @@ from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.observability.observer import LoggingObserver
 from pausemesh.server_key import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
-from pausemesh.stores.file_lock import FileJobLock
-from pausemesh.stores.sqlite import (
-    SqliteDatabase,
-    SqliteEventStore,
-    SqliteFencedOperations,
-    SqliteOperationLedger,
-    SqliteThreadStore,
-)
-from pausemesh.stores.sqlite.database import SqliteSync
-from pausemesh.stores.sqlite.push import SqlitePushStore
-from pausemesh.stores.sqlite.stats import SqliteStats
+from pausemesh.stores.sqlite.storage import open_sqlite_read_only, open_sqlite_storage
 from pausemesh.stores.storage import Storage
 
 __all__ = (
@@ -47,7 +39,6 @@ __all__ = (
     "free_predecessor_leases",
     "open_read_only_storage",
     "open_runtime",
-    "open_sqlite_storage",
     "open_storage",
     "purge_threads",
     "run_expiry_sweeper",
@@ -60,38 +51,6 @@ _log = logging.getLogger("pausemesh.bootstrap")
 _SWEEP_BATCH = 100
 
 
-async def open_sqlite_storage(path: str, *, sync: SqliteSync = "commit") -> Storage:
-    """Every SQLite store of this process shares one ``SqliteDatabase`` (one group writer)."""
-    database = await SqliteDatabase(path, sync=sync).open()
-    try:
-        events = SqliteEventStore(database, owns_database=False)
-        threads = SqliteThreadStore(database, owns_database=False)
-        operations = SqliteOperationLedger(database, owns_database=False)
-        return Storage(
-            events=events,
-            threads=threads,
-            operations=operations,
-            fencing=SqliteFencedOperations(database),
-            push=SqlitePushStore(database),
-            jobs=FileJobLock(path),
-            on_close=[database.close],
-        )
-    except BaseException:
-        await database.close()
-        raise
-
-
-async def open_postgres_storage(settings: Settings) -> Storage:
-    """The PostgreSQL stores on one pool (``pausemesh migrate`` must have run first)."""
-    if settings.database_url is None:
-        msg = "open_postgres_storage needs settings.database_url"
-        raise ValueError(msg)
-    # Imported here so a SQLite-only process never loads asyncpg.
-    from pausemesh.stores.postgres import open_postgres_storage as open_postgres  # noqa: PLC0415
-
-    return await open_postgres(settings.database_url, schema=settings.database_schema)
-
-
 async def open_read_only_storage(settings: Settings) -> tuple[Storage, StatsReader]:
     """The stores ``settings`` selects, for reading only (``pausemesh inspect``/``stats``):
     never migrated; a missing or unmigrated database is a ``StoreError`` (MIGRATION_*)."""
@@ -101,21 +60,17 @@ async def open_read_only_storage(settings: Settings) -> tuple[Storage, StatsRead
         from pausemesh.stores.postgres.storage import open_postgres_read_only  # noqa: PLC0415
 
         return await open_postgres_read_only(settings.database_url, schema=settings.database_schema)
-    database = await SqliteDatabase(settings.database_path).open_read_only()
-    storage = Storage(
-        events=SqliteEventStore(database, owns_database=False),
-        threads=SqliteThreadStore(database, owns_database=False),
-        operations=SqliteOperationLedger(database, owns_database=False),
-        fencing=SqliteFencedOperations(database),
-        on_close=[database.close],
-    )
-    return storage, SqliteStats(database)
+    return await open_sqlite_read_only(settings.database_path)
 
 
 async def open_storage(settings: Settings) -> Storage:
     """Open (and migrate, for SQLite) the stores that ``settings`` selects."""
     if settings.uses_postgres:
-        return await open_postgres_storage(settings)
+        assert settings.database_url is not None  # noqa: S101 - uses_postgres says so
+        # Imported here so a SQLite-only process never loads asyncpg.
+        from pausemesh.stores.postgres.storage import open_postgres_storage  # noqa: PLC0415
+
+        return await open_postgres_storage(settings.database_url, schema=settings.database_schema)
     return await open_sqlite_storage(settings.database_path, sync=settings.sqlite_sync)
 
 

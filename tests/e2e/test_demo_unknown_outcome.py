@@ -21,7 +21,6 @@ import pytest
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost, thread_snapshot
 from pausemesh.agui.run.owed import continue_owed_runs
-from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.core import ContinuationService, KeyedTokenIssuer
 from pausemesh.core.operations import (
     MAX_RESENDS,
@@ -34,6 +33,7 @@ from pausemesh.demo.agent import UNKNOWN_EVENT, travel_agent
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.operation_watch import decide_known_outcomes
 from pausemesh.demo.reservations import Airline, airline, configure_airline
+from pausemesh.stores.sqlite import open_sqlite_storage
 from pausemesh.stores.storage import Storage
 from tests.support.agui import RunResult, StreamChecker, read_frames
 from tests.support.server import REPO_ROOT

@@ -11,8 +11,8 @@ import pytest
 from asgi_lifespan import LifespanManager
 from litestar import Litestar, Request, get
 
-from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.settings import Settings
+from pausemesh.stores.sqlite import open_sqlite_storage
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
 from tests.support.asgi import asgi
 from tests.support.rest import PAYLOAD, assert_problem

@@ -10,11 +10,13 @@ from typing import get_args, get_type_hints
 
 import pytest
 
-from pausemesh.bootstrap import build_service, open_sqlite_storage
+from pausemesh.bootstrap import build_service
 from pausemesh.core.errors import InvalidInputError, SettingsError
 from pausemesh.core.hosts import is_loopback_host
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.server_key import resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings, load_settings
+from pausemesh.stores.sqlite import open_sqlite_storage
 
 
 def test_defaults_match_the_documented_ones() -> None:
@@ -149,9 +151,16 @@ async def test_a_rotated_key_still_resumes_pauses_issued_under_the_old_one(tmp_p
         rotated = Settings(database_path=database, secret_key=new, previous_secret_keys=old)
         after = build_service(rotated, storage)
         fresh = await after.create(payload=1, keyed=True)
-        resumed = await after.resume_trusted(
-            continuation_id=continuation_id, idempotency_key="k", payload={"a": 1}
-        )
+        resumed = (
+            await after.resume(
+                Resume(
+                    continuation_id=continuation_id,
+                    idempotency_key="k",
+                    payload={"a": 1},
+                    by=TrustedHost(),
+                )
+            )
+        ).continuation
         assert resumed.status == "resumed"
         # New pauses use the new key; without the old key in the ring, old pauses cannot be
         # re-derived any more.
@@ -161,8 +170,13 @@ async def test_a_rotated_key_still_resumes_pauses_issued_under_the_old_one(tmp_p
         third = await before.create(payload=1, keyed=True)
         forgetful = build_service(Settings(database_path=database, secret_key=new), storage)
         with pytest.raises(InvalidInputError, match="key ring"):
-            await forgetful.resume_trusted(
-                continuation_id=third.continuation.continuation_id, idempotency_key="k", payload=1
+            await forgetful.resume(
+                Resume(
+                    continuation_id=third.continuation.continuation_id,
+                    idempotency_key="k",
+                    payload=1,
+                    by=TrustedHost(),
+                )
             )
     finally:
         await storage.close()

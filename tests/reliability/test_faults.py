@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.core.operations import RECOVERED, RESENT
 from pausemesh.demo.reservations import Airline
 from pausemesh.stores.postgres import open_postgres_storage
 from pausemesh.stores.postgres.migrate import migrate
+from pausemesh.stores.sqlite import open_sqlite_storage
 from pausemesh.stores.storage import Storage
 from tests.support.faults import FaultReport, run_faults
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres

@@ -27,11 +27,11 @@ from pausemesh.agui.events import (
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
 from pausemesh.agui.run.expiry import EXPIRY_RUN_PREFIX
-from pausemesh.bootstrap import open_sqlite_storage
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.errors import LeaseLostError
 from pausemesh.core.threads import RunLease
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
+from pausemesh.stores.sqlite import open_sqlite_storage
 from tests.support.agui import RunResult, StreamChecker, read_frames
 
 Agent = Callable[[RunContext], AsyncIterator[AgentOutput]]

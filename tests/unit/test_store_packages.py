@@ -22,6 +22,7 @@ BACKENDS = {
         "SqliteOperationLedger",
         "SqliteThreadStore",
         "open_sqlite_operation_ledger",
+        "open_sqlite_storage",
         "open_sqlite_store",
     },
     "pausemesh.stores.postgres": {
@@ -68,3 +69,15 @@ def test_a_sqlite_process_never_loads_asyncpg() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_each_sql_backend_assembles_its_storage_in_its_own_storage_module(backend: str) -> None:
+    # The composition root picks one from settings; the openers are named for their backend, so
+    # no two functions share a name across the layers.
+    module = importlib.import_module(f"pausemesh.stores.{backend}.storage")
+    bootstrap = importlib.import_module("pausemesh.bootstrap")
+    for name in (f"open_{backend}_storage", f"open_{backend}_read_only"):
+        opener = getattr(module, name)
+        assert opener.__module__ == module.__name__
+        assert getattr(bootstrap, name, opener) is opener, name

@@ -5,6 +5,7 @@ from pausemesh.stores.sqlite.events import SqliteEventStore, open_sqlite_store
 from pausemesh.stores.sqlite.fencing import SqliteFencedOperations
 from pausemesh.stores.sqlite.operations import SqliteOperationLedger, open_sqlite_operation_ledger
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
+from pausemesh.stores.sqlite.storage import open_sqlite_storage
 from pausemesh.stores.sqlite.threads import SqliteThreadStore
 
 __all__ = (
@@ -15,5 +16,6 @@ __all__ = (
     "SqliteOperationLedger",
     "SqliteThreadStore",
     "open_sqlite_operation_ledger",
+    "open_sqlite_storage",
     "open_sqlite_store",
 )
