@@ -28,7 +28,8 @@ from pausemesh.agui.events import (
     RunStartedEvent,
 )
 from pausemesh.agui.input import RunAgentInput
-from pausemesh.agui.run import finish, resume_phase
+from pausemesh.agui.run import resume_phase
+from pausemesh.agui.run.finish import RunFinish
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.pump import AgentPump
@@ -106,8 +107,6 @@ class LeasedRun:
         # (and for a run whose client went away before the end).
         self.outcome: str | None = None
         self.error_code: str | None = None
-        # The last ``ThreadTitle`` the agent yielded (checked), saved with the transcript.
-        self.agent_title: str | None = None
 
     async def _error_frame(self, error: AguiRunError) -> bytes:
         if self.started and not self.lease.lost:
@@ -214,9 +213,19 @@ class LeasedRun:
         async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
-        self.agent_title = agent.title
         yield await self.lease.emit(transcript.closing_events())
-        last = await finish.finish(self, transcript, agent.pauses, closing)
+        finish = RunFinish(
+            lease=self.lease,
+            threads=parts.threads,
+            service=parts.service,
+            schemas=parts.schemas,
+            clock=parts.clock,
+            principal=self.principal,
+            roles=self.roles,
+        )
+        finished = await finish.end(record, transcript, agent.pauses, closing, title=agent.title)
+        self.record = finished.record
+        last = await self.lease.emit(finished.events, last=True)
         self.outcome = "interrupt" if agent.pauses else "success"
         yield last
 
