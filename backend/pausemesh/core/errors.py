@@ -6,6 +6,7 @@ HTTP statuses and protocol routers map them to their own error shapes::
     PauseMeshError
     ├── InvalidInputError (ValueError)            INVALID_* codes: bad input, nothing written
     ├── ContinuationNotFoundError (LookupError)   CONTINUATION_NOT_FOUND
+    ├── NotAnApproverError                        NOT_AN_APPROVER: the pause names other approvers
     ├── TokenMismatchError                        TOKEN_MISMATCH
     ├── ContinuationExpiredError                  CONTINUATION_EXPIRED
     ├── ContinuationCancelledError                CONTINUATION_CANCELLED
@@ -18,6 +19,7 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── ProtocolAdapterError                      INVALID_PROTOCOL_* / UNSUPPORTED_PROTOCOL_CAPABILITY
     ├── ThreadNotFoundError (LookupError)         THREAD_NOT_FOUND
     ├── ThreadBusyError                           THREAD_BUSY
+    ├── LeaseLostError                            LEASE_LOST: another writer took the lease
     ├── OperationConflictError                    OPERATION_CONFLICT: same business key, other terms
     ├── OutcomeUnknownError                       OUTCOME_UNKNOWN: attempted, no recorded outcome
     ├── UnauthenticatedError                      UNAUTHENTICATED: the host's resolver named nobody
@@ -32,13 +34,13 @@ HTTP statuses and protocol routers map them to their own error shapes::
     ├── SettingsError (ValueError)                INVALID_SETTING: a setting is missing or malformed
     ├── NotStartedError (RuntimeError)            NOT_STARTED: a request before the lifespan ran
     ├── AgentLoadError                            AGENT_NOT_LOADABLE: --agent names no usable agent
-
-
     ├── RuntimeNotCurrentError                    RUNTIME_NOT_CURRENT: a retired gateway worker
     ├── ReplyTooLateError                         REPLY_TOO_LATE: a gateway reply after its deadline
     │                                             or after the operation was declared unknown
     ├── GatewayError                              GATEWAY_* / TOOL_CHANGED / CATALOG_*: the
     │                                             continuity gateway's config, lock and upstreams
+    ├── AguiRunError (agui/run_error.py)          PAUSEMESH_AGUI_*, THREAD_TOO_LARGE: an AG-UI
+    │                                             run's refusal, sent as its RUN_ERROR event
     └── StoreError (RuntimeError)                 STORE_UNAVAILABLE, CORRUPT_STREAM, STREAM_TOO_LARGE,
                                                   MIGRATION_REQUIRED, MIGRATION_CHECKSUM_MISMATCH,
                                                   MIGRATION_VERSION_AHEAD, SCHEMA_INCOMPLETE,
