@@ -130,7 +130,7 @@ async def run_expiry_sweeper(
     *,
     jobs: JobLock | None = None,
 ) -> None:
-    """Materialize expiry in the background so watchers see it without a read (DESIGN §3.2);
+    """Materialize expiry in the background so watchers see it without a read;
     with the process's lease keeper (over the thread store), also close the thread cohorts
     whose questions have all lapsed (their logs say so, live tails see it), each under an
     instance lease of that keeper. With ``jobs``, only the process holding it sweeps."""

@@ -1,4 +1,4 @@
-"""The server key (DESIGN §3.3, §8): where it comes from, and the ring of retired keys.
+"""The server key (docs/http-api.md, "Settings"): where it comes from, the ring of retired keys.
 
 ``PAUSEMESH_SECRET_KEY`` or ``PAUSEMESH_SECRET_KEY_FILE``. Without either, the single-machine
 SQLite default creates a private key file (mode 0600) in the data directory on first start;

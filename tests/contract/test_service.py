@@ -1,4 +1,4 @@
-"""ContinuationService semantics (DESIGN §3.2), run over every store."""
+"""ContinuationService semantics (docs/http-api.md, "Resume" and "Cancel"), over every store."""
 
 from __future__ import annotations
 

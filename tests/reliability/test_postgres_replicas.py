@@ -1,4 +1,4 @@
-"""Three ``pausemesh demo`` processes on one PostgreSQL database (DESIGN §8, issue 5).
+"""Three ``pausemesh demo`` processes on one PostgreSQL database (docs/operations-postgres.md).
 
 Races across replicas, a pause asked/tailed/answered on three different replicas, a replica
 SIGKILLed mid-race, and a PostgreSQL restart under the running apps.

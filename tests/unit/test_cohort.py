@@ -1,4 +1,4 @@
-"""Interrupt cohorts: issuance, receipts and whole-batch resume validation (pausemesh-ts §2)."""
+"""Interrupt cohorts: issuance, receipts and whole-batch resume validation (docs/agui.md)."""
 
 from __future__ import annotations
 

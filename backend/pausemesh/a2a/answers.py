@@ -3,7 +3,7 @@
 An input pause is answered with a ``data`` part (any JSON value) or a text part holding JSON;
 the answer must satisfy the pause's ``responseSchema`` (Draft 2020-12, format checks on).
 An authorization pause only accepts the narrow ``{"action": "reject" | "retry"}`` control:
-credentials never travel in A2A messages (A2A §7.6, DESIGN §5). Violations are the A2A
+credentials never travel in A2A messages (A2A §7.6). Violations are the A2A
 ``InvalidParamsError`` so the client sees the protocol's own error and the task stays
 interrupted.
 """

@@ -1,4 +1,4 @@
-"""A2A 1.0 projections of a continuation (ProtoJSON shapes, ``reference/pausemesh-ts.md`` §4).
+"""A2A 1.0 projections of a continuation (ProtoJSON shapes; docs/protocols-mcp-a2a.md).
 
 * ``to_a2a_interrupted_task``: the ``SendMessageResponse`` whose task is
   ``TASK_STATE_INPUT_REQUIRED`` (or ``TASK_STATE_AUTH_REQUIRED`` for an authorization pause).

@@ -1,4 +1,4 @@
-"""The agent protocol (DESIGN §4.2): what a host's agent receives and what it may yield.
+"""The agent protocol (docs/agui.md, "The agent"): what a host's agent receives and may yield.
 
 An agent is an async generator function taking a ``RunContext``::
 
@@ -102,7 +102,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Operations:
-    """The durable operation ledger, bound to the run's clock (DESIGN §6).
+    """The durable operation ledger, bound to the run's clock.
 
     ``run_once`` performs a side effect at most once per ``(domain, business_key)``: a resumed
     or replayed run that asks again gets the recorded result and nothing is done twice.

@@ -2,7 +2,7 @@
 
 ``validate_resume`` checks a typed ``RunAgentInput`` (bounded and typed once, at the route)
 against the typed receipt the thread store holds and the current continuations, all-or-nothing,
-in the order of ``reference/pausemesh-ts.md`` §2.2, and returns either the commands to execute
+in the order of the TypeScript reference (aantenore/pausemesh), and returns either the commands
 (in issued order) or the ``AguiRunError`` to send as ``RUN_ERROR``. It never raises.
 ``resume_json.check_resume`` is the same check for callers holding untyped JSON (a request
 body, a receipt as JSON): it adds the bounded preflight and the typing in front (steps 1-2).

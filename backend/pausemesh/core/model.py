@@ -50,7 +50,7 @@ class ContinuationCreated(_Event, frozen=True, tag="continuation.created"):
     resume_token_hash: str
     # Who created it; other principals get "not found". None for unauthenticated servers.
     owner: str | None = None
-    # Keyed tokens (DESIGN §3.3): the server re-derives the token from these and its key.
+    # Keyed tokens (core/tokens.py): the server re-derives the token from these and its key.
     token_key_id: str | None = None
     token_nonce: str | None = None
     # Who may decide it (typed: stored as {"kind", "name"}; a row written before holds the

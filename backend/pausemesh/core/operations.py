@@ -1,4 +1,4 @@
-"""Durable operations (DESIGN §6): run a side effect at most once per business key.
+"""Durable operations: run a side effect at most once per business key.
 
 The operation id is a pure function of ``(domain, business_key)`` — never of the caller, run
 or thread — so a resumed or replayed run lands on the same operation. The terms (tool and

@@ -1,7 +1,8 @@
 """``ContinuationService``: the one place the continuation lifecycle is decided.
 
 Every router (REST, AG-UI, MCP, A2A) goes through this class; stores only persist.
-Semantics: DESIGN §3.2 (the TypeScript reference §1.5 with its improvements).
+Semantics: docs/architecture.md, "The lifecycle in one paragraph", and docs/http-api.md,
+"Resume"; what they improve on the TypeScript reference: docs/adr/0001-continuation-log.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The durable AG-UI thread (DESIGN §4.4): one record per thread plus an append-only event log.
+"""The durable AG-UI thread (docs/agui.md): one record per thread plus an append-only event log.
 
 The record holds what a reload needs (owner, messages, state, the open cohort receipt) and is
 updated with compare-and-swap on ``version``. Two things live beside the CAS version because

@@ -1,4 +1,4 @@
-"""Resume tokens (DESIGN §3.3). Only ``sha256(token)`` is ever persisted.
+"""Resume tokens (docs/security.md, "Threat model"). Only ``sha256(token)`` is ever persisted.
 
 * ``RandomTokenIssuer``: 32 random bytes; the caller keeps the token.
 * ``KeyedTokenIssuer``: ``HMAC-SHA256(key[key_id], continuation_id ‖ nonce)``. A trusted

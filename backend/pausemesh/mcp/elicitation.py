@@ -1,6 +1,6 @@
 """MCP elicitation (MCP 2025-11-25 ``elicitation/create``): the projection, and the public surface.
 
-At parity with the TypeScript reference (``reference/pausemesh-ts.md`` §3):
+At parity with the TypeScript reference (aantenore/pausemesh; docs/protocols-mcp-a2a.md):
 
 * ``issue_mcp_elicitation`` projects a pending continuation to a JSON-RPC
   ``elicitation/create`` request and a host-only receipt. ``kind: "input"`` becomes form mode

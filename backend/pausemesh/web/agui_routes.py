@@ -1,4 +1,4 @@
-"""The AG-UI routes (DESIGN §4.1), as a Litestar controller over a ``RunHost``.
+"""The AG-UI routes (docs/agui.md, "Routes"), as a Litestar controller over a ``RunHost``.
 
 ``POST /agui`` and ``POST /agui/connect`` validate their input before the response starts
 (a 4xx problem body otherwise); after the 200 every failure is an in-stream ``RUN_ERROR``.

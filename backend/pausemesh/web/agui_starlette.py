@@ -1,4 +1,4 @@
-"""AG-UI as native Starlette routes, streamed with ``sse-starlette`` (DESIGN §7).
+"""AG-UI as native Starlette routes, streamed with ``sse-starlette`` (docs/agui.md, "Routes").
 
 For a Starlette or FastAPI host that wants PauseMesh's AG-UI endpoints among its own routes
 instead of mounting the Litestar app::

@@ -1,4 +1,4 @@
-"""The AG-UI run host (DESIGN §4.2-4.4): runs the host's agent on durable threads.
+"""The AG-UI run host (docs/agui.md, "One run"): runs the host's agent on durable threads.
 
 ``RunHost`` holds what every run shares (agent, service, thread store, limits) and the reads
 that need no lease: a thread's snapshot, ``/connect`` and the replay-then-tail stream. A run
