@@ -1,4 +1,4 @@
-"""The continuation REST API (reference §1.9 paths, status codes and error codes).
+"""The continuation REST API (docs/http-api.md: paths, status codes and error codes).
 
 Out-of-band callers (an OAuth callback, an e-mail link, another service) use it to
 create, inspect, project, resume and cancel a pause.

@@ -1,4 +1,4 @@
-"""``GET /metrics``: the catalogue of ``core.telemetry`` in the Prometheus text format.
+"""``GET /metrics``: the catalogue of ``observability.telemetry`` in the Prometheus text format.
 
 Opt-in (``PAUSEMESH_METRICS=1``). Each app has its own ``CollectorRegistry``, never
 prometheus_client's global one, so several apps (and tests) in one process keep their counts
