@@ -1,6 +1,6 @@
 """The OpenTelemetry SDK, only when the standard ``OTEL_*`` variables ask for it.
 
-PauseMesh always speaks the OpenTelemetry *API* (``core.telemetry``); without an SDK those
+PauseMesh always speaks the OpenTelemetry *API* (``observability.telemetry``); without an SDK those
 spans record nothing and cost a function call. ``pausemesh serve``/``demo`` call
 ``configure_tracing`` at start: it installs the SDK and an exporter when
 
