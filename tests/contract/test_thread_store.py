@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
 
-from pausemesh.core import keepalive
 from pausemesh.core.errors import (
     LeaseLostError,
     ThreadBusyError,
@@ -403,10 +401,10 @@ async def test_a_wait_with_a_keep_alive_writer_has_it_write_the_keep_alives_and_
         written.set()
         return True
 
-    context = contextvars.copy_context()
-    context.run(keepalive.CURRENT.set, write_keep_alive)
     waiting = asyncio.create_task(
-        threads.wait_for_events("t1", after_sequence=0, wait_seconds=0.05), context=context
+        threads.wait_for_events(
+            "t1", after_sequence=0, wait_seconds=0.05, keep_alive=write_keep_alive
+        )
     )
     async with asyncio.timeout(20):  # liveness only
         await written.wait()

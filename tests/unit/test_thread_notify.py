@@ -4,13 +4,11 @@ timer wheel, and an idle tail re-reads its head only when something may have cha
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import math
 from typing import Any
 
 import pytest
 
-from pausemesh.core import keepalive
 from pausemesh.stores import thread_notify
 from pausemesh.stores.thread_notify import ThreadNotifier
 
@@ -82,7 +80,8 @@ async def test_an_idle_tail_rereads_its_head_only_after_a_notification_or_every_
 
 
 class KeepAlives:
-    """A response's ``core.keepalive`` writer: counts what the wheel wrote."""
+    """A response's ``core.keepalive`` writer, given to the tail's wait: counts what the
+    wheel wrote."""
 
     def __init__(self, *, at_once: bool = True) -> None:
         self.at_once = at_once
@@ -103,10 +102,8 @@ class KeepAlives:
 
 
 def _tail(notifier: ThreadNotifier, writer: KeepAlives, head: Head, thread: str = "t") -> Any:
-    """A tail's wait, in a task that runs with ``writer`` as its response's keep-alive."""
-    context = contextvars.copy_context()
-    context.run(keepalive.CURRENT.set, writer)
-    return asyncio.create_task(notifier.wait_past(thread, 0, 0.02, head), context=context)
+    """A tail's wait, in a task of its own, given ``writer`` as its response's keep-alive."""
+    return asyncio.create_task(notifier.wait_past(thread, 0, 0.02, head, keep_alive=writer))
 
 
 async def test_the_wheel_writes_an_idle_tails_keep_alives_and_leaves_it_asleep() -> None:
@@ -276,11 +273,9 @@ async def test_after_a_short_first_wait_the_wheel_keeps_the_tails_own_interval()
     # after that one come at the full interval, not at that remainder.
     notifier = ThreadNotifier(granularity=0.01)
     head, writer = Head(), KeepAlives()
-    context = contextvars.copy_context()
-    context.run(keepalive.CURRENT.set, writer)
     wake = notifier.current("t")
     tail = asyncio.create_task(
-        notifier.wait(wake, 0.02, thread_id="t", head=head, interval=10.0), context=context
+        notifier.wait(wake, 0.02, thread_id="t", head=head, interval=10.0, keep_alive=writer)
     )
     await writer.until(1)
     now = math.floor(asyncio.get_running_loop().time() / notifier.granularity)

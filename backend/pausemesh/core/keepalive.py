@@ -3,27 +3,24 @@
 An idle live tail does nothing but send a keep-alive every ``keepalive_seconds``. Waking its
 task for that (the wait returns, the frame climbs the generators and goes down the response's
 ``send`` wrappers) cost about four times the socket write itself (``bench/tails.py`` against
-``bench/keepalive_floor.py``). So the HTTP layer puts in ``CURRENT``, while it serves a
-response, a function that writes one keep-alive frame to it *now*: True when the write was
-done at once, False when it was not made (the socket's buffer is full, the response is not a
-stream, or it ended). The tail wheel (``stores.thread_notify``) calls it in its pass instead of
-waking the tail; on False it wakes the tail, which sends its keep-alive the ordinary way, under
-the send timeout.
+``bench/keepalive_floor.py``). So the HTTP layer makes, for each response it serves, a
+``KeepAlive``: a function that writes one keep-alive frame to that response *now*, True when
+the write was done at once, False when it was not made (the socket's buffer is full, the
+response is not a stream, or it ended). The route hands it to the tail, which passes it down
+with each wait (``RunHost.tail`` → ``ThreadStore.wait_for_events`` → the tail wheel,
+``stores.thread_notify``); the wheel calls it in its pass instead of waking the tail, and on
+False wakes the tail, which sends its keep-alive the ordinary way, under the send timeout. A
+wait given none (MCP's task feed, a test) is woken when its time is up, as any wait.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any
 
-__all__ = ("CURRENT", "KeepAlive", "send_at_once")
+__all__ = ("KeepAlive", "send_at_once")
 
 KeepAlive = Callable[[], bool]
-
-# Per task: a response runs its stream in its own task, which this follows (contexts are
-# copied into the tasks a response starts).
-CURRENT: ContextVar[KeepAlive | None] = ContextVar("pausemesh_keepalive", default=None)
 
 
 def send_at_once(send: Callable[[Any], Awaitable[None]], message: Any) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from pausemesh.core.errors import StoreError
+from pausemesh.core.keepalive import KeepAlive
 
 __all__ = (
     "DEFAULT_LEASE_SECONDS",
@@ -333,10 +334,20 @@ class ThreadStore(Protocol):
         ...
 
     async def wait_for_events(
-        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+        self,
+        thread_id: str,
+        *,
+        after_sequence: int,
+        wait_seconds: float,
+        keep_alive: KeepAlive | None = None,
     ) -> bool:
         """Return True as soon as the thread's log holds an entry past ``after_sequence``,
-        False after ``wait_seconds`` without one (live tail)."""
+        False after ``wait_seconds`` without one (live tail).
+
+        ``keep_alive``: the tail's response's writer of one keep-alive (``core.keepalive``).
+        With it the wait goes on past ``wait_seconds`` while the store can have that writer
+        send each keep-alive at once (every ``wait_seconds``), and returns False when one
+        cannot go out so; a store may also just time out and let the tail send it."""
         ...
 
     def stop_waiting(self) -> None:

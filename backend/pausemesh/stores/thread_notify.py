@@ -10,9 +10,9 @@ and costs no CPU until its keep-alive.
 A waiter takes ``current`` *before* it re-checks the log, so an append that commits between the
 check and the wait has already fired that ``Wake`` and the wait returns at once.
 
-A tail served by a response that can write a keep-alive without its task
-(``core.keepalive.CURRENT``) is not woken for its keep-alive: the wheel's pass writes it and
-puts the tail back one interval later. Every ``_RECHECK_EVERY``-th time the pass first reads
+A tail whose wait is given its response's keep-alive writer (``keep_alive``, from
+``core.keepalive``: the route passes it down with the tail) is not woken for its keep-alive:
+the wheel's pass writes it and puts the tail back one interval later. Every ``_RECHECK_EVERY``-th time the pass first reads
 the thread's head (once per thread and pass, for all its tails) and wakes the tails that are
 behind it, or whose head cannot be read: a thread erased by another process notifies nobody.
 """
@@ -25,7 +25,6 @@ import math
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
-from pausemesh.core import keepalive
 from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.shared_result import SharedResult
 
@@ -159,16 +158,16 @@ class ThreadNotifier:
         after_sequence: int = 0,
         head: Callable[[], Awaitable[int]] | None = None,
         interval: float | None = None,
+        keep_alive: KeepAlive | None = None,
     ) -> bool:
         """True once ``wake`` fires, False when ``wait_seconds`` (rounded up to the wheel's
         granularity) passed first. True at once after ``stop``.
 
         A tail's wait (``head``: ``thread_id``'s head, past ``after_sequence`` means events)
-        in a response that can take a keep-alive without its task (``core.keepalive``): the
-        wheel writes the keep-alives itself while they go out at once, the first after
-        ``wait_seconds`` and then every ``interval`` (default ``wait_seconds``), returns False
-        only when one does not, and True once a safety read of the head is past the mark or
-        fails."""
+        given its response's ``keep_alive`` writer (``core.keepalive``): the wheel writes the
+        keep-alives itself while they go out at once, the first after ``wait_seconds`` and
+        then every ``interval`` (default ``wait_seconds``), returns False only when one does
+        not, and True once a safety read of the head is past the mark or fails."""
         if wake.fired or self.stopped:
             return True
         loop = asyncio.get_running_loop()
@@ -177,7 +176,7 @@ class ThreadNotifier:
             waiter,
             slot=math.ceil((loop.time() + wait_seconds) / self.granularity),
             slots=max(1, math.ceil((interval or wait_seconds) / self.granularity)),
-            keep_alive=None if head is None else keepalive.CURRENT.get(),
+            keep_alive=None if head is None else keep_alive,
             thread_id=thread_id,
             after_sequence=after_sequence,
             head=head,
@@ -251,6 +250,7 @@ class ThreadNotifier:
         after_sequence: int,
         wait_seconds: float,
         head: Callable[[], Awaitable[int]],
+        keep_alive: KeepAlive | None = None,
     ) -> bool:
         """``wait_for_events`` over ``head`` (the thread's last sequence, read from the log).
 
@@ -258,7 +258,7 @@ class ThreadNotifier:
         thread's ``Wake`` it waited on has not fired since, nothing was appended since it last
         read the head, so it waits again without reading it; every ``_RECHECK_EVERY``-th time
         it reads anyway (a thread erased by another process notifies nobody). While the wheel
-        writes its keep-alives (``core.keepalive``), the wheel does those reads.
+        writes its keep-alives (given ``keep_alive``), the wheel does those reads.
         """
         remembered = _REMEMBERED.get()
         wake = self._wakes.get(thread_id)
@@ -279,7 +279,12 @@ class ThreadNotifier:
                 return True
         assert wake is not None  # noqa: S101 - set on both branches
         if not await self.wait(
-            wake, wait_seconds, thread_id=thread_id, after_sequence=after_sequence, head=head
+            wake,
+            wait_seconds,
+            thread_id=thread_id,
+            after_sequence=after_sequence,
+            head=head,
+            keep_alive=keep_alive,
         ):
             _REMEMBERED.set(_Remembered(self, thread_id, after_sequence, wake, quiet))
             return False

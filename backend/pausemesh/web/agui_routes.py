@@ -31,7 +31,7 @@ from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.core.large_json import LARGE_BYTES
 from pausemesh.web.context import PauseMeshCaller
-from pausemesh.web.limits import Limits
+from pausemesh.web.limits import Limits, keep_alive_writer
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import StrictBody, ThreadTitleBody, strict_body
 
@@ -189,7 +189,10 @@ class AguiController(Controller):
         check_thread_id(thread_id)
         cursor = replay_cursor(last_event_id, after)
         await agui.host.load(thread_id, agui.principal)
-        frames = counted_stream(agui.host.tail(thread_id, after_sequence=cursor), "tail")
+        # The guard's writer rides down with the tail: the wheel writes its idle keep-alives.
+        keep_alive = keep_alive_writer(request.scope)
+        tail = agui.host.tail(thread_id, after_sequence=cursor, keep_alive=keep_alive)
+        frames = counted_stream(tail, "tail")
         return _sse(agui.limits.tail(agui.principal, request.scope, frames))
 
 

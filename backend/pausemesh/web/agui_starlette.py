@@ -53,7 +53,7 @@ from pausemesh.stores.storage import Storage
 from pausemesh.web.auth import configured_resolver, resolve_identity
 from pausemesh.web.browser import browser_refusal
 from pausemesh.web.host_guard import host_policy, request_host
-from pausemesh.web.limits import Limits, SendTimeoutGuard
+from pausemesh.web.limits import Limits, SendTimeoutGuard, keep_alive_writer
 from pausemesh.web.owed import OwedRuns, run_owed_sweeper
 from pausemesh.web.problems import problem_for
 from pausemesh.web.schemas import ThreadTitleBody, strict_body
@@ -284,7 +284,10 @@ class StarletteAgui:
         )
         principal = await self._principal(request)
         await host.load(thread_id, principal)
-        frames = counted_stream(host.tail(thread_id, after_sequence=cursor), "tail")
+        # The guard's writer rides down with the tail: the wheel writes its idle keep-alives.
+        keep_alive = keep_alive_writer(request.scope)
+        tail = host.tail(thread_id, after_sequence=cursor, keep_alive=keep_alive)
+        frames = counted_stream(tail, "tail")
         return self._stream(self.limits.tail(principal, request.scope, frames))
 
     # -- helpers ------------------------------------------------------------------------

@@ -16,6 +16,9 @@
   the ``/mcp``, ``/a2a`` and gateway mounts, through ``send_timeout_middleware``).
 * While the process drains (SIGTERM), runs, tails and mount streams are refused: 503
   ``SERVER_SHUTTING_DOWN``; the mounts' open streams end after their last whole event.
+* ``SendTimeoutGuard`` also leaves in each request's scope the writer of one keep-alive to its
+  response (``core.keepalive``); a tail route takes it with ``keep_alive_writer`` and passes
+  it to ``RunHost.tail``, so an idle tail's keep-alives go out without waking its task.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, MutableMapping
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from litestar.enums import ScopeType
 from litestar.middleware import DefineMiddleware
@@ -35,15 +38,20 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from pausemesh.agui.sse import KEEPALIVE_FRAME
 from pausemesh.bootstrap import Runtime
-from pausemesh.core import keepalive
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import RateLimitedError, ShuttingDownError, TooManyStreamsError
-from pausemesh.core.keepalive import send_at_once
+from pausemesh.core.keepalive import KeepAlive, send_at_once
 from pausemesh.core.limits import StreamSlot, StreamSlots
 from pausemesh.observability.telemetry import RATE_LIMITED, count
 from pausemesh.settings import Settings
 
-__all__ = ("Limits", "SendTimeoutGuard", "limit_key", "send_timeout_middleware")
+__all__ = (
+    "Limits",
+    "SendTimeoutGuard",
+    "keep_alive_writer",
+    "limit_key",
+    "send_timeout_middleware",
+)
 
 _log = logging.getLogger("pausemesh.web")
 
@@ -51,6 +59,10 @@ _log = logging.getLogger("pausemesh.web")
 # the same event), so the server's log call after the app returns can tell a dropped reader.
 _DROPPED: ContextVar[asyncio.Event] = ContextVar("pausemesh_dropped_reader")
 _INCOMPLETE: Final = "ASGI callable returned without completing response."
+# The scope key under which ``SendTimeoutGuard`` leaves its response's keep-alive writer. In
+# the scope itself, which is the request's own: ``scope["state"]`` may be shared between
+# requests (asgi-lifespan hands every request the same dict).
+_KEEP_ALIVE: Final = "pausemesh.keep_alive"
 
 
 class _DroppedReaderClose(logging.Filter):
@@ -67,6 +79,12 @@ class _DroppedReaderClose(logging.Filter):
 
 
 _DROPPED_READER_CLOSE: Final = _DroppedReaderClose()
+
+
+def keep_alive_writer(scope: Mapping[str, object]) -> KeepAlive | None:
+    """The writer of one keep-alive to this request's response (``core.keepalive``), which a
+    tail route passes to ``RunHost.tail``; None where no ``SendTimeoutGuard`` serves it."""
+    return cast("KeepAlive | None", scope.get(_KEEP_ALIVE))
 
 
 def limit_key(principal: str | None, scope: Mapping[str, object]) -> str:
@@ -252,6 +270,7 @@ class SendTimeoutGuard:
             return
         streaming = False
         finished = False
+        returned = False
         stalled = asyncio.Event()
         _DROPPED.set(stalled)
         drain = None if self._drain is None else self._drain()
@@ -297,17 +316,18 @@ class SendTimeoutGuard:
 
         def keep_alive() -> bool:
             # Straight to the server's ``send``: it never waits, so no send timeout to arm.
-            if not streaming or finished or stalled.is_set():
+            if not streaming or finished or returned or stalled.is_set():
                 return False
             return send_at_once(
                 send, {"type": "http.response.body", "body": KEEPALIVE_FRAME, "more_body": True}
             )
 
-        token = keepalive.CURRENT.set(keep_alive)
+        cast("MutableMapping[str, object]", scope)[_KEEP_ALIVE] = keep_alive
         try:
             await self.app(scope, watched_receive, timed_send)
         finally:
-            keepalive.CURRENT.reset(token)
+            # Past here the guard may end the body itself: nothing more through the writer.
+            returned = True
         if drain is not None and streaming and not finished and not stalled.is_set():
             # The SDK stopped its stream without ending the body (the drain, or its own
             # shutdown watcher): end it after the last whole event. A client that already

@@ -40,6 +40,7 @@ from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError, ThreadBusyError, ThreadNotFoundError
 from pausemesh.core.instance import new_holder
+from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.large_json import CHUNK_BYTES
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.operations import OperationLedger
@@ -167,10 +168,14 @@ class RunHost:
             async for piece in each(frames):
                 yield piece
 
-    async def tail(self, thread_id: str, *, after_sequence: int) -> AsyncGenerator[bytes, None]:
+    async def tail(
+        self, thread_id: str, *, after_sequence: int, keep_alive: KeepAlive | None = None
+    ) -> AsyncGenerator[bytes, None]:
         """The thread log after ``after_sequence``, then live events as they are appended.
 
         The tails of one thread in this process share each read of its log (``tail_reads``).
+        ``keep_alive``: the response's writer of one keep-alive (``core.keepalive``), passed
+        down with each wait so an idle tail's keep-alives go out without waking this task.
         When the process drains, the tail ends after its last whole frame: the client
         reconnects (to another replica) with ``Last-Event-ID`` and misses nothing.
         """
@@ -189,13 +194,15 @@ class RunHost:
                     continue  # more pages of a replay
             # Caught up (the wait reads the head before it waits, so nothing slips by).
             # Idle: a keep-alive each interval; the log is read again only once woken.
-            while not (woke := await self._wait_for_events(thread_id, after)):
+            while not (woke := await self._wait_for_events(thread_id, after, keep_alive)):
                 if woke is None:
                     return  # the process drains: end after the last whole frame
                 yield KEEPALIVE_FRAME
             woke_at = time.monotonic()
 
-    async def _wait_for_events(self, thread_id: str, after: int) -> bool | None:
+    async def _wait_for_events(
+        self, thread_id: str, after: int, keep_alive: KeepAlive | None
+    ) -> bool | None:
         """Whether events came within a keep-alive period; None once the drain began.
 
         Awaited in the tail's own task (no task per wait: an idle tail's keep-alive is the
@@ -204,7 +211,10 @@ class RunHost:
         if self.drain is not None and self.drain.draining:
             return None
         woke = await self.threads.wait_for_events(
-            thread_id, after_sequence=after, wait_seconds=self.keepalive_seconds
+            thread_id,
+            after_sequence=after,
+            wait_seconds=self.keepalive_seconds,
+            keep_alive=keep_alive,
         )
         if self.drain is not None and self.drain.draining:
             return None

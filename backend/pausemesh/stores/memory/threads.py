@@ -15,6 +15,7 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.large_json import encode_lines_now
 from pausemesh.core.threads import (
     IssuedCohort,
@@ -218,12 +219,19 @@ class InMemoryThreadStore:
         return log[start : start + max(limit, 0)]
 
     async def wait_for_events(
-        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+        self,
+        thread_id: str,
+        *,
+        after_sequence: int,
+        wait_seconds: float,
+        keep_alive: KeepAlive | None = None,
     ) -> bool:
         async def head() -> int:
             return self._require(thread_id).last_sequence
 
-        return await self._notifier.wait_past(thread_id, after_sequence, wait_seconds, head)
+        return await self._notifier.wait_past(
+            thread_id, after_sequence, wait_seconds, head, keep_alive
+        )
 
     def stop_waiting(self) -> None:
         self._notifier.stop()

@@ -25,6 +25,7 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.large_json import LARGE_BYTES, decode_lines, encode_lines, encode_lines_now
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
@@ -478,7 +479,12 @@ class PostgresThreadStore(SharedDatabaseStore):
         return int(row[0])
 
     async def wait_for_events(
-        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+        self,
+        thread_id: str,
+        *,
+        after_sequence: int,
+        wait_seconds: float,
+        keep_alive: KeepAlive | None = None,
     ) -> bool:
         await self.listener.start()
         loop = asyncio.get_running_loop()
@@ -503,7 +509,7 @@ class PostgresThreadStore(SharedDatabaseStore):
                 return False
             # Woken by a notification, a reconnect or the wheel's safety read: re-check. Timed
             # out: the tail sends a keep-alive, and its next wait reads the head first. While
-            # the wheel writes the keep-alives (``core.keepalive``), it reads the head itself
+            # the wheel writes the keep-alives (given ``keep_alive``), it reads the head itself
             # every few of them.
             notifier = self.listener.notifier
             woke = await notifier.wait(
@@ -513,6 +519,7 @@ class PostgresThreadStore(SharedDatabaseStore):
                 after_sequence=after_sequence,
                 head=head,
                 interval=wait_seconds,
+                keep_alive=keep_alive,
             )
             if not woke or notifier.stopped:
                 return False

@@ -22,6 +22,7 @@ from pausemesh.core.errors import (
     ThreadNotFoundError,
     VersionConflictError,
 )
+from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.large_json import LARGE_BYTES, decode_lines, encode_lines, encode_lines_now
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
@@ -479,13 +480,18 @@ class SqliteThreadStore:
         return head
 
     async def wait_for_events(
-        self, thread_id: str, *, after_sequence: int, wait_seconds: float
+        self,
+        thread_id: str,
+        *,
+        after_sequence: int,
+        wait_seconds: float,
+        keep_alive: KeepAlive | None = None,
     ) -> bool:
         # Before the head is read: an append another process commits after the read is past
         # the watcher's mark, so it wakes us.
         await self._watcher.start()
         return await self._notifier.wait_past(
-            thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id)
+            thread_id, after_sequence, wait_seconds, lambda: self._head(thread_id), keep_alive
         )
 
     def stop_waiting(self) -> None:
