@@ -25,6 +25,7 @@ import uvloop
 
 from pausemesh.core import ContinuationService
 from pausemesh.core.ids import uuid7
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.stores.sqlite import SQLITE_MIGRATIONS, open_sqlite_store
 
 PAYLOAD = {
@@ -90,10 +91,12 @@ def raw_lifecycle_rate(path: Path, seconds: float) -> float:
 async def lifecycle(service: ContinuationService, n: int) -> None:
     created = await service.create(payload=PAYLOAD)
     await service.resume(
-        continuation_id=created.continuation.continuation_id,
-        resume_token=created.resume_token,
-        idempotency_key=f"k{n}",
-        payload={"flight": "PM101"},
+        Resume(
+            continuation_id=created.continuation.continuation_id,
+            idempotency_key=f"k{n}",
+            payload={"flight": "PM101"},
+            by=TokenHolder(created.resume_token),
+        )
     )
 
 

@@ -41,6 +41,7 @@ import asyncpg
 import uvloop
 
 from pausemesh.core import ContinuationService
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.stores.postgres import PostgresDatabase, PostgresEventStore
 from pausemesh.stores.postgres.migrate import migrate
 
@@ -92,10 +93,12 @@ async def _service_worker(args: argparse.Namespace, go: asyncio.Event) -> int:
     async def lifecycle() -> None:
         created = await service.create(payload=PAYLOAD)
         await service.resume(
-            continuation_id=created.continuation.continuation_id,
-            resume_token=created.resume_token,
-            idempotency_key="k",
-            payload={"flight": "PM101"},
+            Resume(
+                continuation_id=created.continuation.continuation_id,
+                idempotency_key="k",
+                payload={"flight": "PM101"},
+                by=TokenHolder(created.resume_token),
+            )
         )
 
     measured = await _count_lifecycles(args, go, lifecycle)

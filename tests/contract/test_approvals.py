@@ -26,6 +26,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.model import Continuation, ContinuationCreated, CreatedContinuation
 from pausemesh.core.ports import EventStore
+from pausemesh.core.resume import NamedApprover, OperationWatcher, Resume, TokenHolder, TrustedHost
 from pausemesh.core.tokens import KeyedTokenIssuer
 from tests.support.legacy_rows import stored_created, write_legacy_created
 
@@ -112,16 +113,24 @@ async def test_rows_written_before_typed_approvers_read_as_their_text_says(
     assert legacy not in _ids(await keyed.pending_approvals(principal="role:manager"))
     assert legacy not in _ids(await keyed.pending_approvals(principal="operation:op-9"))
     with pytest.raises(NotAnApproverError):  # its owner, even holding the role
-        await keyed.decide(
-            continuation_id=legacy,
-            idempotency_key="k",
-            payload={},
-            principal="alice",
-            roles=MANAGERS,
+        await keyed.resume(
+            Resume(
+                continuation_id=legacy,
+                idempotency_key="k",
+                payload={},
+                by=NamedApprover("alice", roles=MANAGERS),
+            )
         )
-    decided = await keyed.decide(
-        continuation_id=legacy, idempotency_key="k", payload={}, principal="bob", roles=MANAGERS
-    )
+    decided = (
+        await keyed.resume(
+            Resume(
+                continuation_id=legacy,
+                idempotency_key="k",
+                payload={},
+                by=NamedApprover("bob", roles=MANAGERS),
+            )
+        )
+    ).continuation
     assert decided.resolved_by == "bob"
 
 
@@ -142,8 +151,13 @@ async def test_a_principal_spelled_like_a_role_or_an_operation_matches_neither(
         with pytest.raises(ContinuationNotFoundError):
             await keyed.get_for_approver(target, principal=impostor)
         with pytest.raises(ContinuationNotFoundError):
-            await keyed.decide(
-                continuation_id=target, idempotency_key="k", payload={}, principal=impostor
+            await keyed.resume(
+                Resume(
+                    continuation_id=target,
+                    idempotency_key="k",
+                    payload={},
+                    by=NamedApprover(impostor),
+                )
             )
     # A role named like an operation is no operation either.
     assert await keyed.pending_approvals(principal="x", roles=frozenset({"operation:op-1"})) == []
@@ -151,15 +165,30 @@ async def test_a_principal_spelled_like_a_role_or_an_operation_matches_neither(
     assert _ids(await keyed.pending_operation_waits("op-1")) == [for_operation]
     assert await keyed.pending_operation_waits("op-2") == []
     with pytest.raises(ContinuationNotFoundError):
-        await keyed.decide_operation(
-            continuation_id=for_operation, operation_id="op-2", idempotency_key="k", payload={}
+        await keyed.resume(
+            Resume(
+                continuation_id=for_operation,
+                idempotency_key="k",
+                payload={},
+                by=OperationWatcher("op-2"),
+            )
         )
     with pytest.raises(ContinuationNotFoundError):
-        await keyed.decide_operation(
-            continuation_id=for_managers, operation_id="op-1", idempotency_key="k", payload={}
+        await keyed.resume(
+            Resume(
+                continuation_id=for_managers,
+                idempotency_key="k",
+                payload={},
+                by=OperationWatcher("op-1"),
+            )
         )
-    outcome = await keyed.decide_operation(
-        continuation_id=for_operation, operation_id="op-1", idempotency_key="k", payload={}
+    outcome = await keyed.resume(
+        Resume(
+            continuation_id=for_operation,
+            idempotency_key="k",
+            payload={},
+            by=OperationWatcher("op-1"),
+        )
     )
     assert outcome.continuation.resolved_by == "operation:op-1"
     assert outcome.continues_thread == "thread-1"
@@ -171,39 +200,48 @@ async def test_only_an_approver_decides_and_resolved_by_names_them(
     cid = (await _ask(keyed)).continuation.continuation_id
     # The owner knows the pause exists: both doors tell it it is no approver.
     with pytest.raises(NotAnApproverError):
-        await keyed.decide(continuation_id=cid, idempotency_key="k", payload={}, principal="alice")
+        await keyed.resume(
+            Resume(continuation_id=cid, idempotency_key="k", payload={}, by=NamedApprover("alice"))
+        )
     with pytest.raises(NotAnApproverError):
-        await keyed.resume_trusted(
-            continuation_id=cid, idempotency_key="k", payload={}, principal="alice"
+        await keyed.resume(
+            Resume(continuation_id=cid, idempotency_key="k", payload={}, by=TrustedHost("alice"))
         )
     # Someone without the role does not see it at all.
     with pytest.raises(ContinuationNotFoundError):
         await keyed.get_for_approver(cid, principal="dave")
-    decided = await keyed.decide(
-        continuation_id=cid,
-        idempotency_key="approve-1",
-        payload={"decision": "approve"},
-        principal="bob",
-        roles=MANAGERS,
-    )
+    decided = (
+        await keyed.resume(
+            Resume(
+                continuation_id=cid,
+                idempotency_key="approve-1",
+                payload={"decision": "approve"},
+                by=NamedApprover("bob", roles=MANAGERS),
+            )
+        )
+    ).continuation
     assert decided.status == "resumed"
     assert decided.resolved_by == "bob"
     # An exact retry returns the stored outcome; another key is refused.
-    again = await keyed.decide(
-        continuation_id=cid,
-        idempotency_key="approve-1",
-        payload={"decision": "approve"},
-        principal="bob",
-        roles=MANAGERS,
-    )
+    again = (
+        await keyed.resume(
+            Resume(
+                continuation_id=cid,
+                idempotency_key="approve-1",
+                payload={"decision": "approve"},
+                by=NamedApprover("bob", roles=MANAGERS),
+            )
+        )
+    ).continuation
     assert again == decided
     with pytest.raises(TokenAlreadyUsedError):
-        await keyed.decide(
-            continuation_id=cid,
-            idempotency_key="approve-2",
-            payload={"decision": "approve"},
-            principal="erin",
-            roles=MANAGERS,
+        await keyed.resume(
+            Resume(
+                continuation_id=cid,
+                idempotency_key="approve-2",
+                payload={"decision": "approve"},
+                by=NamedApprover("erin", roles=MANAGERS),
+            )
         )
 
 
@@ -214,20 +252,22 @@ async def test_the_owner_never_decides_a_pause_that_names_approvers_even_holding
     for approvers in ([MANAGER], listed):
         cid = (await _ask(keyed, approvers=approvers)).continuation.continuation_id
         with pytest.raises(NotAnApproverError):
-            await keyed.resume_trusted(
-                continuation_id=cid,
-                idempotency_key="k",
-                payload={},
-                principal="alice",
-                roles=MANAGERS,
+            await keyed.resume(
+                Resume(
+                    continuation_id=cid,
+                    idempotency_key="k",
+                    payload={},
+                    by=TrustedHost("alice", roles=MANAGERS),
+                )
             )
         with pytest.raises(NotAnApproverError):
-            await keyed.decide(
-                continuation_id=cid,
-                idempotency_key="k",
-                payload={},
-                principal="alice",
-                roles=MANAGERS,
+            await keyed.resume(
+                Resume(
+                    continuation_id=cid,
+                    idempotency_key="k",
+                    payload={},
+                    by=NamedApprover("alice", roles=MANAGERS),
+                )
             )
         with pytest.raises(NotAnApproverError):
             await keyed.get_for_approver(cid, principal="alice", roles=MANAGERS)
@@ -244,20 +284,33 @@ async def test_a_pause_that_allows_the_requester_lets_an_owner_who_is_an_approve
     cid = by_role.continuation_id
     # Allowed, the owner is still only an approver if named (by id or by a role it holds).
     with pytest.raises(NotAnApproverError):
-        await keyed.decide(continuation_id=cid, idempotency_key="k", payload={}, principal="alice")
+        await keyed.resume(
+            Resume(continuation_id=cid, idempotency_key="k", payload={}, by=NamedApprover("alice"))
+        )
     assert cid in _ids(await keyed.pending_approvals(principal="alice", roles=MANAGERS))
-    decided = await keyed.decide(
-        continuation_id=cid, idempotency_key="k", payload={}, principal="alice", roles=MANAGERS
-    )
+    decided = (
+        await keyed.resume(
+            Resume(
+                continuation_id=cid,
+                idempotency_key="k",
+                payload={},
+                by=NamedApprover("alice", roles=MANAGERS),
+            )
+        )
+    ).continuation
     assert decided.resolved_by == "alice"
 
     by_name = await _ask(keyed, approvers=[Approver.principal("alice")], allow_requester=True)
-    resumed = await keyed.resume_trusted(
-        continuation_id=by_name.continuation.continuation_id,
-        idempotency_key="k",
-        payload={"ok": True},
-        principal="alice",
-    )
+    resumed = (
+        await keyed.resume(
+            Resume(
+                continuation_id=by_name.continuation.continuation_id,
+                idempotency_key="k",
+                payload={"ok": True},
+                by=TrustedHost("alice"),
+            )
+        )
+    ).continuation
     assert resumed.status == "resumed"
     # Without approvers there is nothing to waive: the flag is not kept.
     plain = await keyed.create(payload=PAYLOAD, owner="alice", keyed=True, allow_requester=True)
@@ -310,12 +363,13 @@ async def test_decided_and_expired_pauses_leave_the_inbox(
     decided = (await _ask(keyed)).continuation.continuation_id
     lapsing = (await _ask(keyed, expires_at=clock.now() + timedelta(seconds=5))).continuation
     staying = (await _ask(keyed)).continuation.continuation_id
-    await keyed.decide(
-        continuation_id=decided,
-        idempotency_key="k",
-        payload={"decision": "reject"},
-        principal="bob",
-        roles=MANAGERS,
+    await keyed.resume(
+        Resume(
+            continuation_id=decided,
+            idempotency_key="k",
+            payload={"decision": "reject"},
+            by=NamedApprover("bob", roles=MANAGERS),
+        )
     )
     clock.advance(6)
     listed = await keyed.pending_approvals(principal="bob", roles=MANAGERS)
@@ -329,26 +383,30 @@ async def test_an_out_of_band_decision_is_recorded_with_its_owed_run_until_settl
     by_inbox = (await _ask(keyed)).continuation.continuation_id
     by_token = await keyed.create(payload=PAYLOAD, owner="alice", correlation_id="t2", keyed=True)
     in_process = await keyed.create(payload=PAYLOAD, owner="alice", correlation_id="t3", keyed=True)
-    await keyed.decide(
-        continuation_id=by_inbox,
-        idempotency_key="k",
-        payload={"decision": "approve"},
-        principal="bob",
-        roles=MANAGERS,
+    await keyed.resume(
+        Resume(
+            continuation_id=by_inbox,
+            idempotency_key="k",
+            payload={"decision": "approve"},
+            by=NamedApprover("bob", roles=MANAGERS),
+        )
     )
     await keyed.resume(
-        continuation_id=by_token.continuation.continuation_id,
-        resume_token=by_token.resume_token,
-        idempotency_key="k",
-        payload={},
-        principal="alice",
+        Resume(
+            continuation_id=by_token.continuation.continuation_id,
+            idempotency_key="k",
+            payload={},
+            by=TokenHolder(by_token.resume_token, principal="alice"),
+        )
     )
     # The in-process host runs the agent itself: nothing is owed.
-    await keyed.resume_trusted(
-        continuation_id=in_process.continuation.continuation_id,
-        idempotency_key="k",
-        payload={},
-        principal="alice",
+    await keyed.resume(
+        Resume(
+            continuation_id=in_process.continuation.continuation_id,
+            idempotency_key="k",
+            payload={},
+            by=TrustedHost("alice"),
+        )
     )
     owed = sorted(await event_store.owed_runs(limit=10))
     assert owed == sorted([(by_inbox, "thread-1"), (by_token.continuation.continuation_id, "t2")])
@@ -365,12 +423,13 @@ async def test_concurrent_decisions_from_many_approvers_have_one_winner(
 
     async def decide(i: int) -> str:
         try:
-            await keyed.decide(
-                continuation_id=cid,
-                idempotency_key=f"k-{i}",
-                payload={"decision": "approve"},
-                principal=f"manager-{i % 2}",
-                roles=MANAGERS,
+            await keyed.resume(
+                Resume(
+                    continuation_id=cid,
+                    idempotency_key=f"k-{i}",
+                    payload={"decision": "approve"},
+                    by=NamedApprover(f"manager-{i % 2}", roles=MANAGERS),
+                )
             )
         except TokenAlreadyUsedError:
             return "lost"

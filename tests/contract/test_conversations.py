@@ -15,6 +15,7 @@ from pausemesh.core.errors import (
     InvalidInputError,
     ThreadNotFoundError,
 )
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.core.threads import CohortReceipt, IssuedCohort, ReceiptInterrupt, ThreadStore
 from pausemesh.stores.memory import InMemoryEventStore
 
@@ -113,11 +114,12 @@ async def test_delete_cancels_the_open_question_and_erases_the_thread(
     assert (state.status, state.reason) == ("cancelled", ERASE_REASON)
     with pytest.raises(ContinuationCancelledError):
         await conversations.service.resume(
-            continuation_id=continuation_id,
-            resume_token=token,
-            idempotency_key="k",
-            payload={},
-            principal="alice",
+            Resume(
+                continuation_id=continuation_id,
+                idempotency_key="k",
+                payload={},
+                by=TokenHolder(token, principal="alice"),
+            )
         )
     assert await conversations.threads.get("t1") is None
     with pytest.raises(ThreadNotFoundError):

@@ -22,6 +22,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.model import CreatedContinuation
 from pausemesh.core.ports import EventStore
+from pausemesh.core.resume import Resume, TokenHolder, TrustedHost
 from pausemesh.core.tokens import KeyedTokenIssuer
 
 PAYLOAD = {"kind": "input", "message": "Which flight should I book?"}
@@ -37,12 +38,16 @@ async def _resume(
     key: str = "key-1",
     payload: Any = None,
 ) -> Any:
-    return await service.resume(
-        continuation_id=created.continuation.continuation_id,
-        resume_token=created.resume_token,
-        idempotency_key=key,
-        payload={"flight": "PM101"} if payload is None else payload,
-    )
+    return (
+        await service.resume(
+            Resume(
+                continuation_id=created.continuation.continuation_id,
+                idempotency_key=key,
+                payload={"flight": "PM101"} if payload is None else payload,
+                by=TokenHolder(created.resume_token),
+            )
+        )
+    ).continuation
 
 
 class TestCreate:
@@ -169,10 +174,12 @@ class TestResume:
         await service.cancel(continuation_id=created.continuation.continuation_id)
         with pytest.raises(TokenMismatchError):
             await service.resume(
-                continuation_id=created.continuation.continuation_id,
-                resume_token=token,
-                idempotency_key="k",
-                payload=None,
+                Resume(
+                    continuation_id=created.continuation.continuation_id,
+                    idempotency_key="k",
+                    payload=None,
+                    by=TokenHolder(token),
+                )
             )
 
     @pytest.mark.parametrize("key", ["", " ", "x" * 201, "line\nbreak"])
@@ -211,19 +218,28 @@ class TestResume:
     async def test_unknown_continuation_is_not_found(self, service: ContinuationService) -> None:
         with pytest.raises(ContinuationNotFoundError):
             await service.resume(
-                continuation_id="missing", resume_token="t" * 43, idempotency_key="k", payload=1
+                Resume(
+                    continuation_id="missing",
+                    idempotency_key="k",
+                    payload=1,
+                    by=TokenHolder("t" * 43),
+                )
             )
 
     async def test_null_payload_is_a_valid_answer_and_is_kept(
         self, service: ContinuationService
     ) -> None:
         created = await _create(service)
-        result = await service.resume(
-            continuation_id=created.continuation.continuation_id,
-            resume_token=created.resume_token,
-            idempotency_key="k",
-            payload=None,
-        )
+        result = (
+            await service.resume(
+                Resume(
+                    continuation_id=created.continuation.continuation_id,
+                    idempotency_key="k",
+                    payload=None,
+                    by=TokenHolder(created.resume_token),
+                )
+            )
+        ).continuation
         assert result.resume_payload is None
 
 
@@ -315,12 +331,23 @@ class TestScopingAndTokens:
         service = ContinuationService(store=event_store, clock=clock, keyed_issuer=keyed)
         created = await service.create(payload=PAYLOAD, keyed=True)
         cid = created.continuation.continuation_id
-        result = await service.resume_trusted(continuation_id=cid, idempotency_key="k", payload=1)
+        result = (
+            await service.resume(
+                Resume(continuation_id=cid, idempotency_key="k", payload=1, by=TrustedHost())
+            )
+        ).continuation
         assert result.status == "resumed"
         # The same token also works for an out-of-band holder.
-        again = await service.resume(
-            continuation_id=cid, resume_token=created.resume_token, idempotency_key="k", payload=1
-        )
+        again = (
+            await service.resume(
+                Resume(
+                    continuation_id=cid,
+                    idempotency_key="k",
+                    payload=1,
+                    by=TokenHolder(created.resume_token),
+                )
+            )
+        ).continuation
         assert again == result
 
     async def test_trusted_resume_refuses_random_token_continuations(
@@ -330,8 +357,13 @@ class TestScopingAndTokens:
         service = ContinuationService(store=event_store, clock=clock, keyed_issuer=keyed)
         created = await service.create(payload=PAYLOAD)
         with pytest.raises(TokenMismatchError):
-            await service.resume_trusted(
-                continuation_id=created.continuation.continuation_id, idempotency_key="k", payload=1
+            await service.resume(
+                Resume(
+                    continuation_id=created.continuation.continuation_id,
+                    idempotency_key="k",
+                    payload=1,
+                    by=TrustedHost(),
+                )
             )
 
 

@@ -26,6 +26,7 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 from litestar import Litestar
 
 from pausemesh.a2a.pauses import A2aPauses, continuation_id_of
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.core.service import ContinuationService
 from pausemesh.settings import Settings
 from pausemesh.web.a2a_mount import A2APlugin
@@ -185,8 +186,13 @@ async def test_an_authorization_pause_waits_for_the_out_of_band_callback(host: H
     assert host.acted_on == []
 
     # The host's callback, after the sign-in: the only way this pause resumes.
-    await host.service.resume_trusted(
-        continuation_id=cid, idempotency_key="bank-callback", payload={"linked": True}
+    await host.service.resume(
+        Resume(
+            continuation_id=cid,
+            idempotency_key="bank-callback",
+            payload={"linked": True},
+            by=TrustedHost(),
+        )
     )
     done = await send_for_task(host.client, user_message({"action": "retry"}, task_id=task.id))
 

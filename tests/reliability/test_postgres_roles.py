@@ -15,6 +15,7 @@ import pytest
 from pausemesh.core import ContinuationService, ManualClock
 from pausemesh.core.errors import StoreError
 from pausemesh.core.operations import EXECUTE, RECONCILIATION_ONLY
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.stores.postgres import (
     PostgresDatabase,
     PostgresEventStore,
@@ -65,12 +66,16 @@ async def test_the_runtime_role_runs_every_lifecycle(runtime: tuple[str, str]) -
         )
         payload = {"kind": "input", "message": "pick a flight"}
         resumed = await service.create(payload=payload)
-        state = await service.resume(
-            continuation_id=resumed.continuation.continuation_id,
-            resume_token=resumed.resume_token,
-            idempotency_key="k1",
-            payload={"flight": "LH123"},
-        )
+        state = (
+            await service.resume(
+                Resume(
+                    continuation_id=resumed.continuation.continuation_id,
+                    idempotency_key="k1",
+                    payload={"flight": "LH123"},
+                    by=TokenHolder(resumed.resume_token),
+                )
+            )
+        ).continuation
         assert state.status == "resumed"
         cancelled = await service.create(payload=payload)
         state = await service.cancel(continuation_id=cancelled.continuation.continuation_id)
@@ -245,11 +250,12 @@ async def test_the_runtime_role_erases_a_threads_questions_only_through_the_audi
                 metadata={"offered": ["PM101"]},
             )
             await service.resume(
-                continuation_id=made.continuation.continuation_id,
-                resume_token=made.resume_token,
-                idempotency_key="k1",
-                payload={"flight": "PM101"},
-                principal="alice",
+                Resume(
+                    continuation_id=made.continuation.continuation_id,
+                    idempotency_key="k1",
+                    payload={"flight": "PM101"},
+                    by=TokenHolder(made.resume_token, principal="alice"),
+                )
             )
             asked.append(made.continuation.continuation_id)
 

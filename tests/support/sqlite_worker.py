@@ -17,6 +17,7 @@ from collections import Counter
 from typing import cast
 
 from pausemesh.core import ContinuationService, PauseMeshError
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
 from pausemesh.stores.sqlite.database import SqliteSync
 
@@ -35,9 +36,16 @@ async def _race(db: str, cid: str, token: str, count: int, key_prefix: str, canc
     async def resume(i: int) -> str:
         key = key_prefix if key_prefix.endswith("=") else f"{key_prefix}{i}"
         try:
-            result = await service.resume(
-                continuation_id=cid, resume_token=token, idempotency_key=key, payload={"n": 1}
-            )
+            result = (
+                await service.resume(
+                    Resume(
+                        continuation_id=cid,
+                        idempotency_key=key,
+                        payload={"n": 1},
+                        by=TokenHolder(token),
+                    )
+                )
+            ).continuation
         except PauseMeshError as error:
             return error.code
         return f"ok:{result.resumed_at}"

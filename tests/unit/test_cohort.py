@@ -34,6 +34,7 @@ from pausemesh.core.canonical import canonical_sha256
 from pausemesh.core.errors import PauseMeshError, ProtocolAdapterError, StoreError
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import AUTHORIZATION_REASON, pause_payload
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.threads import decode_cohort
 from pausemesh.stores.memory import InMemoryEventStore
@@ -642,10 +643,13 @@ async def _issue(service: ContinuationService, n: int) -> tuple[list[str], Cohor
 async def _execute(service: ContinuationService, plan: ResumePlan) -> None:
     for command in plan.commands:
         if isinstance(command, ResumeCommand):
-            await service.resume_trusted(
-                continuation_id=command.continuation_id,
-                idempotency_key=command.idempotency_key,
-                payload=command.payload,
+            await service.resume(
+                Resume(
+                    continuation_id=command.continuation_id,
+                    idempotency_key=command.idempotency_key,
+                    payload=command.payload,
+                    by=TrustedHost(),
+                )
             )
         else:
             await service.cancel(

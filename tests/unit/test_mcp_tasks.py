@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.model import Continuation
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.mcp.tasks import McpTasks, TaskEntry
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryThreadStore
 
@@ -84,12 +85,13 @@ async def test_an_answered_pause_is_working_until_the_finisher_records_one_outco
     service: ContinuationService, tasks: McpTasks
 ) -> None:
     task_id, continuation = await paused(service, tasks)
-    await service.resume_trusted(
-        continuation_id=task_id,
-        idempotency_key="k",
-        payload={"flight": "PM101"},
-        principal="alice",
-        resolved_by="alice",
+    await service.resume(
+        Resume(
+            continuation_id=task_id,
+            idempotency_key="k",
+            payload={"flight": "PM101"},
+            by=TrustedHost("alice"),
+        )
     )
     runs: list[str] = []
 
@@ -137,12 +139,8 @@ async def test_cancel_is_refused_once_the_pause_was_answered(
     service: ContinuationService, tasks: McpTasks
 ) -> None:
     task_id, _ = await paused(service, tasks)
-    await service.resume_trusted(
-        continuation_id=task_id,
-        idempotency_key="k",
-        payload={},
-        principal="alice",
-        resolved_by="alice",
+    await service.resume(
+        Resume(continuation_id=task_id, idempotency_key="k", payload={}, by=TrustedHost("alice"))
     )
 
     with pytest.raises(MCPError) as refused:

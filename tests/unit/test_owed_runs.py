@@ -12,6 +12,7 @@ from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
 from pausemesh.agui.run.owed import Owed, continue_owed_runs, continue_thread
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
+from pausemesh.core.resume import NamedApprover, Resume
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
 from tests.support.agui import RunResult, StreamChecker, read_frames
 
@@ -85,12 +86,13 @@ async def test_the_owed_run_runs_once_as_the_owner_with_the_approvers_decision()
     interrupt = await _asked(host)
     # Nothing is owed while the question is open.
     assert await continue_thread(host, "t1") is Owed.WAITING
-    await host.service.decide(
-        continuation_id=interrupt,
-        idempotency_key="approve",
-        payload={"ok": True},
-        principal="bob",
-        roles=MANAGERS,
+    await host.service.resume(
+        Resume(
+            continuation_id=interrupt,
+            idempotency_key="approve",
+            payload={"ok": True},
+            by=NamedApprover("bob", roles=MANAGERS),
+        )
     )
     assert await continue_owed_runs(host) == 1
     assert await _state(host) == {
@@ -109,12 +111,13 @@ async def test_an_owners_resume_that_arrives_first_runs_with_the_stored_decision
     agent = Recorder()
     host = _host(agent)
     interrupt = await _asked(host)
-    await host.service.decide(
-        continuation_id=interrupt,
-        idempotency_key="reject",
-        payload={"ok": False},
-        principal="bob",
-        roles=MANAGERS,
+    await host.service.resume(
+        Resume(
+            continuation_id=interrupt,
+            idempotency_key="reject",
+            payload={"ok": False},
+            by=NamedApprover("bob", roles=MANAGERS),
+        )
     )
     # The owner's tab answers before the server's run: its entry changes nothing.
     entry = {"interruptId": interrupt, "status": "resolved", "payload": {"ok": True}}

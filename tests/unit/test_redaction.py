@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from pausemesh.core import ContinuationService, ManualClock
 from pausemesh.core.errors import TokenMismatchError
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.core.tokens import hash_token
 from pausemesh.observability.log_format import JsonFormatter, TextFormatter
 from pausemesh.observability.observations import Observation
@@ -60,13 +61,17 @@ async def test_observations_and_logs_of_a_full_lifecycle_carry_no_secret(
         cid = created.continuation.continuation_id
         with pytest.raises(TokenMismatchError):
             await service.resume(
-                continuation_id=cid, resume_token="W" * 43, idempotency_key="k", payload=1
+                Resume(
+                    continuation_id=cid, idempotency_key="k", payload=1, by=TokenHolder("W" * 43)
+                )
             )
         await service.resume(
-            continuation_id=cid,
-            resume_token=created.resume_token,
-            idempotency_key="k",
-            payload={"answer": secret_payload},
+            Resume(
+                continuation_id=cid,
+                idempotency_key="k",
+                payload={"answer": secret_payload},
+                by=TokenHolder(created.resume_token),
+            )
         )
     await store.close()
 
@@ -89,12 +94,16 @@ async def test_an_observer_that_raises_never_changes_an_outcome(
 
     service = ContinuationService(store=InMemoryEventStore(), observer=_Exploding())
     created = await service.create(payload=1)
-    result = await service.resume(
-        continuation_id=created.continuation.continuation_id,
-        resume_token=created.resume_token,
-        idempotency_key="k",
-        payload=2,
-    )
+    result = (
+        await service.resume(
+            Resume(
+                continuation_id=created.continuation.continuation_id,
+                idempotency_key="k",
+                payload=2,
+                by=TokenHolder(created.resume_token),
+            )
+        )
+    ).continuation
     assert result.status == "resumed"
     assert any("observer" in r.getMessage() for r in caplog.records)
     await asyncio.sleep(0)

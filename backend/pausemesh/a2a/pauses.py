@@ -44,6 +44,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.ids import uuid7
 from pausemesh.core.model import Continuation
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 
@@ -143,7 +144,7 @@ class A2aPauses:
         """An auth-required task whose status message is ``message_for(continuation_id)``.
 
         The message carries the sign-in link (naming the pause, e.g. as OAuth ``state``); the
-        host's callback resumes the pause (``ContinuationService.resume_trusted``) and the
+        host's callback resumes the pause (``service.resume`` by a ``TrustedHost``) and the
         client then sends ``{"action": "retry"}``.
         """
         cid = uuid7()
@@ -226,14 +227,14 @@ class A2aPauses:
         if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
             return await self._authorization_control(updater, task, cid, answer, principal)
         service = self._service()
+        command = Resume(
+            continuation_id=cid,
+            idempotency_key="a2a:" + canonical_sha256(["a2a-answer-v1", cid, answer]),
+            payload=answer,
+            by=TrustedHost(principal),
+        )
         try:
-            settled = await service.resume_trusted(
-                continuation_id=cid,
-                idempotency_key="a2a:" + canonical_sha256(["a2a-answer-v1", cid, answer]),
-                payload=answer,
-                principal=principal,
-                resolved_by=principal,
-            )
+            settled = (await service.resume(command)).continuation
         except (TokenAlreadyUsedError, IdempotencyConflictError):
             # Answered already (a duplicate, a racing follow-up or another replica won): the
             # stored answer counts, so every racer reconciles to the same outcome; the task

@@ -97,7 +97,7 @@ class Approver:
     @classmethod
     def operation(cls, operation_id: str) -> Approver:
         """No person: whoever learns this operation's outcome decides the pause (a status
-        watcher, an operator), through ``ContinuationService.decide_operation``."""
+        watcher, an operator), by an ``OperationWatcher`` (``core/resume.py``)."""
         return cls("operation", operation_id)
 
     @classmethod

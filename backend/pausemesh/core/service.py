@@ -51,6 +51,7 @@ from pausemesh.core.model import (
 )
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.resume import Resume, Terms, terms_of
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer, tokens_match
 from pausemesh.core.validation import (
     check_aware,
@@ -370,125 +371,17 @@ class ContinuationService:
         observe(EXPIRY_LAG_SECONDS, (now - state.expires_at).total_seconds())
         return expired
 
-    async def resume(
-        self,
-        *,
-        continuation_id: str,
-        resume_token: str,
-        idempotency_key: str,
-        payload: Any,
-        principal: str | None = None,
-        resolved_by: str | None = None,
-        roles: frozenset[str] = frozenset(),
-    ) -> Continuation:
-        """Resume exactly once; an exact retry returns the stored envelope unchanged.
+    async def resume(self, command: Resume) -> ResumeOutcome:
+        """Resume exactly once, as ``command.by`` decides (``core/resume.py``): an exact retry
+        (same idempotency key, canonically equal payload) returns the stored outcome unchanged.
 
-        A resume with a token comes from outside the in-process host (a REST caller, an
-        e-mail link): when the continuation was issued by one (keyed token), the decision
-        records the thread it continues (``continues_thread``), which is then owed a run.
-        ``resume_outcome`` also says which thread that is.
+        The outcome names the thread the decision continues (None: no run is owed), so a host
+        continues that thread at once and only then (an exact retry reports it again); its
+        ``continuation`` is the envelope.
         """
-        outcome = await self.resume_outcome(
-            continuation_id=continuation_id,
-            resume_token=resume_token,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            principal=principal,
-            resolved_by=resolved_by,
-            roles=roles,
-        )
-        return outcome.continuation
-
-    async def resume_outcome(
-        self,
-        *,
-        continuation_id: str,
-        resume_token: str,
-        idempotency_key: str,
-        payload: Any,
-        principal: str | None = None,
-        resolved_by: str | None = None,
-        roles: frozenset[str] = frozenset(),
-    ) -> ResumeOutcome:
-        """``resume``, and the thread its decision continues (None: no run is owed), so a host
-        continues that thread at once and only then (an exact retry reports it again)."""
+        terms = terms_of(command.by)
         return await self._resume(
-            continuation_id=continuation_id,
-            resume_token=resume_token,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            principal=principal,
-            resolved_by=resolved_by,
-            roles=roles,
-            out_of_band=True,
-        )
-
-    async def decide(
-        self,
-        *,
-        continuation_id: str,
-        idempotency_key: str,
-        payload: Any,
-        principal: str,
-        roles: frozenset[str] = frozenset(),
-    ) -> Continuation:
-        """An approver's decision (the approvals inbox): resume a continuation that names
-        ``principal`` (or one of its ``roles``) among its approvers, exactly once.
-
-        Its owner gets ``NotAnApproverError`` (four eyes are two people) unless the pause
-        allows the requester and names them; anyone else ``ContinuationNotFoundError``.
-        The token is re-derived server-side (keyed continuations only), and the decision
-        records the thread it continues, which is then owed a run (``decide_outcome`` says
-        which).
-        """
-        outcome = await self.decide_outcome(
-            continuation_id=continuation_id,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            principal=principal,
-            roles=roles,
-        )
-        return outcome.continuation
-
-    async def decide_outcome(
-        self,
-        *,
-        continuation_id: str,
-        idempotency_key: str,
-        payload: Any,
-        principal: str,
-        roles: frozenset[str] = frozenset(),
-    ) -> ResumeOutcome:
-        """``decide``, and the thread its decision continues (None: no run is owed)."""
-        return await self._resume(
-            continuation_id=continuation_id,
-            resume_token=None,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            principal=principal,
-            resolved_by=principal,
-            roles=roles,
-            out_of_band=True,
-            approving=caller_entries(principal, roles),
-        )
-
-    async def decide_operation(
-        self, *, continuation_id: str, operation_id: str, idempotency_key: str, payload: Any
-    ) -> ResumeOutcome:
-        """Decide a pause that names ``Approver.operation(operation_id)``, for whoever learned
-        that operation's outcome (a trusted in-process watcher, not a person): exactly once,
-        recorded as resolved by ``operation:<id>``, continuing the owner's thread like
-        ``decide_outcome``. A pause that does not name the operation does not exist for it."""
-        approver = Approver.operation(operation_id)
-        return await self._resume(
-            continuation_id=continuation_id,
-            resume_token=None,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            principal=None,
-            resolved_by=approver.text,
-            out_of_band=True,
-            approving=(approver,),
+            command.continuation_id, command.idempotency_key, command.payload, terms
         )
 
     async def get_for_approver(
@@ -531,7 +424,7 @@ class ContinuationService:
         self, operation_id: str, *, before: str | None = None, limit: int = 50
     ) -> list[Continuation]:
         """Pending continuations that name ``Approver.operation(operation_id)``, newest first:
-        what ``decide_operation`` may decide once the operation's outcome is known."""
+        what an ``OperationWatcher`` may decide once the operation's outcome is known."""
         approving = (Approver.operation(operation_id),)
         return await self._pending(None, approving, before=before, limit=limit)
 
@@ -557,34 +450,14 @@ class ContinuationService:
         return out
 
     async def _resume(
-        self,
-        *,
-        continuation_id: str,
-        resume_token: str | None,
-        idempotency_key: str,
-        payload: Any,
-        principal: str | None,
-        resolved_by: str | None,
-        roles: frozenset[str] = frozenset(),
-        out_of_band: bool = False,
-        approving: tuple[Approver, ...] | None = None,
+        self, continuation_id: str, idempotency_key: str, payload: Any, terms: Terms
     ) -> ResumeOutcome:
-        """``resume_token=None``: re-derive the keyed token from the ``created`` event loaded
-        here (one load, not one to find the token and one to resume)."""
         with span(
-            "continuation.resume", continuation_id=continuation_id, trusted=resume_token is None
+            "continuation.resume", continuation_id=continuation_id, trusted=terms.token is None
         ) as current:
             try:
                 outcome = await self._resume_checked(
-                    continuation_id=continuation_id,
-                    resume_token=resume_token,
-                    idempotency_key=idempotency_key,
-                    payload=payload,
-                    principal=principal,
-                    resolved_by=resolved_by,
-                    roles=roles,
-                    out_of_band=out_of_band,
-                    approving=approving,
+                    continuation_id, idempotency_key, payload, terms
                 )
             except PauseMeshError as error:
                 count(RESUMES, error.code)
@@ -594,26 +467,20 @@ class ContinuationService:
             return outcome
 
     async def _resume_checked(
-        self,
-        *,
-        continuation_id: str,
-        resume_token: str | None,
-        idempotency_key: str,
-        payload: Any,
-        principal: str | None,
-        resolved_by: str | None,
-        roles: frozenset[str],
-        out_of_band: bool,
-        approving: tuple[Approver, ...] | None,
+        self, continuation_id: str, idempotency_key: str, payload: Any, terms: Terms
     ) -> ResumeOutcome:
+        """``terms.token`` None: re-derive the keyed token from the ``created`` event loaded
+        here (one load, not one to find the token and one to resume)."""
         check_id(continuation_id)
         check_idempotency_key(idempotency_key)
         check_payload(payload)
         for _ in range(_MAX_ATTEMPTS):
-            events, state = await self._load(continuation_id, principal, approving=approving)
+            events, state = await self._load(
+                continuation_id, terms.principal, approving=terms.approving
+            )
             created = events[0]
             assert isinstance(created, ContinuationCreated)  # noqa: S101 - _load guarantees it
-            token = self._derived_token(created) if resume_token is None else resume_token
+            token = self._derived_token(created) if terms.token is None else terms.token
             # Authenticate before revealing anything about the state.
             if not tokens_match(token, created.resume_token_hash):
                 observe_safely(
@@ -628,13 +495,13 @@ class ContinuationService:
             # As an approver, ``_load`` decided it; otherwise the owner (or whoever holds the
             # token) meets the approvers here, after the token and before anything is said.
             if (
-                approving is None
+                terms.approving is None
                 and created.approvers
                 and not may_decide(
                     created.approvers,
                     owner=created.owner,
-                    principal=principal,
-                    roles=roles,
+                    principal=terms.principal,
+                    roles=terms.roles,
                     allow_requester=created.allow_requester,
                 )
             ):
@@ -655,10 +522,10 @@ class ContinuationService:
                 occurred_at=self.clock.now(),
                 idempotency_key=idempotency_key,
                 resume_payload=payload,
-                resolved_by=resolved_by,
+                resolved_by=terms.resolved_by,
                 continues_thread=(
                     created.correlation_id
-                    if out_of_band and created.token_key_id is not None
+                    if terms.out_of_band and created.token_key_id is not None
                     else None
                 ),
             )
@@ -683,32 +550,6 @@ class ContinuationService:
         if state.status == "cancelled":
             raise ContinuationCancelledError(state.continuation_id)
         raise ContinuationExpiredError(state.continuation_id)
-
-    async def resume_trusted(
-        self,
-        *,
-        continuation_id: str,
-        idempotency_key: str,
-        payload: Any,
-        principal: str | None = None,
-        resolved_by: str | None = None,
-        roles: frozenset[str] = frozenset(),
-    ) -> Continuation:
-        """Resume a keyed-token continuation with the token re-derived server-side.
-
-        Only for in-process hosts that already authorized the caller (AG-UI run host,
-        MCP and A2A routers); the token still goes through the normal comparison.
-        """
-        outcome = await self._resume(
-            continuation_id=continuation_id,
-            resume_token=None,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            principal=principal,
-            resolved_by=resolved_by,
-            roles=roles,
-        )
-        return outcome.continuation
 
     def _derived_token(self, created: ContinuationCreated) -> str:
         """The keyed token of ``created``; "" (which never matches) for a random-token one."""

@@ -5,7 +5,7 @@ recorded", and the airline did not answer the ledger's lookup either), the demo 
 is checking with the airline, records CUSTOM ``pausemesh.operation_unknown`` on the thread, and
 pauses with a question nobody in the chat answers: its approver is
 ``Approver.operation(operation id)``, no person. This watcher decides that pause
-(``ContinuationService.decide_operation``) as soon as the outcome can be known:
+(``ContinuationService.resume`` by an ``OperationWatcher``) as soon as the outcome can be known:
 
 - the airline answers its status lookup: it found the booking, or it never saw the key and
   the ledger permits a resend now (``next_resend``: none yet, or the last one died before it
@@ -38,6 +38,7 @@ from litestar.plugins import InitPlugin
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.core.operations import OperationLedger, OperationRecord, ask_target
 from pausemesh.core.ports import Clock
+from pausemesh.core.resume import OperationWatcher, Resume
 from pausemesh.core.service import ContinuationService
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.reservations import Airline, airline
@@ -73,11 +74,13 @@ async def decide_known_outcomes(
             continue
         for wait in waits:
             try:
-                await service.decide_operation(
-                    continuation_id=wait.continuation_id,
-                    operation_id=record.operation_id,
-                    idempotency_key=f"operation:{record.operation_id}",
-                    payload={"operation": record.operation_id},
+                await service.resume(
+                    Resume(
+                        continuation_id=wait.continuation_id,
+                        idempotency_key=f"operation:{record.operation_id}",
+                        payload={"operation": record.operation_id},
+                        by=OperationWatcher(record.operation_id),
+                    )
                 )
             except PauseMeshError as error:
                 _log.info("wait %s not decided: %s", wait.continuation_id, error.code)

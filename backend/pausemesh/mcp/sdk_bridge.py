@@ -41,6 +41,7 @@ from pausemesh.core.errors import (
 from pausemesh.core.ids import uuid7
 from pausemesh.core.model import Continuation
 from pausemesh.core.principal_handoff import principal_in_scope, roles_in_scope
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.core.service import ContinuationService
 from pausemesh.mcp.elicitation import (
     MCP_CORRELATION_PREFIX,
@@ -238,14 +239,14 @@ class PauseBridge:
                 settled = current
             return cancelled(settled)
         content = outcome.content if isinstance(outcome.content, dict) else {}
+        command = Resume(
+            continuation_id=cid,
+            idempotency_key="mcp:" + canonical_sha256(["mcp-answer-v1", cid, content]),
+            payload=content,
+            by=TrustedHost(principal),
+        )
         try:
-            settled = await service.resume_trusted(
-                continuation_id=cid,
-                idempotency_key="mcp:" + canonical_sha256(["mcp-answer-v1", cid, content]),
-                payload=content,
-                principal=principal,
-                resolved_by=principal,
-            )
+            settled = (await service.resume(command)).continuation
         except (TokenAlreadyUsedError, IdempotencyConflictError):
             raise MCPError(code=INVALID_PARAMS, message=ANSWERED_DIFFERENTLY) from None
         except ContinuationCancelledError:

@@ -32,6 +32,7 @@ from mcp_types import (
 
 from pausemesh.core.errors import ProtocolAdapterError
 from pausemesh.core.model import Continuation
+from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.mcp.elicitation import (
     McpElicitationReceipt,
     McpFormResponse,
@@ -218,13 +219,13 @@ class UrlAuthorizations:
         payload = current.payload if isinstance(current.payload, dict) else {}
         if payload.get("kind") != "authorization":
             raise MCPError(code=INVALID_PARAMS, message="Not an authorization pause")
-        resumed = await service.resume_trusted(
+        command = Resume(
             continuation_id=continuation_id,
             idempotency_key="mcp-authorization:" + continuation_id,
             payload=result,
-            principal=principal,
-            resolved_by=principal,
+            by=TrustedHost(principal),
         )
+        resumed = (await service.resume(command)).continuation
         live = self._live_urls.get(continuation_id)
         if live is not None:
             notification = to_mcp_elicitation_complete_notification(

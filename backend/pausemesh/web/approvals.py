@@ -26,6 +26,7 @@ from msgspec import UNSET, UnsetType
 from pausemesh.core.errors import InvalidInputError, UnauthenticatedError
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
+from pausemesh.core.resume import NamedApprover, Resume
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.validation import check_id, check_idempotency_key
 from pausemesh.stores.storage import Storage
@@ -162,12 +163,13 @@ class ApprovalController(Controller):
         ):
             msg = "payload does not match the pause's responseSchema"
             raise InvalidInputError(msg, code="INVALID_PAYLOAD", field="payload")
-        outcome = await caller.service.decide_outcome(
-            continuation_id=continuation_id,
-            idempotency_key=key,
-            payload=body.payload,
-            principal=principal,
-            roles=caller.roles,
+        outcome = await caller.service.resume(
+            Resume(
+                continuation_id=continuation_id,
+                idempotency_key=key,
+                payload=body.payload,
+                by=NamedApprover(principal, roles=caller.roles),
+            )
         )
         # The owner's thread continues with it (an exact retry finds nothing left to run).
         caller.owed.poke(outcome)

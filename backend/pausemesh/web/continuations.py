@@ -15,6 +15,7 @@ from litestar.params import HeaderParameter, JSONBody, PathParameter
 
 from pausemesh.core.errors import ProtocolAdapterError, TokenMismatchError
 from pausemesh.core.model import Continuation
+from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.core.validation import check_idempotency_key
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.direct_call import DirectCall
@@ -174,14 +175,13 @@ class ContinuationController(Controller):
         key = check_idempotency_key((idempotency_key or "").strip())
         token = _resume_token(pausemesh_token, authorization, continuation_id)
         await caller.limits.admit_work(caller.principal, request.scope)
-        outcome = await caller.service.resume_outcome(
-            continuation_id=continuation_id,
-            resume_token=token,
-            idempotency_key=key,
-            payload=body.payload,
-            principal=caller.principal,
-            resolved_by=caller.principal,
-            roles=caller.roles,
+        outcome = await caller.service.resume(
+            Resume(
+                continuation_id=continuation_id,
+                idempotency_key=key,
+                payload=body.payload,
+                by=TokenHolder(token, principal=caller.principal, roles=caller.roles),
+            )
         )
         # A pause an AG-UI thread asked, decided here: the thread continues with it.
         caller.owed.poke(outcome)
