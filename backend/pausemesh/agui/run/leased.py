@@ -1,15 +1,19 @@
 """One leased run, phase by phase: resume, ``RUN_STARTED``, the agent, the finish.
 
-1. if the thread has an open interrupt cohort, validate the whole-batch ``resume`` and execute
-   it exactly once (``resume_phase``); a replay of the last closed cohort is validated the same
-   way and answered from the record without running the agent again;
-2. ``RUN_STARTED``, then the agent's events (``pump``), each appended to the thread log (getting
-   its sequence, the SSE ``id``) *before* it is sent;
+1. the run's input is settled on the thread (``ResumePhase``, ``resume_phase.py``): the open
+   cohort's whole-batch ``resume`` validated and executed exactly once; a replay of the last
+   closed cohort validated the same way and answered from the record without running the
+   agent again;
+2. ``RUN_STARTED``, then the agent's events (``AgentPump``, ``pump.py``), each appended to the
+   thread log under the lease (``RunLease``, ``lease.py``: getting its sequence, the SSE ``id``)
+   *before* it is sent;
 3. close what the agent left open; if it paused, the cohort is stored before the interrupting
-   ``RUN_FINISHED`` is sent (``finish``).
+   ``RUN_FINISHED`` is sent (``RunFinish``, ``finish.py``).
 
-Every refusal or failure after the lease is an ``AguiRunError``, turned into the ``RUN_ERROR``
-frame in one place (``frames``); nothing raises out of it except cancellation.
+Each phase is made with the ports and values it uses (from ``RunParts``) and returns what it
+changed; the run keeps its own record. Every refusal or failure after the lease is an
+``AguiRunError``, turned into the ``RUN_ERROR`` frame in one place (``frames``); nothing raises
+out of it except cancellation.
 """
 
 from __future__ import annotations
@@ -28,23 +32,22 @@ from pausemesh.agui.events import (
     RunStartedEvent,
 )
 from pausemesh.agui.input import RunAgentInput
-from pausemesh.agui.run import resume_phase
 from pausemesh.agui.run.finish import RunFinish
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.pump import AgentPump
+from pausemesh.agui.run.resume_phase import ResumePhase
 from pausemesh.agui.run.snapshots import (
     open_interrupts,
     restored,
     typed_messages,
     wire_messages,
 )
-from pausemesh.agui.run.thread_size import check_growth, input_growth
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import encode_frame
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.errors import PauseMeshError
-from pausemesh.core.threads import IssuedCohort, ThreadRecord
+from pausemesh.core.threads import ThreadRecord
 
 __all__ = ("DECIDED_ELSEWHERE_EVENT", "LeasedRun", "decided_elsewhere_event")
 
@@ -69,10 +72,6 @@ def decided_elsewhere_event(decisions: dict[str, Decision]) -> CustomEvent:
             ],
         },
     )
-
-
-def _ids(cohort: IssuedCohort | None) -> set[str]:
-    return set() if cohort is None else set(cohort.interrupt_ids)
 
 
 class LeasedRun:
@@ -133,60 +132,21 @@ class LeasedRun:
     # -- the run --------------------------------------------------------------------------
 
     async def _frames(self) -> AsyncGenerator[bytes, None]:
-        closing: IssuedCohort | None = None
-        decisions: dict[str, Decision] = {}
-        resume = self.input.resume
-        record = self.record
-        answered = {e.interrupt_id for e in resume} if resume else set()
-        closed = record.closed_receipt
-        open_cohort = record.open_receipt
-        if open_cohort is None and closed is not None and closed.lapsed and answered & _ids(closed):
-            # The server closed this cohort when its questions lapsed; the client's answer to
-            # it (a cancel; a resolve is refused as expired) is the run that acknowledges it.
-            open_cohort = closed
-        if closed is not None and answered & _ids(closed) and not answered & _ids(open_cohort):
-            # A resume of the cohort that is already closed: identical → answered from the
-            # record (the agent already acted on it); different → refused by validation.
-            # Decided elsewhere → the stored outcome stands, whatever this resume says.
-            if not closed.decided_elsewhere:
-                plan, _ = await resume_phase.validated(self, closed)
-                await resume_phase.execute(self, plan)
+        record, parts = self.record, self.parts
+        resume = ResumePhase(
+            service=parts.service,
+            clock=parts.clock,
+            schemas=parts.schemas,
+            max_thread_bytes=parts.max_thread_bytes,
+            principal=self.principal,
+            roles=self.roles,
+        )
+        settled = await resume.settle(record, self.input)
+        self.started = True
+        if settled.replayed:
             yield await self._replayed()
             self.outcome = "success"
             return
-        # Measured before anything happens (no resume executed, nothing logged): refused past
-        # PAUSEMESH_MAX_THREAD_BYTES, unless it answers the open cohort and adds nothing.
-        dropped = set() if open_cohort is None else resume_phase.interrupted_tool_calls(open_cohort)
-        added = resume_phase.added_messages(self, dropped)
-        fresh = record.version == 1 and not record.messages
-        check_growth(
-            record.stored_bytes,
-            input_growth(added, self.input.state, first_run=fresh),
-            self.parts.max_thread_bytes,
-            answers_cohort=open_cohort is not None,
-        )
-        elsewhere: dict[str, Decision] = {}
-        if open_cohort is not None:
-            closing = open_cohort
-            continuations = await resume_phase.load_cohort(self, closing)
-            if resume_phase.decided_elsewhere(continuations):
-                # Decided out of band: this run (the server's own, or a client's resume that
-                # arrived first) continues with the stored outcomes; the client's entries, if
-                # any, change nothing.
-                elsewhere = decisions = resume_phase.stored_decisions(continuations)
-                closing = msgspec.structs.replace(closing, decided_elsewhere=True)
-            else:
-                plan, continuations = await resume_phase.validated(self, closing, continuations)
-                await resume_phase.execute(self, plan)
-                decisions = resume_phase.decisions(plan, continuations)
-        elif resume:
-            _log.warning(
-                "ignoring %d resume entries for unknown interrupts on thread %s",
-                len(resume),
-                self.thread_id,
-            )
-
-        self.started = True
         yield await self.lease.emit(
             [
                 RunStartedEvent(
@@ -194,13 +154,9 @@ class LeasedRun:
                 )
             ]
         )
-        if elsewhere:
-            yield await self.lease.emit([decided_elsewhere_event(elsewhere)])
-        # The server's history plus what the client added (``resume_phase.added_messages``).
-        transcript = Transcript(
-            [*record.messages, *added], self.input.state if fresh else record.state
-        )
-        parts = self.parts
+        if settled.elsewhere:
+            yield await self.lease.emit([decided_elsewhere_event(settled.decisions)])
+        transcript = Transcript(settled.messages, settled.state)
         agent = AgentPump(
             agent=parts.agent,
             lease=self.lease,
@@ -209,7 +165,7 @@ class LeasedRun:
             run_timeout_seconds=parts.run_timeout_seconds,
             drain=parts.drain,
         )
-        context = await self._context(transcript, decisions)
+        context = await self._context(transcript, settled.decisions)
         async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
@@ -223,7 +179,9 @@ class LeasedRun:
             principal=self.principal,
             roles=self.roles,
         )
-        finished = await finish.end(record, transcript, agent.pauses, closing, title=agent.title)
+        finished = await finish.end(
+            record, transcript, agent.pauses, settled.closing, title=agent.title
+        )
         self.record = finished.record
         last = await self.lease.emit(finished.events, last=True)
         self.outcome = "interrupt" if agent.pauses else "success"
@@ -251,7 +209,6 @@ class LeasedRun:
 
     async def _replayed(self) -> bytes:
         record = self.record
-        self.started = True
         # If the agent paused again after that resume, the thread's current question stands.
         return await self.lease.emit(
             restored(

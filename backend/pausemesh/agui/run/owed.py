@@ -28,8 +28,8 @@ import uuid
 from enum import Enum
 
 from pausemesh.agui.input import RunAgentInput
-from pausemesh.agui.run import resume_phase
 from pausemesh.agui.run.host import RunHost
+from pausemesh.agui.run.resume_phase import decided_elsewhere
 from pausemesh.core.errors import (
     ContinuationNotFoundError,
     PauseMeshError,
@@ -64,7 +64,7 @@ async def _decided(service: ContinuationService, record: ThreadRecord) -> bool |
             continuations.append(await service.get(continuation_id, principal=record.owner))
         except ContinuationNotFoundError:
             return None
-    return resume_phase.decided_elsewhere(continuations)
+    return decided_elsewhere(continuations)
 
 
 async def _look(host: RunHost, thread_id: str) -> Owed | None:
