@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build
+.PHONY: install demo serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -78,8 +78,11 @@ TEST_WORKERS ?= 3
 test: install lint typecheck browser examples-build  ## every test: lint, types, unit, contract, e2e
 	@# In parallel (one file per worker keeps module fixtures together), then the tests that
 	@# stop shared services alone: they would cut every other worker's PostgreSQL.
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
-	$(BIN)/pytest -m serial
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15
+	$(BIN)/pytest -m serial --durations=5
+
+check: install lint typecheck  ## the inner loop: lint, types, unit and contract tests (no servers started)
+	$(BIN)/pytest -n $(TEST_WORKERS) tests/unit tests/contract -q
 
 unit: install
 	$(BIN)/pytest tests/unit tests/contract
