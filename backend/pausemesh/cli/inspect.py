@@ -19,38 +19,13 @@ from typing import Any
 
 import msgspec
 
+from pausemesh.cli.options import EXIT_REFUSED, EXIT_USAGE, add_store_arguments, settings_from
 from pausemesh.core.errors import StoreError
-from pausemesh.settings import load_settings
+from pausemesh.core.model import public_event
+from pausemesh.core.reducer import replay
+from pausemesh.gateway.inspect import explain, inspect_operation
 
-__all__ = (
-    "add_inspect_arguments",
-    "add_stats_arguments",
-    "add_store_arguments",
-    "run_inspect",
-    "run_stats",
-)
-
-_EXIT_NOT_FOUND = 1
-_EXIT_STORE = 2
-
-
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """The store flags every offline command takes (``inspect``, ``stats``, ``purge``)."""
-    parser.add_argument(
-        "--database-path",
-        help="SQLite file (PAUSEMESH_DATABASE_PATH, default ./data/pausemesh.db)",
-    )
-    parser.add_argument(
-        "--database-url", help="PostgreSQL URL; wins over --database-path (PAUSEMESH_DATABASE_URL)"
-    )
-    parser.add_argument(
-        "--database-schema",
-        help="PostgreSQL schema (PAUSEMESH_DATABASE_SCHEMA, default pausemesh)",
-    )
-    parser.add_argument(
-        "--env-file", default=".env", help="dotenv file to read PAUSEMESH_* from (default .env)"
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+__all__ = ("add_inspect_arguments", "add_stats_arguments", "run_inspect", "run_stats")
 
 
 def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,9 +78,6 @@ async def _thread(storage: Any, thread_id: str) -> dict[str, Any]:
 
 
 async def _continuation(storage: Any, continuation_id: str) -> dict[str, Any]:
-    from pausemesh.core.model import public_event  # noqa: PLC0415 - keeps --version light
-    from pausemesh.core.reducer import replay  # noqa: PLC0415
-
     events = await storage.events.load(continuation_id)
     state = replay(events)
     if state is None:
@@ -117,8 +89,6 @@ async def _continuation(storage: Any, continuation_id: str) -> dict[str, Any]:
 
 
 async def _operation(storage: Any, operation_id: str) -> dict[str, Any]:
-    from pausemesh.gateway.inspect import explain, inspect_operation  # noqa: PLC0415
-
     record = None if storage.operations is None else await storage.operations.get(operation_id)
     if record is None or storage.fencing is None:
         raise _NotFoundError(f"no operation {operation_id!r}")
@@ -134,14 +104,9 @@ async def _operation(storage: Any, operation_id: str) -> dict[str, Any]:
 
 
 def _open_and(args: argparse.Namespace, read: Callable[[Any, Any], Awaitable[Any]]) -> Any:
-    from pausemesh.bootstrap import open_read_only_storage  # noqa: PLC0415 - keeps --version light
+    from pausemesh.bootstrap import open_read_only_storage  # noqa: PLC0415 - the stores load only when opened
 
-    overrides = {
-        "database_path": args.database_path,
-        "database_url": args.database_url,
-        "database_schema": args.database_schema,
-    }
-    settings = load_settings(env_file=args.env_file, overrides=overrides, require_key=False)
+    settings = settings_from(args, require_key=False)
 
     async def main() -> Any:
         storage, stats = await open_read_only_storage(settings)
@@ -154,10 +119,10 @@ def _open_and(args: argparse.Namespace, read: Callable[[Any, Any], Awaitable[Any
         return asyncio.run(main())
     except StoreError as error:
         print(f"pausemesh: cannot read the store ({error.code}): {error}", file=sys.stderr)
-        raise SystemExit(_EXIT_STORE) from None
+        raise SystemExit(EXIT_USAGE) from None
     except _NotFoundError as missing:
         print(f"pausemesh: {missing}", file=sys.stderr)
-        raise SystemExit(_EXIT_NOT_FOUND) from None
+        raise SystemExit(EXIT_REFUSED) from None
 
 
 def _text(value: Any, indent: str = "") -> list[str]:

@@ -12,12 +12,11 @@ import asyncio
 import os
 import sys
 
+from pausemesh.cli.options import EXIT_REFUSED
 from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, POSTGRES_MIGRATIONS, quote_schema
 
 __all__ = ("add_migrate_arguments", "run_migrate")
-
-_EXIT_REFUSED = 1
 
 
 def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +45,7 @@ def run_migrate(args: argparse.Namespace) -> None:
         quote_schema(schema)
     except ValueError as error:
         raise SettingsError(str(error)) from None
-    # Imported here: asyncpg is only needed by this command, not by `pausemesh --version`.
-    from pausemesh.stores.postgres.migrate import grant_runtime_role, migrate  # noqa: PLC0415
+    from pausemesh.stores.postgres.migrate import grant_runtime_role, migrate  # noqa: PLC0415 - asyncpg loads only for this command
 
     try:
         report = asyncio.run(migrate(url, schema=schema))
@@ -56,7 +54,7 @@ def run_migrate(args: argparse.Namespace) -> None:
     except (StoreError, ValueError) as error:
         code = getattr(error, "code", "INVALID_INPUT")
         print(f"pausemesh: migrate refused ({code}): {error}", file=sys.stderr)
-        raise SystemExit(_EXIT_REFUSED) from None
+        raise SystemExit(EXIT_REFUSED) from None
     latest = POSTGRES_MIGRATIONS[-1].version
     if report.applied:
         applied = ", ".join(str(v) for v in report.applied)

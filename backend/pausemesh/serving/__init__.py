@@ -1,1 +1,2 @@
-"""Serving a process: the uvicorn HTTP protocol, process tuning, the drain on stop signals."""
+"""Serving a process: the app under uvicorn (one process or N workers on one port), its
+logging, the HTTP protocol, process tuning and the drain on stop signals."""
