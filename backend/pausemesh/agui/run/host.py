@@ -34,7 +34,7 @@ from pausemesh.agui.run.snapshots import (
     restored_frames,
 )
 from pausemesh.agui.run.tail_reads import SharedReads
-from pausemesh.agui.run.thread_size import DEFAULT_MAX_THREAD_BYTES, check_growth, input_growth
+from pausemesh.agui.run.thread_size import DEFAULT_MAX_THREAD_BYTES, check_growth
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
@@ -264,7 +264,7 @@ class RunHost:
             max_thread_bytes=self.max_thread_bytes,
         )
         run = LeasedRun(parts, record, run_input, principal, lease_id, roles=roles)
-        run.lease.hold()
+        self.leases.hold(run_input.thread_id, lease_id, on_lost=run.lease.lose)
         return run
 
     async def run(
@@ -286,12 +286,14 @@ class RunHost:
             if record is None:
                 # A first run too large for any thread creates none (a thread's later runs are
                 # checked under the lease, ``LeasedRun``).
-                growth = input_growth(
+                check_growth(
+                    0,
                     [msgspec.to_builtins(m) for m in run_input.messages],
                     run_input.state,
+                    self.max_thread_bytes,
                     first_run=True,
+                    answers_cohort=False,
                 )
-                check_growth(0, growth, self.max_thread_bytes, answers_cohort=False)
                 record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
             if record.owner != principal:
                 raise ThreadNotFoundError(thread_id)

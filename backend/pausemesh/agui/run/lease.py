@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pausemesh.agui.events import Event, encode_event
 from pausemesh.agui.run_error import AguiRunError
@@ -25,26 +26,19 @@ _LEASE_LOST = "This run lost its lease on the thread (another run took it) and s
 _log = logging.getLogger("pausemesh.agui")
 
 
+@dataclass(slots=True, kw_only=True, eq=False)
 class RunLease:
-    """The lease ``lease_id`` on ``thread_id`` that run ``run_id`` holds."""
+    """The lease ``lease_id`` on ``thread_id`` that run ``run_id`` holds; ``keeper`` renews it
+    (calling ``lose`` when it finds it taken), ``threads`` takes the run's writes."""
 
-    def __init__(
-        self,
-        *,
-        keeper: LeaseKeeper,
-        threads: ThreadStore,
-        thread_id: str,
-        run_id: str,
-        lease_id: str,
-    ) -> None:
-        self._keeper = keeper
-        self._threads = threads
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.lease_id = lease_id
-        self._lost = False
-        self._released = False
-        self._stops: list[Callable[[], None]] = []
+    keeper: LeaseKeeper
+    threads: ThreadStore
+    thread_id: str
+    run_id: str
+    lease_id: str
+    _lost: bool = field(default=False, init=False)
+    _released: bool = field(default=False, init=False)
+    _stops: list[Callable[[], None]] = field(default_factory=list, init=False)
 
     @property
     def lost(self) -> bool:
@@ -55,10 +49,6 @@ class RunLease:
     def released(self) -> bool:
         """Whether the run's last write gave the lease back with its last events."""
         return self._released
-
-    def hold(self) -> None:
-        """Have the keeper renew the lease from now on; a lost lease stops the run at once."""
-        self._keeper.hold(self.thread_id, self.lease_id, on_lost=self.lose)
 
     def lose(self) -> None:
         """The keeper found the lease gone: stop the agent now, write nothing more."""
@@ -98,8 +88,8 @@ class RunLease:
         if last:
             # Renewals stop first: one racing the write would find the lease gone and take
             # the run for one that lost it.
-            self._keeper.drop(self.thread_id, self.lease_id)
-        sequences = await self._threads.append_events(
+            self.keeper.drop(self.thread_id, self.lease_id)
+        sequences = await self.threads.append_events(
             self.thread_id,
             lease_id=self.lease_id,
             run_id=self.run_id,
@@ -114,4 +104,4 @@ class RunLease:
         """Give the lease back unless the run's last write did (a run that ended early, or
         whose client went away); runs even in a cancelled scope."""
         if not self._released:
-            await self._keeper.release(self.thread_id, self.lease_id)
+            await self.keeper.release(self.thread_id, self.lease_id)

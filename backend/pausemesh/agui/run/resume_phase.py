@@ -30,7 +30,7 @@ from pausemesh.agui.events import ToolMessage
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.resume import CancelCommand, ResumePlan, validate_resume
 from pausemesh.agui.run.snapshots import cohort_interrupts
-from pausemesh.agui.run.thread_size import check_growth, input_growth
+from pausemesh.agui.run.thread_size import check_growth
 from pausemesh.agui.run_error import REPLAY_CONFLICT, RESUME_EXPIRED, AguiRunError
 from pausemesh.core.approvers import may_decide, parse_approver
 from pausemesh.core.errors import (
@@ -122,8 +122,10 @@ class ResumePhase:
         fresh = record.version == 1 and not record.messages
         check_growth(
             record.stored_bytes,
-            input_growth(added, run_input.state, first_run=fresh),
+            added,
+            run_input.state,
             self.max_thread_bytes,
+            first_run=fresh,
             answers_cohort=open_cohort is not None,
         )
         messages = [*record.messages, *added]

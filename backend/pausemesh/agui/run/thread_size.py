@@ -27,7 +27,7 @@ import msgspec
 
 from pausemesh.agui.run_error import THREAD_TOO_LARGE, AguiRunError
 
-__all__ = ("DEFAULT_MAX_THREAD_BYTES", "check_growth", "input_growth")
+__all__ = ("DEFAULT_MAX_THREAD_BYTES", "check_growth")
 
 DEFAULT_MAX_THREAD_BYTES: Final = 8 * 1024 * 1024
 # Each element of a stored message list is followed by ",\n" (``core/large_json.py``).
@@ -36,19 +36,25 @@ _SEPARATOR_BYTES: Final = 2
 _EMPTY_STATE_BYTES: Final = 2
 
 
-def input_growth(added: Sequence[Any], state: Any = None, *, first_run: bool = False) -> int:
-    """The bytes the run's input adds to the stored record: ``added`` messages (as stored) and,
-    on the ``first_run``, ``state`` in place of the empty one. Encoding is bounded by the
-    request body's limit, never by the thread's length."""
+def check_growth(
+    stored: int,
+    added: Sequence[Any],
+    state: Any,
+    limit: int,
+    *,
+    first_run: bool,
+    answers_cohort: bool,
+) -> None:
+    """``AguiRunError`` ``THREAD_TOO_LARGE`` when the run's input would grow the record's
+    ``stored`` bytes past ``limit`` (see the module docstring; a run answering a cohort that adds
+    nothing always passes).
+
+    The input adds the ``added`` messages (as stored) and, on the ``first_run``, ``state`` in
+    place of the empty one. Encoding is bounded by the request body's limit, never by the
+    thread's length."""
     growth = sum(len(msgspec.json.encode(m)) + _SEPARATOR_BYTES for m in added)
     if first_run:
         growth += len(msgspec.json.encode(state)) - _EMPTY_STATE_BYTES
-    return growth
-
-
-def check_growth(stored: int, growth: int, limit: int, *, answers_cohort: bool) -> None:
-    """``AguiRunError`` ``THREAD_TOO_LARGE`` when ``stored + growth`` passes ``limit`` (see the
-    module docstring; a run answering a cohort that adds nothing always passes)."""
     if stored + growth <= limit or (answers_cohort and growth <= 0):
         return
     message = (
