@@ -7,5 +7,5 @@ agent sees), ``dispatcher`` (the ``Gateway``), ``reconcile`` (terms, and answers
 record), ``inspect`` and ``inspect_tools`` (status/why), ``results`` (the status vocabulary),
 ``server`` (the MCP server), ``mcp_compose`` (that server with a person's approval through
 MCP pauses, as both transports run it). The Litestar mount is ``pausemesh.web.gateway_mount``,
-the commands ``pausemesh.cli.gateway``; see docs/gateway.md.
+the commands ``pausemesh.cli.gateway`` and ``pausemesh.cli.ops``; see docs/gateway.md.
 """
