@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from pausemesh import __version__
+from tests.support.loaded_frameworks import MARKER
 from tests.support.server import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -27,6 +29,41 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         env=env,
         check=False,
     )
+
+
+def _run_watched(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``pausemesh <args>`` and the Litestar and ``pausemesh.web`` modules it loaded."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.support.loaded_frameworks", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    (report,) = (line for line in result.stderr.splitlines() if line.startswith(MARKER))
+    loaded: list[str] = json.loads(report.removeprefix(MARKER))
+    return result, loaded
+
+
+def test_version_and_the_offline_commands_load_no_web_framework(tmp_path: Path) -> None:
+    database = ["--database-path", str(tmp_path / "offline.db")]
+    keys = ["--file", str(tmp_path / "keys.json")]
+    commands = [
+        (["--version"], 0, f"pausemesh {__version__}"),
+        (["purge", "--older-than", "30", "--dry-run", *database], 0, "would erase 0 threads"),
+        (["stats", "--json", *database], 0, "{"),
+        (["inspect", "thread", "no-such-thread", *database], 1, ""),
+        (["ops", "list", "--domain", "demo.flight-bookings", *database], 0, "[]"),
+        (["keys", "create", "--principal", "alice", *keys], 0, "pmk_"),
+        (["keys", "list", *keys], 0, "principal=key:alice"),
+        (["migrate"], 2, ""),
+    ]
+    for args, code, printed in commands:
+        result, loaded = _run_watched(*args)
+        assert (result.returncode, loaded) == (code, []), (args, result.stderr)
+        assert printed in result.stdout, (args, result.stdout)
+        assert "Traceback" not in result.stderr, args
 
 
 def test_version_prints_the_package_version() -> None:
