@@ -100,9 +100,9 @@ async def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _serve_stdio(args: argparse.Namespace, settings: Settings) -> None:
-    from pausemesh.bootstrap import open_runtime  # noqa: PLC0415
-    from pausemesh.gateway.dispatcher import Gateway  # noqa: PLC0415
-    from pausemesh.gateway.mcp_compose import build_gateway_server  # noqa: PLC0415
+    from pausemesh.bootstrap import open_runtime  # noqa: PLC0415 - the stores load only when opened
+    from pausemesh.gateway.dispatcher import Gateway  # noqa: PLC0415 - the MCP SDK loads only to serve
+    from pausemesh.gateway.mcp_compose import build_gateway_server  # noqa: PLC0415 - the MCP SDK loads only to serve
 
     async def main() -> None:
         config, lock = await _load(args)
