@@ -31,6 +31,14 @@ from pausemesh.core.model import (
 )
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.resume import (
+    Decider,
+    NamedApprover,
+    OperationWatcher,
+    Resume,
+    TokenHolder,
+    TrustedHost,
+)
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.observability.observer import CollectingObserver, LoggingObserver, NoopObserver
@@ -50,6 +58,7 @@ __all__ = (
     "ContinuationResumed",
     "ContinuationService",
     "CreatedContinuation",
+    "Decider",
     "EventStore",
     "IdempotencyConflictError",
     "InvalidInputError",
@@ -57,18 +66,23 @@ __all__ = (
     "KeyedTokenIssuer",
     "LoggingObserver",
     "ManualClock",
+    "NamedApprover",
     "NoopObserver",
     "Observer",
+    "OperationWatcher",
     "PauseMeshError",
     "ProtocolAdapterError",
     "PublicEvent",
     "RandomTokenIssuer",
+    "Resume",
     "ResumeOutcome",
     "StoreError",
     "SystemClock",
     "TokenAlreadyUsedError",
+    "TokenHolder",
     "TokenIssuer",
     "TokenMismatchError",
+    "TrustedHost",
     "UnsupportedSchemaVersionError",
     "VersionConflictError",
     "apply_event",

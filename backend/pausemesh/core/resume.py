@@ -24,14 +24,47 @@ Every kind records who decided (``resolved_by``: the principal, or ``operation:<
 (``ResumeOutcome.continues_thread``).
 
 The service always answers with the ``ResumeOutcome``: the envelope is its ``continuation``.
+
+Below the values, the path every resume takes (``resume``): the checks, the load as the decider
+may see it, the token, the four-eyes rules, expiry, then the exactly-once append or the stored
+outcome of an exact retry; and what an approver sees (``approver_view``, ``pending_for``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
-from pausemesh.core.approvers import Approver, caller_entries
+from pausemesh.core.approvers import Approver, caller_entries, is_requester, may_decide, names_any
+from pausemesh.core.canonical import canonical_json
+from pausemesh.core.errors import (
+    ContinuationCancelledError,
+    ContinuationExpiredError,
+    ContinuationNotFoundError,
+    IdempotencyConflictError,
+    NotAnApproverError,
+    PauseMeshError,
+    StoreError,
+    TokenAlreadyUsedError,
+    TokenMismatchError,
+    VersionConflictError,
+)
+from pausemesh.core.model import (
+    CONTINUATION_SCHEMA_VERSION,
+    Continuation,
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationResumed,
+    ResumeOutcome,
+)
+from pausemesh.core.streams import MAX_ATTEMPTS, LoadedStream, Streams
+from pausemesh.core.tokens import KeyedTokenIssuer, tokens_match
+from pausemesh.core.validation import check_id, check_idempotency_key, check_payload
+from pausemesh.observability.observations import ContinuationRejectedObservation
+from pausemesh.observability.observer import observe_safely
+from pausemesh.observability.telemetry import RESUMES, count, span
 
 __all__ = (
     "Decider",
@@ -40,6 +73,9 @@ __all__ = (
     "Resume",
     "TokenHolder",
     "TrustedHost",
+    "approver_view",
+    "pending_for",
+    "resume",
 )
 
 
@@ -100,8 +136,8 @@ _NOT_A_DECIDER = (
 )
 
 
-class Terms(NamedTuple):
-    """What a decider means to the resume path (``ContinuationService.resume``)."""
+class _Terms(NamedTuple):
+    """What a decider means to the resume path."""
 
     token: str | None
     """The token to compare; None: re-derive the keyed one from the ``created`` event."""
@@ -114,17 +150,221 @@ class Terms(NamedTuple):
     """Decided from outside the conversation: the decision continues the thread (keyed)."""
 
 
-def terms_of(by: Decider) -> Terms:
+def _terms_of(by: Decider) -> _Terms:
     """The terms of a resume ``by`` this decider (``TypeError`` for anything else)."""
     match by:
         case TokenHolder(token=token, principal=principal, roles=roles):
-            return Terms(token, principal, roles, None, principal, out_of_band=True)
+            return _Terms(token, principal, roles, None, principal, out_of_band=True)
         case TrustedHost(principal=principal, roles=roles):
-            return Terms(None, principal, roles, None, principal, out_of_band=False)
+            return _Terms(None, principal, roles, None, principal, out_of_band=False)
         case NamedApprover(principal=principal, roles=roles):
             entries = caller_entries(principal, roles)
-            return Terms(None, principal, roles, entries, principal, out_of_band=True)
+            return _Terms(None, principal, roles, entries, principal, out_of_band=True)
         case OperationWatcher(operation_id=operation_id):
             approver = Approver.operation(operation_id)
-            return Terms(None, None, frozenset(), (approver,), approver.text, out_of_band=True)
+            return _Terms(None, None, frozenset(), (approver,), approver.text, out_of_band=True)
     raise TypeError(_NOT_A_DECIDER.format(type(by).__name__))
+
+
+# -- the path of a resume -----------------------------------------------------------------
+
+
+async def resume(
+    command: Resume, *, streams: Streams, keyed_issuer: KeyedTokenIssuer | None
+) -> ResumeOutcome:
+    """Resume exactly once (``ContinuationService.resume``); every refusal is counted by code."""
+    terms = _terms_of(command.by)
+    continuation_id = command.continuation_id
+    with span(
+        "continuation.resume", continuation_id=continuation_id, trusted=terms.token is None
+    ) as current:
+        try:
+            outcome = await _resume(
+                streams,
+                keyed_issuer,
+                continuation_id,
+                command.idempotency_key,
+                command.payload,
+                terms,
+            )
+        except PauseMeshError as error:
+            count(RESUMES, error.code)
+            raise
+        count(RESUMES, "OK")
+        current.set_attribute("pausemesh.version", outcome.continuation.version)
+        return outcome
+
+
+async def _resume(  # noqa: PLR0917 - the command's fields, unpacked once by resume
+    streams: Streams,
+    keyed_issuer: KeyedTokenIssuer | None,
+    continuation_id: str,
+    idempotency_key: str,
+    payload: Any,
+    terms: _Terms,
+) -> ResumeOutcome:
+    """``terms.token`` None: re-derive the keyed token from the ``created`` event loaded here
+    (one load, not one to find the token and one to resume)."""
+    check_id(continuation_id)
+    check_idempotency_key(idempotency_key)
+    check_payload(payload)
+    for _ in range(MAX_ATTEMPTS):
+        if terms.approving is None:
+            loaded = await streams.load_owned(continuation_id, terms.principal)
+        else:
+            loaded = await _load_as_approver(
+                streams, continuation_id, terms.principal, terms.approving
+            )
+        events, created, state = loaded
+        token = _derived_token(keyed_issuer, created) if terms.token is None else terms.token
+        # Authenticate before revealing anything about the state.
+        if not tokens_match(token, created.resume_token_hash):
+            observe_safely(
+                streams.observer,
+                ContinuationRejectedObservation(
+                    continuation_id=continuation_id,
+                    observed_at=streams.clock.now(),
+                    code="TOKEN_MISMATCH",
+                ),
+            )
+            raise TokenMismatchError(continuation_id)
+        # An approver was let in by the load; the owner (or whoever holds the token) meets the
+        # approvers here, after the token and before anything is said.
+        if (
+            terms.approving is None
+            and created.approvers
+            and not may_decide(
+                created.approvers,
+                owner=created.owner,
+                principal=terms.principal,
+                roles=terms.roles,
+                allow_requester=created.allow_requester,
+            )
+        ):
+            raise NotAnApproverError(continuation_id)
+        if state.status == "pending":
+            try:
+                state = await streams.expire_if_due(state)
+            except VersionConflictError:
+                continue
+        if state.status != "pending":
+            settled = _settled(state, idempotency_key, payload)
+            # An exact retry: the thread the stored decision continues, as the first time.
+            return ResumeOutcome(continuation=settled, continues_thread=_continues(events))
+        event = ContinuationResumed(
+            schema_version=CONTINUATION_SCHEMA_VERSION,
+            continuation_id=continuation_id,
+            version=state.version + 1,
+            occurred_at=streams.clock.now(),
+            idempotency_key=idempotency_key,
+            resume_payload=payload,
+            resolved_by=terms.resolved_by,
+            continues_thread=(
+                created.correlation_id
+                if terms.out_of_band and created.token_key_id is not None
+                else None
+            ),
+        )
+        try:
+            resumed = await streams.append(state, event)
+        except VersionConflictError:
+            # Lost a race: reload and report what won (replay, used, cancelled, expired).
+            continue
+        return ResumeOutcome(continuation=resumed, continues_thread=event.continues_thread)
+    msg = "resume did not settle; the store keeps changing under it"
+    raise StoreError(msg, code="STORE_CONTENTION")
+
+
+def _settled(state: Continuation, idempotency_key: str, payload: Any) -> Continuation:
+    """A settled continuation's answer to a resume: the stored envelope for an exact retry,
+    otherwise the error that says what settled it."""
+    if state.status == "resumed":
+        if state.idempotency_key != idempotency_key:
+            raise TokenAlreadyUsedError(state.continuation_id)
+        # Canonical text only here: a first resume never needs it (checked above).
+        if canonical_json(state.resume_payload) != canonical_json(payload):
+            raise IdempotencyConflictError(state.continuation_id)
+        return state
+    if state.status == "cancelled":
+        raise ContinuationCancelledError(state.continuation_id)
+    raise ContinuationExpiredError(state.continuation_id)
+
+
+def _derived_token(keyed_issuer: KeyedTokenIssuer | None, created: ContinuationCreated) -> str:
+    """The keyed token of ``created``; "" (which never matches) for a random-token one."""
+    if keyed_issuer is None or created.token_key_id is None or created.token_nonce is None:
+        return ""
+    return keyed_issuer.derive(created.continuation_id, created.token_key_id, created.token_nonce)
+
+
+def _continues(events: Sequence[ContinuationEvent]) -> str | None:
+    """The thread the stored decision among ``events`` continues (None: none, or no decision)."""
+    for event in events:
+        if isinstance(event, ContinuationResumed):
+            return event.continues_thread
+    return None
+
+
+# -- what an approver sees (four-eyes approvals) -------------------------------------------
+
+
+async def _load_as_approver(
+    streams: Streams,
+    continuation_id: str,
+    principal: str | None,
+    approving: tuple[Approver, ...],
+) -> LoadedStream:
+    """The stream as seen by the caller named by ``approving`` (its approver entries): only
+    those who may decide it see it.
+
+    Its owner (who knows the pause exists) is told ``NotAnApproverError`` unless the pause
+    allows the requester and names them; anyone else who may not decide it is told it does
+    not exist."""
+    loaded = await streams.load(continuation_id)
+    created = loaded.created
+    if not created.approvers:
+        raise ContinuationNotFoundError(continuation_id)
+    requester = is_requester(created.owner, principal)
+    if requester and not created.allow_requester:
+        raise NotAnApproverError(continuation_id)
+    if not names_any(created.approvers, approving):
+        if requester:
+            raise NotAnApproverError(continuation_id)
+        raise ContinuationNotFoundError(continuation_id)
+    return loaded
+
+
+async def approver_view(
+    streams: Streams,
+    continuation_id: str,
+    principal: str | None,
+    approving: tuple[Approver, ...],
+) -> Continuation:
+    """The continuation as the caller named by ``approving`` sees it, expired first if due."""
+    check_id(continuation_id)
+    return await streams.current(
+        partial(_load_as_approver, streams, continuation_id, principal, approving)
+    )
+
+
+async def pending_for(
+    streams: Streams,
+    principal: str | None,
+    approving: tuple[Approver, ...],
+    *,
+    before: str | None,
+    limit: int,
+) -> list[Continuation]:
+    """Pending continuations the caller named by ``approving`` may decide, newest first."""
+    ids = await streams.store.pending_for_approvers(
+        approving, now=streams.clock.now(), before=before, limit=limit
+    )
+    out: list[Continuation] = []
+    for continuation_id in ids:
+        try:
+            state = await approver_view(streams, continuation_id, principal, approving)
+        except (ContinuationNotFoundError, NotAnApproverError):
+            continue  # the index's candidates are checked against the typed entries
+        if state.is_pending:
+            out.append(state)
+    return out

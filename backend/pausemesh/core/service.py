@@ -1,6 +1,9 @@
 """``ContinuationService``: the one place the continuation lifecycle is decided.
 
-Every router (REST, AG-UI, MCP, A2A) goes through this class; stores only persist.
+Every router (REST, AG-UI, MCP, A2A) goes through this class; stores only persist. Here:
+create, the reads, cancel and the sweeper; a resume (one command, who decides it and how) and
+what an approver sees are in ``core/resume.py``; loading, appending and expiring a stream in
+``core/streams.py``.
 Semantics: docs/architecture.md, "The lifecycle in one paragraph", and docs/http-api.md,
 "Resume"; what they improve on the TypeScript reference: docs/adr/0001-continuation-log.md.
 """
@@ -9,30 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
-from pausemesh.core.approvers import (
-    Approver,
-    caller_entries,
-    check_approvers,
-    is_requester,
-    may_decide,
-    names_any,
-)
-from pausemesh.core.canonical import canonical_json
+from pausemesh.core.approvers import Approver, caller_entries, check_approvers
 from pausemesh.core.clock import SystemClock
 from pausemesh.core.errors import (
-    ContinuationCancelledError,
     ContinuationExpiredError,
-    ContinuationNotFoundError,
-    IdempotencyConflictError,
     InvalidInputError,
     InvalidTransitionError,
-    NotAnApproverError,
-    PauseMeshError,
     StoreError,
-    TokenAlreadyUsedError,
-    TokenMismatchError,
     VersionConflictError,
 )
 from pausemesh.core.ids import uuid7
@@ -41,9 +30,6 @@ from pausemesh.core.model import (
     Continuation,
     ContinuationCancelled,
     ContinuationCreated,
-    ContinuationEvent,
-    ContinuationExpired,
-    ContinuationResumed,
     CreatedContinuation,
     PublicEvent,
     ResumeOutcome,
@@ -51,38 +37,24 @@ from pausemesh.core.model import (
 )
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
-from pausemesh.core.resume import Resume, Terms, terms_of
-from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer, tokens_match
+from pausemesh.core.resume import Resume, approver_view, pending_for, resume
+from pausemesh.core.streams import MAX_ATTEMPTS, LoadedStream, Streams
+from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.core.validation import (
     check_aware,
     check_expected_version,
     check_id,
-    check_idempotency_key,
     check_metadata,
     check_payload,
     check_reason,
     check_routable_id,
 )
-from pausemesh.observability.observations import (
-    ContinuationCreatedObservation,
-    ContinuationRejectedObservation,
-    ContinuationTransitionedObservation,
-)
+from pausemesh.observability.observations import ContinuationCreatedObservation
 from pausemesh.observability.observer import NoopObserver, observe_safely
-from pausemesh.observability.telemetry import (
-    CONTINUATIONS_CREATED,
-    EXPIRIES,
-    EXPIRY_LAG_SECONDS,
-    RESUMES,
-    count,
-    observe,
-    span,
-)
+from pausemesh.observability.telemetry import CONTINUATIONS_CREATED, count, span
 
 __all__ = ("DEFAULT_MAX_PAUSE_TTL_SECONDS", "MAX_PAUSE_TTL_SECONDS", "ContinuationService")
 
-# A stream has at most two events, so a handful of CAS retries always settles.
-_MAX_ATTEMPTS = 5
 _MIN_TTL_SECONDS = 1
 _MAX_TTL_SECONDS = 60 * 60 * 24 * 365
 DEFAULT_MAX_PAUSE_TTL_SECONDS = 60 * 60 * 24 * 90
@@ -117,14 +89,29 @@ class ContinuationService:
                 f"token_ttl_seconds must be between {_MIN_TTL_SECONDS} and {max_pause_ttl_seconds}"
             )
             raise ValueError(msg)
-        self.store = store
-        self.clock = clock or SystemClock()
+        self._streams = Streams(store, clock or SystemClock(), observer or NoopObserver())
         self.token_issuer = token_issuer or RandomTokenIssuer()
         self.keyed_issuer = keyed_issuer
-        self.observer = observer or NoopObserver()
         self.token_ttl = timedelta(seconds=token_ttl_seconds)
         self.max_pause_ttl = timedelta(seconds=max_pause_ttl_seconds)
         self._new_id = id_factory or uuid7
+
+    @property
+    def store(self) -> EventStore:
+        return self._streams.store
+
+    @property
+    def clock(self) -> Clock:
+        return self._streams.clock
+
+    @property
+    def observer(self) -> Observer:
+        return self._streams.observer
+
+    @observer.setter
+    def observer(self, observer: Observer) -> None:
+        # A host wraps the observer after construction (the MCP task feed's status hints).
+        self._streams.observer = observer
 
     def check_expiry(self, expires_at: object, now: datetime) -> datetime:
         """``expires_at`` if it is a deadline a pause may have at ``now``: timezone-aware,
@@ -267,109 +254,29 @@ class ContinuationService:
 
     # -- read -------------------------------------------------------------------------
 
-    async def _load(
-        self,
-        continuation_id: str,
-        principal: str | None,
-        *,
-        approving: tuple[Approver, ...] | None = None,
-    ) -> tuple[Sequence[ContinuationEvent], Continuation]:
-        """``approving`` set (the approver entries naming the caller): load as an approver,
-        seen only by those who may decide it; otherwise as the owner.
-
-        As an approver, its owner (who knows the pause exists) is told ``NotAnApproverError``
-        unless the pause allows the requester and names them; anyone else who may not decide
-        it is told it does not exist."""
-        events = await self.store.load(continuation_id)
-        state = replay(events)
-        created = events[0] if events else None
-        if state is None or not isinstance(created, ContinuationCreated):
-            raise ContinuationNotFoundError(continuation_id)
-        if approving is not None:
-            if not created.approvers:
-                raise ContinuationNotFoundError(continuation_id)
-            requester = is_requester(created.owner, principal)
-            if requester and not created.allow_requester:
-                raise NotAnApproverError(continuation_id)
-            if not names_any(created.approvers, approving):
-                if requester:
-                    raise NotAnApproverError(continuation_id)
-                raise ContinuationNotFoundError(continuation_id)
-            return events, state
-        # Another principal's continuation does not exist, as far as the caller can tell.
-        if isinstance(state.owner, str) and state.owner != principal:
-            raise ContinuationNotFoundError(continuation_id)
-        return events, state
+    async def _load(self, continuation_id: str, principal: str | None) -> LoadedStream:
+        return await self._streams.load_owned(continuation_id, principal)
 
     async def get(self, continuation_id: str, *, principal: str | None = None) -> Continuation:
         """Current state; a pending continuation past its deadline is expired first."""
         check_id(continuation_id)
-        for _ in range(_MAX_ATTEMPTS):
-            _, state = await self._load(continuation_id, principal)
-            try:
-                return await self._expire_if_due(state)
-            except VersionConflictError:
-                continue
-        return (await self._load(continuation_id, principal))[1]
+        return await self._streams.current(partial(self._load, continuation_id, principal))
 
     async def history(
         self, continuation_id: str, *, principal: str | None = None
     ) -> list[PublicEvent]:
         """The raw event stream without the token hash or token-derivation data."""
         check_id(continuation_id)
-        events, _ = await self._load(continuation_id, principal)
-        return [public_event(event) for event in events]
+        loaded = await self._load(continuation_id, principal)
+        return [public_event(event) for event in loaded.events]
 
     async def created_event(
         self, continuation_id: str, *, principal: str | None = None
     ) -> ContinuationCreated:
         """The ``created`` event, for trusted in-process hosts (it holds the token hash)."""
-        events, _ = await self._load(check_id(continuation_id), principal)
-        first = events[0]
-        assert isinstance(first, ContinuationCreated)  # noqa: S101 - _load guarantees it
-        return first
+        return (await self._load(check_id(continuation_id), principal)).created
 
     # -- transitions --------------------------------------------------------------------
-
-    async def _append(self, state: Continuation, event: ContinuationEvent) -> Continuation:
-        await self.store.append(state.continuation_id, state.version, [event])
-        new_state = apply_event(state, event)
-        observe_safely(
-            self.observer,
-            ContinuationTransitionedObservation(
-                continuation_id=state.continuation_id,
-                observed_at=event.occurred_at,
-                version=new_state.version,
-                status=new_state.status,
-                correlation_id=state.correlation_id,
-            ),
-        )
-        return new_state
-
-    async def _expire_if_due(self, state: Continuation, *, by: str = "read") -> Continuation:
-        """Append ``expired`` when a pending deadline has passed (raises on a lost race).
-
-        ``by``: who noticed (``sweeper``, or ``read`` for a read, resume or cancel).
-        """
-        now = self.clock.now()
-        if state.status != "pending" or now < state.expires_at:
-            return state
-        event = ContinuationExpired(
-            schema_version=CONTINUATION_SCHEMA_VERSION,
-            continuation_id=state.continuation_id,
-            version=state.version + 1,
-            occurred_at=now,
-        )
-        with span(
-            "continuation.expire",
-            continuation_id=state.continuation_id,
-            version=event.version,
-            by=by,
-        ):
-            expired = await self._append(state, event)
-        count(EXPIRIES, by)
-        observe(EXPIRY_LAG_SECONDS, (now - state.expires_at).total_seconds())
-        return expired
 
     async def resume(self, command: Resume) -> ResumeOutcome:
         """Resume exactly once, as ``command.by`` decides (``core/resume.py``): an exact retry
@@ -379,31 +286,16 @@ class ContinuationService:
         continues that thread at once and only then (an exact retry reports it again); its
         ``continuation`` is the envelope.
         """
-        terms = terms_of(command.by)
-        return await self._resume(
-            command.continuation_id, command.idempotency_key, command.payload, terms
-        )
+        return await resume(command, streams=self._streams, keyed_issuer=self.keyed_issuer)
 
     async def get_for_approver(
         self, continuation_id: str, *, principal: str, roles: frozenset[str] = frozenset()
     ) -> Continuation:
         """The continuation as one of its approvers sees it (404 for anyone else; its owner
         gets ``NotAnApproverError`` unless allowed and named)."""
-        return await self._approver_view(
-            continuation_id, principal, caller_entries(principal, roles)
+        return await approver_view(
+            self._streams, continuation_id, principal, caller_entries(principal, roles)
         )
-
-    async def _approver_view(
-        self, continuation_id: str, principal: str | None, approving: tuple[Approver, ...]
-    ) -> Continuation:
-        check_id(continuation_id)
-        for _ in range(_MAX_ATTEMPTS):
-            _, state = await self._load(continuation_id, principal, approving=approving)
-            try:
-                return await self._expire_if_due(state)
-            except VersionConflictError:
-                continue
-        return (await self._load(continuation_id, principal, approving=approving))[1]
 
     async def pending_approvals(
         self,
@@ -416,8 +308,8 @@ class ContinuationService:
         """Pending continuations ``principal`` may decide, newest first, after ``before`` (a
         continuation id: the previous page's last), at most ``limit``. Its own requests are
         not among them (unless a pause allows the requester)."""
-        return await self._pending(
-            principal, caller_entries(principal, roles), before=before, limit=limit
+        return await pending_for(
+            self._streams, principal, caller_entries(principal, roles), before=before, limit=limit
         )
 
     async def pending_operation_waits(
@@ -426,138 +318,7 @@ class ContinuationService:
         """Pending continuations that name ``Approver.operation(operation_id)``, newest first:
         what an ``OperationWatcher`` may decide once the operation's outcome is known."""
         approving = (Approver.operation(operation_id),)
-        return await self._pending(None, approving, before=before, limit=limit)
-
-    async def _pending(
-        self,
-        principal: str | None,
-        approving: tuple[Approver, ...],
-        *,
-        before: str | None,
-        limit: int,
-    ) -> list[Continuation]:
-        ids = await self.store.pending_for_approvers(
-            approving, now=self.clock.now(), before=before, limit=limit
-        )
-        out: list[Continuation] = []
-        for continuation_id in ids:
-            try:
-                state = await self._approver_view(continuation_id, principal, approving)
-            except (ContinuationNotFoundError, NotAnApproverError):
-                continue  # the index's candidates are checked against the typed entries
-            if state.is_pending:
-                out.append(state)
-        return out
-
-    async def _resume(
-        self, continuation_id: str, idempotency_key: str, payload: Any, terms: Terms
-    ) -> ResumeOutcome:
-        with span(
-            "continuation.resume", continuation_id=continuation_id, trusted=terms.token is None
-        ) as current:
-            try:
-                outcome = await self._resume_checked(
-                    continuation_id, idempotency_key, payload, terms
-                )
-            except PauseMeshError as error:
-                count(RESUMES, error.code)
-                raise
-            count(RESUMES, "OK")
-            current.set_attribute("pausemesh.version", outcome.continuation.version)
-            return outcome
-
-    async def _resume_checked(
-        self, continuation_id: str, idempotency_key: str, payload: Any, terms: Terms
-    ) -> ResumeOutcome:
-        """``terms.token`` None: re-derive the keyed token from the ``created`` event loaded
-        here (one load, not one to find the token and one to resume)."""
-        check_id(continuation_id)
-        check_idempotency_key(idempotency_key)
-        check_payload(payload)
-        for _ in range(_MAX_ATTEMPTS):
-            events, state = await self._load(
-                continuation_id, terms.principal, approving=terms.approving
-            )
-            created = events[0]
-            assert isinstance(created, ContinuationCreated)  # noqa: S101 - _load guarantees it
-            token = self._derived_token(created) if terms.token is None else terms.token
-            # Authenticate before revealing anything about the state.
-            if not tokens_match(token, created.resume_token_hash):
-                observe_safely(
-                    self.observer,
-                    ContinuationRejectedObservation(
-                        continuation_id=continuation_id,
-                        observed_at=self.clock.now(),
-                        code="TOKEN_MISMATCH",
-                    ),
-                )
-                raise TokenMismatchError(continuation_id)
-            # As an approver, ``_load`` decided it; otherwise the owner (or whoever holds the
-            # token) meets the approvers here, after the token and before anything is said.
-            if (
-                terms.approving is None
-                and created.approvers
-                and not may_decide(
-                    created.approvers,
-                    owner=created.owner,
-                    principal=terms.principal,
-                    roles=terms.roles,
-                    allow_requester=created.allow_requester,
-                )
-            ):
-                raise NotAnApproverError(continuation_id)
-            if state.status == "pending":
-                try:
-                    state = await self._expire_if_due(state)
-                except VersionConflictError:
-                    continue
-            if state.status != "pending":
-                settled = self._settled_resume(state, idempotency_key, payload)
-                # An exact retry: the thread the stored decision continues, as the first time.
-                return ResumeOutcome(continuation=settled, continues_thread=_continues(events))
-            event = ContinuationResumed(
-                schema_version=CONTINUATION_SCHEMA_VERSION,
-                continuation_id=continuation_id,
-                version=state.version + 1,
-                occurred_at=self.clock.now(),
-                idempotency_key=idempotency_key,
-                resume_payload=payload,
-                resolved_by=terms.resolved_by,
-                continues_thread=(
-                    created.correlation_id
-                    if terms.out_of_band and created.token_key_id is not None
-                    else None
-                ),
-            )
-            try:
-                resumed = await self._append(state, event)
-            except VersionConflictError:
-                # Lost a race: reload and report what won (replay, used, cancelled, expired).
-                continue
-            return ResumeOutcome(continuation=resumed, continues_thread=event.continues_thread)
-        msg = "resume did not settle; the store keeps changing under it"
-        raise StoreError(msg, code="STORE_CONTENTION")
-
-    @staticmethod
-    def _settled_resume(state: Continuation, idempotency_key: str, payload: Any) -> Continuation:
-        if state.status == "resumed":
-            if state.idempotency_key != idempotency_key:
-                raise TokenAlreadyUsedError(state.continuation_id)
-            # Canonical text only here: a first resume never needs it (checked above).
-            if canonical_json(state.resume_payload) != canonical_json(payload):
-                raise IdempotencyConflictError(state.continuation_id)
-            return state
-        if state.status == "cancelled":
-            raise ContinuationCancelledError(state.continuation_id)
-        raise ContinuationExpiredError(state.continuation_id)
-
-    def _derived_token(self, created: ContinuationCreated) -> str:
-        """The keyed token of ``created``; "" (which never matches) for a random-token one."""
-        if self.keyed_issuer is None or created.token_key_id is None or created.token_nonce is None:
-            return ""
-        return self.keyed_issuer.derive(
-            created.continuation_id, created.token_key_id, created.token_nonce
-        )
+        return await pending_for(self._streams, None, approving, before=before, limit=limit)
 
     async def cancel(
         self,
@@ -583,11 +344,11 @@ class ContinuationService:
         expected_version: int | None,
         principal: str | None,
     ) -> Continuation:
-        for _ in range(_MAX_ATTEMPTS):
-            _, state = await self._load(continuation_id, principal)
+        for _ in range(MAX_ATTEMPTS):
+            state = (await self._load(continuation_id, principal)).state
             if state.status == "pending":
                 try:
-                    state = await self._expire_if_due(state)
+                    state = await self._streams.expire_if_due(state)
                 except VersionConflictError:
                     continue
             if state.status == "cancelled":
@@ -613,7 +374,7 @@ class ContinuationService:
                 reason=reason,
             )
             try:
-                return await self._append(state, event)
+                return await self._streams.append(state, event)
             except VersionConflictError:
                 continue
         msg = "cancel did not settle; the store keeps changing under it"
@@ -627,17 +388,9 @@ class ContinuationService:
             if state is None:
                 continue
             try:
-                swept = await self._expire_if_due(state, by="sweeper")
+                swept = await self._streams.expire_if_due(state, by="sweeper")
                 if swept.status == "expired" and state.is_pending:
                     expired += 1
             except VersionConflictError:
                 continue  # someone else settled it first; that is fine
         return expired
-
-
-def _continues(events: Sequence[ContinuationEvent]) -> str | None:
-    """The thread the stored decision among ``events`` continues (None: none, or no decision)."""
-    for event in events:
-        if isinstance(event, ContinuationResumed):
-            return event.continues_thread
-    return None

@@ -1,0 +1,122 @@
+"""A continuation's event stream, as the service's commands use it.
+
+``Streams`` loads a stream and replays it into its envelope, appends one event (a
+compare-and-swap on the version, then observed) and materializes expiry. The commands are made
+of these: create, read, cancel and the sweeper in ``core/service.py``, a resume and what an
+approver sees in ``core/resume.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, NamedTuple
+
+from pausemesh.core.errors import ContinuationNotFoundError, VersionConflictError
+from pausemesh.core.model import (
+    CONTINUATION_SCHEMA_VERSION,
+    Continuation,
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationExpired,
+)
+from pausemesh.core.ports import Clock, EventStore, Observer
+from pausemesh.core.reducer import apply_event, replay
+from pausemesh.observability.observations import ContinuationTransitionedObservation
+from pausemesh.observability.observer import observe_safely
+from pausemesh.observability.telemetry import EXPIRIES, EXPIRY_LAG_SECONDS, count, observe, span
+
+__all__ = ("MAX_ATTEMPTS", "LoadedStream", "Streams")
+
+# A stream has at most two events, so a handful of CAS retries always settles.
+MAX_ATTEMPTS: Final = 5
+
+
+class LoadedStream(NamedTuple):
+    """A stream as loaded: its events, the first of them, and their replay (expiry not yet
+    applied)."""
+
+    events: Sequence[ContinuationEvent]
+    created: ContinuationCreated
+    state: Continuation
+
+
+class Streams:
+    """Load, append to and expire continuation streams in ``store``."""
+
+    __slots__ = ("clock", "observer", "store")
+
+    def __init__(self, store: EventStore, clock: Clock, observer: Observer) -> None:
+        self.store = store
+        self.clock = clock
+        self.observer = observer
+
+    async def load(self, continuation_id: str) -> LoadedStream:
+        """The stream, whoever asks; ``ContinuationNotFoundError`` when there is none."""
+        events = await self.store.load(continuation_id)
+        state = replay(events)
+        created = events[0] if events else None
+        if state is None or not isinstance(created, ContinuationCreated):
+            raise ContinuationNotFoundError(continuation_id)
+        return LoadedStream(events, created, state)
+
+    async def load_owned(self, continuation_id: str, principal: str | None) -> LoadedStream:
+        """The stream as ``principal`` sees it as an owner: another principal's continuation
+        does not exist, as far as the caller can tell."""
+        loaded = await self.load(continuation_id)
+        owner = loaded.state.owner
+        if isinstance(owner, str) and owner != principal:
+            raise ContinuationNotFoundError(continuation_id)
+        return loaded
+
+    async def current(self, load: Callable[[], Awaitable[LoadedStream]]) -> Continuation:
+        """The state ``load`` gives, expired first when its deadline has passed (a race lost
+        to another writer loads again)."""
+        for _ in range(MAX_ATTEMPTS):
+            state = (await load()).state
+            try:
+                return await self.expire_if_due(state)
+            except VersionConflictError:
+                continue
+        return (await load()).state
+
+    async def append(self, state: Continuation, event: ContinuationEvent) -> Continuation:
+        """Append ``event`` after ``state`` (``VersionConflictError`` when another writer got
+        there first) and report the transition."""
+        await self.store.append(state.continuation_id, state.version, [event])
+        new_state = apply_event(state, event)
+        observe_safely(
+            self.observer,
+            ContinuationTransitionedObservation(
+                continuation_id=state.continuation_id,
+                observed_at=event.occurred_at,
+                version=new_state.version,
+                status=new_state.status,
+                correlation_id=state.correlation_id,
+            ),
+        )
+        return new_state
+
+    async def expire_if_due(self, state: Continuation, *, by: str = "read") -> Continuation:
+        """Append ``expired`` when a pending deadline has passed (raises on a lost race).
+
+        ``by``: who noticed (``sweeper``, or ``read`` for a read, resume or cancel).
+        """
+        now = self.clock.now()
+        if state.status != "pending" or now < state.expires_at:
+            return state
+        event = ContinuationExpired(
+            schema_version=CONTINUATION_SCHEMA_VERSION,
+            continuation_id=state.continuation_id,
+            version=state.version + 1,
+            occurred_at=now,
+        )
+        with span(
+            "continuation.expire",
+            continuation_id=state.continuation_id,
+            version=event.version,
+            by=by,
+        ):
+            expired = await self.append(state, event)
+        count(EXPIRIES, by)
+        observe(EXPIRY_LAG_SECONDS, (now - state.expires_at).total_seconds())
+        return expired
