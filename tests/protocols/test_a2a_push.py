@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jwt
@@ -242,7 +243,7 @@ async def test_a_push_url_with_whitespace_or_control_characters_is_refused_and_n
 async def test_a_push_token_or_credentials_that_cannot_be_a_header_is_refused_and_nothing_stored(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    bad_configs = [
+    bad_configs: list[dict[str, Any]] = [
         {"token": "line\r\nX-Injected: 1"},
         {"token": "snow\u2603man"},
         {"authentication": AuthenticationInfo(scheme="Bearer", credentials="a\nb")},
