@@ -33,9 +33,9 @@ outcome of an exact retry; and what an approver sees (``approver_view``, ``pendi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 from pausemesh.core.approvers import Approver, caller_entries, is_requester, may_decide, names_any
 from pausemesh.core.canonical import canonical_json
@@ -79,17 +79,23 @@ __all__ = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TokenHolder:
+# The values are msgspec Structs, as the core's other values: built on every resume, where a
+# frozen dataclass costs several times more.
+
+
+class TokenHolder(msgspec.Struct, frozen=True):
     """Whoever holds the raw resume token, acting as ``principal`` (None: no identity)."""
 
-    token: str = field(repr=False)  # a credential: never in a repr or a log line
+    token: str
     principal: str | None = None
     roles: frozenset[str] = frozenset()
 
+    def __repr__(self) -> str:
+        # The token is a credential: never in a repr, so never in a log line.
+        return f"TokenHolder(principal={self.principal!r}, roles={self.roles!r})"
 
-@dataclass(frozen=True, slots=True)
-class TrustedHost:
+
+class TrustedHost(msgspec.Struct, frozen=True):
     """An in-process host that already authorized ``principal``; the keyed token is
     re-derived server-side (a random-token pause never matches)."""
 
@@ -97,8 +103,7 @@ class TrustedHost:
     roles: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class NamedApprover:
+class NamedApprover(msgspec.Struct, frozen=True):
     """``principal`` (with ``roles``) deciding as one of the pause's approvers.
 
     Its owner gets ``NotAnApproverError`` (four eyes are two people) unless the pause allows
@@ -108,8 +113,7 @@ class NamedApprover:
     roles: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class OperationWatcher:
+class OperationWatcher(msgspec.Struct, frozen=True):
     """Whoever learned the outcome of ``operation_id``, deciding a pause that names
     ``Approver.operation(operation_id)``; a pause that does not name it does not exist for it."""
 
@@ -120,8 +124,7 @@ Decider = TokenHolder | TrustedHost | NamedApprover | OperationWatcher
 """Who decides a pause, and how they are let in."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resume:
+class Resume(msgspec.Struct, frozen=True, kw_only=True):
     """Resume ``continuation_id`` with ``payload`` exactly once; ``idempotency_key`` makes an
     exact retry return the stored outcome unchanged."""
 
@@ -136,7 +139,7 @@ _NOT_A_DECIDER = (
 )
 
 
-class _Terms(NamedTuple):
+class _Terms(msgspec.Struct, frozen=True):
     """What a decider means to the resume path."""
 
     token: str | None
@@ -215,7 +218,7 @@ async def _resume(  # noqa: PLR0917 - the command's fields, unpacked once by res
             loaded = await _load_as_approver(
                 streams, continuation_id, terms.principal, terms.approving
             )
-        events, created, state = loaded
+        events, created, state = loaded.events, loaded.created, loaded.state
         token = _derived_token(keyed_issuer, created) if terms.token is None else terms.token
         # Authenticate before revealing anything about the state.
         if not tokens_match(token, created.resume_token_hash):
@@ -342,9 +345,7 @@ async def approver_view(
 ) -> Continuation:
     """The continuation as the caller named by ``approving`` sees it, expired first if due."""
     check_id(continuation_id)
-    return await streams.current(
-        partial(_load_as_approver, streams, continuation_id, principal, approving)
-    )
+    return await streams.current(_load_as_approver, streams, continuation_id, principal, approving)
 
 
 async def pending_for(

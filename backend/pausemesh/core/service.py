@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
 from pausemesh.core.approvers import Approver, caller_entries, check_approvers
@@ -38,7 +37,7 @@ from pausemesh.core.model import (
 from pausemesh.core.ports import Clock, EventStore, Observer, TokenIssuer
 from pausemesh.core.reducer import apply_event, replay
 from pausemesh.core.resume import Resume, approver_view, pending_for, resume
-from pausemesh.core.streams import MAX_ATTEMPTS, LoadedStream, Streams
+from pausemesh.core.streams import MAX_ATTEMPTS, Streams
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
 from pausemesh.core.validation import (
     check_aware,
@@ -254,27 +253,24 @@ class ContinuationService:
 
     # -- read -------------------------------------------------------------------------
 
-    async def _load(self, continuation_id: str, principal: str | None) -> LoadedStream:
-        return await self._streams.load_owned(continuation_id, principal)
-
     async def get(self, continuation_id: str, *, principal: str | None = None) -> Continuation:
         """Current state; a pending continuation past its deadline is expired first."""
         check_id(continuation_id)
-        return await self._streams.current(partial(self._load, continuation_id, principal))
+        return await self._streams.current(self._streams.load_owned, continuation_id, principal)
 
     async def history(
         self, continuation_id: str, *, principal: str | None = None
     ) -> list[PublicEvent]:
         """The raw event stream without the token hash or token-derivation data."""
         check_id(continuation_id)
-        loaded = await self._load(continuation_id, principal)
+        loaded = await self._streams.load_owned(continuation_id, principal)
         return [public_event(event) for event in loaded.events]
 
     async def created_event(
         self, continuation_id: str, *, principal: str | None = None
     ) -> ContinuationCreated:
         """The ``created`` event, for trusted in-process hosts (it holds the token hash)."""
-        return (await self._load(check_id(continuation_id), principal)).created
+        return (await self._streams.load_owned(check_id(continuation_id), principal)).created
 
     # -- transitions --------------------------------------------------------------------
 
@@ -345,7 +341,7 @@ class ContinuationService:
         principal: str | None,
     ) -> Continuation:
         for _ in range(MAX_ATTEMPTS):
-            state = (await self._load(continuation_id, principal)).state
+            state = (await self._streams.load_owned(continuation_id, principal)).state
             if state.status == "pending":
                 try:
                     state = await self._streams.expire_if_due(state)
