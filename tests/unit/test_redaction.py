@@ -270,6 +270,19 @@ def test_a_traceback_loses_the_credentials_its_exception_holds() -> None:
     assert_no_secret(text)
 
 
+_LIBRARY_LOGGERS = (
+    "a2a",
+    "a2a.server.agent_execution.active_task",
+    "mcp",
+    "mcp.server.streamable_http",
+    "httpx",
+    "uvicorn",
+    "uvicorn.asgi",
+    "uvicorn.error",
+    "litestar",
+)
+
+
 @pytest.fixture(name="cli_logs")
 def cli_logs_fixture() -> Iterator[Callable[[], str]]:
     """Logging configured as ``pausemesh serve`` does with ``PAUSEMESH_LOG_LEVEL=debug`` and
@@ -277,6 +290,13 @@ def cli_logs_fixture() -> Iterator[Callable[[], str]]:
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, logging.logThreads, logging.logMultiprocessing)
     saved_srcfile = logging._srcfile
+    # Other tests in the same process may have left a library logger disabled, quiet or with
+    # handlers of its own (an app's logging config): start from a fresh process's state.
+    libraries = [logging.getLogger(name) for name in _LIBRARY_LOGGERS]
+    saved_libraries = [(lg.disabled, lg.propagate, lg.level, lg.handlers[:]) for lg in libraries]
+    for library in libraries:
+        library.disabled, library.propagate, library.handlers[:] = False, True, []
+        library.setLevel(logging.NOTSET)
     configure_process_logging(Settings(log_level="debug", log_format="json"))
     stream = io.StringIO()
     (handler,) = root.handlers
@@ -293,6 +313,11 @@ def cli_logs_fixture() -> Iterator[Callable[[], str]]:
         root.handlers[:], level, logging.logThreads, logging.logMultiprocessing = saved
         root.setLevel(level)
         logging._srcfile = saved_srcfile
+        for library, (disabled, propagate, lib_level, handlers) in zip(
+            libraries, saved_libraries, strict=True
+        ):
+            library.disabled, library.propagate, library.handlers[:] = disabled, propagate, handlers
+            library.setLevel(lib_level)
 
 
 def test_debug_logs_of_every_library_logger_hold_no_credential(
