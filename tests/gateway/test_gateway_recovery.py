@@ -65,6 +65,9 @@ async def test_a_gateway_killed_mid_call_leaves_a_sticky_unknown_that_status_and
 async def test_a_retired_worker_cannot_record_its_late_reply_and_the_replacement_only_inspects(
     case: GatewayCase,
 ) -> None:
+    # The upstream holds the call until the release, after the retire command (a process
+    # start): the job's timeout must not end the attempt first.
+    case.jobs[0]["timeout_seconds"] = 300
     await case.pin()
     release = case.root / "release"
     case.set_control(hold=str(release))

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from tests.support.gateway import GatewayCase, call, gateway_client, invoice
+from tests.support.gateway import GatewayCase, call, gateway_client, invoice, until_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -40,15 +40,15 @@ async def test_twenty_identical_calls_split_across_two_gateway_processes_dispatc
 async def test_an_attempt_of_a_retired_worker_is_unknown_not_busy_for_another_process(
     case: GatewayCase,
 ) -> None:
-    await case.pin()
     release = case.root / "release"
     case.set_control(hold=str(release))
+    # gw-a's upstream call is held until the release, however slowly gw-b starts: the job's
+    # timeout must not end the attempt first (that would make it OUTCOME_UNKNOWN, not BUSY).
+    case.jobs[0]["timeout_seconds"] = 300
+    await case.pin()
     async with gateway_client(case.stdio("--worker", "gw-a")) as first:
         in_flight = asyncio.create_task(call(first, "create_invoice", invoice()))
-        for _ in range(600):
-            if case.lines():
-                break
-            await asyncio.sleep(0.1)
+        await until_lines(case, 1)
         async with gateway_client(case.stdio("--worker", "gw-b")) as second:
             busy = await call(second, "create_invoice", invoice())
             case.cli("gateway", "retire", "--worker", "gw-a")
