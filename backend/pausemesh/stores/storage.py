@@ -14,6 +14,7 @@ from pausemesh.core.limits import RateLimiter
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import EventStore, JobLock
 from pausemesh.core.push import PushStore
+from pausemesh.core.run_queue import RunQueue
 from pausemesh.core.threads import ThreadStore
 
 __all__ = ("Storage",)
@@ -40,6 +41,7 @@ class Storage:
         rate_limiter: RateLimiter | None = None,
         push: PushStore | None = None,
         jobs: JobLock | None = None,
+        run_queue: RunQueue | None = None,
         on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.events = events
@@ -53,6 +55,9 @@ class Storage:
         # Who runs the background jobs when several processes share the store (None: this
         # process alone uses it, so it always runs them).
         self.jobs = jobs
+        # The queue of inputs waiting on busy threads (double texting; None: the run host
+        # keeps one in the process, which only a single-process store can share).
+        self.run_queue = run_queue
         self._on_close = list(on_close)
         self._closed = False
 

@@ -129,6 +129,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "a2a_push_deliveries"),
     ("SELECT, INSERT", "continuation_approvers"),
     ("SELECT", "continuation_erasures"),
+    ("SELECT, INSERT, UPDATE", "agui_thread_queue"),
 )
 # Erasure goes only through these SECURITY DEFINER functions (migrations ``thread_lifecycle``
 # and ``continuation_erasure``).

@@ -11,6 +11,7 @@ import re
 
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres.schema_queue import THREAD_QUEUE, THREAD_QUEUE_OBJECTS
 
 __all__ = (
     "DEFAULT_SCHEMA",
@@ -606,6 +607,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
+    THREAD_QUEUE,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -703,6 +705,7 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
             "pausemesh_continuation_erasures_no_truncate",
         ),
     },
+    44: THREAD_QUEUE_OBJECTS,
 }
 
 

@@ -15,6 +15,7 @@ from pausemesh.stores.postgres.job_lock import PostgresJobLock
 from pausemesh.stores.postgres.operations import PostgresOperationLedger
 from pausemesh.stores.postgres.push import PostgresPushStore
 from pausemesh.stores.postgres.rate_limits import PostgresRateLimiter
+from pausemesh.stores.postgres.run_queue import PostgresRunQueue
 from pausemesh.stores.postgres.schema import DEFAULT_SCHEMA, quote_schema
 from pausemesh.stores.postgres.stats import PostgresStats
 from pausemesh.stores.postgres.threads import PostgresThreadStore
@@ -40,6 +41,7 @@ async def postgres_storage(database: PostgresDatabase, *, close_database: bool =
         rate_limiter=PostgresRateLimiter(database),
         push=PostgresPushStore(database, threads),
         jobs=PostgresJobLock(database),
+        run_queue=PostgresRunQueue(database),
         # Closing the thread store returns the listener's connection either way.
         on_close=[database.close] if close_database else [],
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.sqlite.schema_queue import THREAD_QUEUE
 
 __all__ = ("SQLITE_MIGRATIONS",)
 
@@ -455,4 +456,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
     _STORED_BYTES,
+    THREAD_QUEUE,
 )

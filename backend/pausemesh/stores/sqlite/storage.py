@@ -13,6 +13,7 @@ from pausemesh.stores.sqlite.events import SqliteEventStore
 from pausemesh.stores.sqlite.fencing import SqliteFencedOperations
 from pausemesh.stores.sqlite.operations import SqliteOperationLedger
 from pausemesh.stores.sqlite.push import SqlitePushStore
+from pausemesh.stores.sqlite.run_queue import SqliteRunQueue
 from pausemesh.stores.sqlite.stats import SqliteStats
 from pausemesh.stores.sqlite.threads import SqliteThreadStore
 from pausemesh.stores.storage import Storage
@@ -32,6 +33,7 @@ async def open_sqlite_storage(path: str, *, sync: SqliteSync = "commit") -> Stor
             fencing=SqliteFencedOperations(database),
             push=SqlitePushStore(database),
             jobs=FileJobLock(path),
+            run_queue=SqliteRunQueue(database),
             on_close=[database.close],
         )
     except BaseException:
