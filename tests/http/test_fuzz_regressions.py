@@ -209,6 +209,23 @@ def test_mcp_json_that_is_not_a_jsonrpc_message_is_an_invalid_request_in_plain_w
     _no_python_text(response.text)
 
 
+@pytest.mark.parametrize(
+    ("content", "expected_id"),
+    [
+        (b'{"jsonrpc": "1.0", "id": 7, "method": "tools/list"}', 7),
+        (b'{"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": "x"}', "req-1"),
+        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', None),
+    ],
+    ids=["version-1.0", "params-not-an-object", "unreadable-id"],
+)
+def test_an_invalid_mcp_request_echoes_its_readable_id(
+    http: httpx.Client, content: bytes, expected_id: object
+) -> None:
+    response = http.post("/mcp", content=content, headers=_MCP_HEADERS)
+    assert response.json()["error"]["code"] == -32600
+    assert response.json()["id"] == expected_id
+
+
 def test_an_a2a_jsonrpc_request_whose_params_are_not_an_object_is_an_invalid_request(
     http: httpx.Client,
 ) -> None:

@@ -117,3 +117,40 @@ async def test_a_page_token_the_server_did_not_issue_is_invalid_params(
     async with a2a_as(server, "carol") as carol:
         with pytest.raises(InvalidParamsError):
             await carol.list_tasks(ListTasksRequest(page_token=token))
+
+
+def test_an_unknown_status_filter_is_invalid_params_naming_the_field_on_json_rpc(
+    server: ServerProcess,
+) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": "list-1",
+        "method": "ListTasks",
+        "params": {"status": "INVALID_STATUS"},
+    }
+    reply = httpx.post(
+        server.url("/a2a/jsonrpc"),
+        json=body,
+        headers={"x-principal": "dave", "a2a-version": "1.0"},
+        timeout=10,
+    ).json()
+
+    assert reply["id"] == "list-1"
+    assert reply["error"]["code"] == -32602
+    assert "status" in reply["error"]["message"]
+    assert "TASK_STATE_COMPLETED" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize("value", ["INVALID_STATUS", "99"])
+def test_an_unknown_status_filter_is_a_400_naming_the_field_on_rest(
+    server: ServerProcess, value: str
+) -> None:
+    response = httpx.get(
+        server.url("/a2a/rest/tasks"),
+        params={"status": value},
+        headers={"x-principal": "dave", "a2a-version": "1.0"},
+        timeout=10,
+    )
+
+    assert response.status_code == 400
+    assert "status" in response.text

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import Client, ClientConfig, create_client
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
@@ -82,6 +82,7 @@ class Host:
     client: Client
     pausemesh: PauseMeshPlugin
     executors: list[RefundExecutor] = field(default_factory=list)
+    http: httpx.AsyncClient | None = None
 
     @property
     def service(self) -> ContinuationService:
@@ -93,7 +94,7 @@ class Host:
 
 
 @asynccontextmanager
-async def refund_host(tmp_path: Path) -> AsyncIterator[Host]:
+async def refund_host(tmp_path: Path, *, root_card: bool | None = None) -> AsyncIterator[Host]:
     settings = Settings(database_path=str(tmp_path / "pausemesh.db"), data_dir=str(tmp_path))
     pausemesh = PauseMeshPlugin(PauseMeshConfig(settings=settings))
     executors: list[RefundExecutor] = []
@@ -108,7 +109,8 @@ async def refund_host(tmp_path: Path) -> AsyncIterator[Host]:
         version="1",
         capabilities=AgentCapabilities(),
     )
-    app = Litestar(plugins=[pausemesh, A2APlugin(executor, card, public_url=BASE)])
+    a2a = A2APlugin(executor, card, public_url=BASE, root_card=root_card)
+    app = Litestar(plugins=[pausemesh, a2a])
     async with (
         LifespanManager(asgi(app)),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=asgi(app)), base_url=BASE) as http,
@@ -116,7 +118,7 @@ async def refund_host(tmp_path: Path) -> AsyncIterator[Host]:
         config = ClientConfig(httpx_client=http, supported_protocol_bindings=["JSONRPC"])
         client = await create_client(f"{BASE}/a2a", client_config=config)
         try:
-            yield Host(client, pausemesh, executors)
+            yield Host(client, pausemesh, executors, http)
         finally:
             await client.close()
 
@@ -158,6 +160,34 @@ async def test_an_answer_outside_the_schema_never_reaches_the_host(host: Host) -
 
     still = await host.client.get_task(GetTaskRequest(id=task.id))
     assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert host.acted_on == []
+    assert (await host.service.get(continuation_id(task))).status == "pending"
+
+
+@pytest.mark.parametrize(("text", "approved"), [("yes", True), (" No ", False), ("true", True)])
+async def test_a_text_answer_to_a_yes_no_question_reaches_the_host_as_the_boolean(
+    host: Host, text: str, approved: bool
+) -> None:
+    task = await send_for_task(host.client, user_message(text="refund order 1234"))
+
+    done = await send_for_task(host.client, user_message(text=text, task_id=task.id))
+
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert host.acted_on == [
+        ({"a2a": {"taskId": task.id, "order": "1234"}}, {"approved": approved})
+    ]
+
+
+async def test_a_text_answer_that_is_not_yes_or_no_is_refused_naming_the_expected_answers(
+    host: Host,
+) -> None:
+    task = await send_for_task(host.client, user_message(text="refund order 1234"))
+
+    with pytest.raises(InvalidParamsError) as refused:
+        await send_for_task(host.client, user_message(text="maybe", task_id=task.id))
+
+    assert "yes" in str(refused.value)
+    assert "no" in str(refused.value)
     assert host.acted_on == []
     assert (await host.service.get(continuation_id(task))).status == "pending"
 
@@ -219,3 +249,18 @@ async def test_cancelling_the_task_cancels_its_pause(host: Host) -> None:
     assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
     settled = await host.service.get(continuation_id(task))
     assert (settled.status, settled.reason) == ("cancelled", "a2a:cancelled")
+
+
+@pytest.mark.parametrize("root_card", [True, None], ids=["asked-for", "host-default"])
+async def test_a_host_app_serves_the_card_at_the_root_only_when_it_asks(
+    tmp_path: Path, root_card: bool | None
+) -> None:
+    async with refund_host(tmp_path, root_card=root_card) as host:
+        assert host.http is not None
+        response = await host.http.get("/.well-known/agent-card.json")
+        if root_card:
+            card = await A2ACardResolver(host.http, BASE).get_agent_card()
+            assert card.name == "refunds"
+            assert card.supported_interfaces[0].url == f"{BASE}/a2a/jsonrpc"
+        else:
+            assert response.status_code == 404

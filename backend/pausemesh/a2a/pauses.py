@@ -31,7 +31,7 @@ from a2a.types import Message, Part, Task, TaskState
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
-from pausemesh.a2a.answers import answer_of, check_answer
+from pausemesh.a2a.answers import NO_DATA, answer_of, checked_answer, data_answer
 from pausemesh.a2a.store import is_terminal, principal_of_call
 from pausemesh.a2a.task import A2ATaskBinding, to_a2a_interrupted_task
 from pausemesh.core.canonical import canonical_sha256
@@ -210,7 +210,7 @@ class A2aPauses:
         except ContinuationNotFoundError:
             raise TaskNotFoundError from None
         if continuation.is_pending:
-            check_answer(continuation, answer_of(message), self._validators)
+            checked_answer(continuation, message, self._validators)
 
     async def follow_up(self, context: RequestContext, event_queue: EventQueue) -> A2aAnswer | None:
         """Settle the task's pause from this follow-up; None if the task has no pause."""
@@ -223,10 +223,15 @@ class A2aPauses:
             # A follow-up queued behind the one that finished the task: nothing to do.
             return A2aAnswer(await self._service().get(cid, principal=principal), "done")
         updater = TaskUpdater(event_queue, task.id, task.context_id)
-        answer = answer_of(context.message)
-        if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
-            return await self._authorization_control(updater, task, cid, answer, principal)
         service = self._service()
+        if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
+            answer = answer_of(context.message)
+            return await self._authorization_control(updater, task, cid, answer, principal)
+        answer = data_answer(context.message)
+        if answer is NO_DATA:
+            # A text answer is read against the question (a one-field question takes text).
+            continuation = await service.get(cid, principal=principal)
+            answer = checked_answer(continuation, context.message, self._validators)
         command = Resume(
             continuation_id=cid,
             idempotency_key="a2a:" + canonical_sha256(["a2a-answer-v1", cid, answer]),

@@ -7,6 +7,17 @@
 * ``/rest``: the HTTP+JSON binding (``/rest/message:send``, ``/rest/tasks/{id}``...);
 * ``/.well-known/jwks.json``: the public key push notifications are signed with.
 
+The card is also served at the domain root, ``/.well-known/agent-card.json``, where a generic
+A2A client looks for it from the server's base URL (``A2ACardResolver``): by default when
+PauseMesh serves the whole app (``create_app``, ``pausemesh serve``/``demo``); a host that
+mounts the plugin in its own app chooses with ``root_card=True``/``False`` (the root path is
+the host's: one agent card per origin).
+
+A JSON-RPC request that is refused before the SDK reads it echoes its id whenever the id can
+be read; a ``ListTasks`` filter that is not a value of its field (``"status":
+"INVALID_STATUS"``) is refused as invalid params naming the field (-32602; 400 on REST)
+instead of being read as no filter (``a2a.list_filters``).
+
 With a push store (SQLite and PostgreSQL storage have one) the card declares push
 notifications: configurations are stored durably per principal (``DurablePushConfigStore``),
 webhook URLs are checked against ``PAUSEMESH_A2A_PUSH_ALLOW`` when set (refused with the
@@ -32,7 +43,7 @@ import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 import msgspec
 from a2a.auth.user import User
@@ -54,9 +65,9 @@ from a2a.types import (
     SendMessageRequest,
     Task,
 )
-from a2a.utils.constants import TransportProtocol
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import InvalidRequestError
+from a2a.utils.errors import InvalidParamsError, InvalidRequestError
 from a2a.utils.task import apply_history_length
 from litestar import Litestar, asgi
 from litestar.config.app import AppConfig
@@ -68,6 +79,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pausemesh.a2a.follow_ups import FollowUpGate
+from pausemesh.a2a.list_filters import ListFilterFault, list_filter_fault
 from pausemesh.a2a.pauses import A2aPauses
 from pausemesh.a2a.push_configs import DurablePushConfigStore, PushUrlRegistration
 from pausemesh.a2a.push_delivery import PushDispatcher, PushOptions
@@ -85,13 +97,16 @@ from pausemesh.core.push import PushStore
 from pausemesh.core.threads import ThreadStore
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
+    MESSAGE_SCOPE_KEY,
     ProtocolMount,
     call_span,
     jsonrpc_envelope_fault,
     jsonrpc_ids,
     jsonrpc_methods,
+    readable_id,
     send_invalid_request,
     send_json,
+    send_jsonrpc_error,
     send_jsonrpc_rate_limited,
     send_parse_error,
     send_problem,
@@ -145,6 +160,20 @@ def _quiet_client_mistakes() -> None:
 
 def _is_jsonrpc(scope: Scope) -> bool:
     return bool(scope["path"].rstrip("/").endswith("/jsonrpc"))
+
+
+def _list_filter_fault(scope: Scope) -> ListFilterFault | None:
+    """A ``ListTasks`` filter the SDK would silently drop (JSON-RPC params or REST query)."""
+    if _is_jsonrpc(scope):
+        message: Any = scope.get(MESSAGE_SCOPE_KEY)
+        if not isinstance(message, dict) or message.get("method") != "ListTasks":
+            return None
+        params = message.get("params")
+        return list_filter_fault(params) if isinstance(params, dict) else None
+    if scope.get("method") != "GET" or not scope["path"].rstrip("/").endswith("/rest/tasks"):
+        return None
+    query = scope.get("query_string", b"").decode("latin-1")
+    return list_filter_fault(dict(parse_qsl(query, keep_blank_values=True)), query=True)
 
 
 class _Principal(User):
@@ -253,7 +282,7 @@ def _no_push() -> PushStore:
 class A2APlugin(ProtocolMount):
     """Adds ``/a2a`` (under ``path``) to an app that also has a ``PauseMeshPlugin``."""
 
-    __slots__ = ("_app", "_card", "_executor", "path", "public_url")
+    __slots__ = ("_app", "_card", "_executor", "path", "public_url", "root_card")
 
     def __init__(
         self,
@@ -262,10 +291,14 @@ class A2APlugin(ProtocolMount):
         *,
         path: str = "/a2a",
         public_url: str | None = None,
+        root_card: bool | None = None,
     ) -> None:
+        """``root_card``: also serve the card at ``/.well-known/agent-card.json`` (the domain
+        root, where generic A2A clients look); None: when PauseMesh serves the whole app."""
         super().__init__()
         self.path = path
         self.public_url = public_url
+        self.root_card = root_card
         self._executor = executor
         self._card = card
         self._app: Starlette | None = None
@@ -429,7 +462,7 @@ class A2APlugin(ProtocolMount):
             if not public and not await plugin.admit(scope, receive, send):
                 return
             checked = await plugin.read_json_body(scope, receive, send)
-            if checked is None:
+            if checked is None or await plugin._refused_list_filter(scope, send):
                 return
             async with plugin.stream_slot(scope, send) as admitted:
                 if not admitted:
@@ -438,6 +471,38 @@ class A2APlugin(ProtocolMount):
                     await app(scope, checked, send)  # type: ignore[arg-type]
 
         return a2a_endpoint
+
+    def root_card_handler(self) -> ASGIRouteHandler:
+        """``/.well-known/agent-card.json`` at the domain root: the SDK's card route (its ETag,
+        its 405 for another method), public like the card under ``path``."""
+        plugin = self
+
+        @asgi(AGENT_CARD_WELL_KNOWN_PATH, copy_scope=True)
+        async def a2a_root_agent_card(scope: Scope, receive: Receive, send: Send) -> None:
+            app = plugin._app
+            if app is None:
+                await send_problem(send, 503, "NOT_STARTED", "the A2A endpoint has not started")
+                return
+            scope["path"] = AGENT_CARD_WELL_KNOWN_PATH
+            scope["root_path"] = ""
+            await app(scope, receive, send)  # type: ignore[arg-type]
+
+        return a2a_root_agent_card
+
+    async def _refused_list_filter(self, scope: Scope, send: Send) -> bool:
+        """Refuse a ``ListTasks`` filter that is no value of its field; True once answered."""
+        fault = _list_filter_fault(scope)
+        if fault is None:
+            return False
+        if _is_jsonrpc(scope):
+            message = scope.get(MESSAGE_SCOPE_KEY)
+            await send_jsonrpc_error(
+                send, 200, -32602, fault.message, readable_id(message), data={"field": fault.field}
+            )
+            return True
+        payload = build_rest_error_payload(InvalidParamsError(message=fault.message))
+        await send_json(send, 400, msgspec.json.encode(payload), "application/json")
+        return True
 
     def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
         if _is_jsonrpc(scope):
@@ -461,9 +526,9 @@ class A2APlugin(ProtocolMount):
             return jsonrpc_envelope_fault(message)
         return None if isinstance(message, dict) else "The request body must be a JSON object"
 
-    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str, message: Any) -> None:
         if _is_jsonrpc(scope):
-            await send_invalid_request(send, 200, detail)
+            await send_invalid_request(send, 200, detail, readable_id(message))
             return
         await self.refuse_malformed(scope, send, detail)
 
@@ -485,8 +550,11 @@ class A2APlugin(ProtocolMount):
         await send_json(send, 400, msgspec.json.encode(payload), "application/json")
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        self.attach(app_config)
+        pausemesh = self.attach(app_config)
         _quiet_client_mistakes()
         app_config.route_handlers.append(self.route_handler())
+        root = self.root_card
+        if root if root is not None else pausemesh.config.problem_details_for_app:
+            app_config.route_handlers.append(self.root_card_handler())
         app_config.lifespan.append(self.lifespan)
         return app_config

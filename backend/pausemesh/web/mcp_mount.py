@@ -48,6 +48,7 @@ from pausemesh.web.protocol_mount import (
     jsonrpc_envelope_fault,
     jsonrpc_ids,
     jsonrpc_methods,
+    readable_id,
     request_origin,
     send_invalid_request,
     send_jsonrpc_rate_limited,
@@ -139,8 +140,8 @@ class McpRules(ProtocolMount):
         # own text (pydantic's, with the input echoed); this answer says it in plain words.
         return jsonrpc_envelope_fault(message)
 
-    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:  # noqa: ARG002 - one binding here
-        await send_invalid_request(send, 400, detail)
+    async def refuse_envelope(self, scope: Scope, send: Send, detail: str, message: Any) -> None:  # noqa: ARG002 - one binding here
+        await send_invalid_request(send, 400, detail, readable_id(message))
 
     async def refuse_rate_limited(
         self,

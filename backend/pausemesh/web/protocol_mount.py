@@ -64,8 +64,11 @@ __all__ = (
     "jsonrpc_ids",
     "jsonrpc_methods",
     "principal_in_scope",
+    "readable_id",
     "request_origin",
+    "send_invalid_request",
     "send_json",
+    "send_jsonrpc_error",
     "send_jsonrpc_rate_limited",
     "send_parse_error",
     "send_problem",
@@ -166,14 +169,37 @@ def jsonrpc_envelope_fault(message: Any) -> str | None:  # noqa: PLR0911 - one r
     return "The message must be a request, a notification or a response"
 
 
-async def send_invalid_request(send: Send, status: int, detail: str) -> None:
+def readable_id(message: Any) -> str | int | None:
+    """The id of one JSON-RPC message when it can be read (a string or an integer), else None:
+    JSON-RPC 2.0 answers an invalid request with its id whenever the id can be read."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        return None
+    return request_id
+
+
+async def send_invalid_request(
+    send: Send, status: int, detail: str, request_id: str | int | None = None
+) -> None:
     """A JSON-RPC 2.0 invalid request (-32600): JSON, but not a message this endpoint takes."""
-    error = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32600, "message": f"Invalid Request: {detail}"},
-    }
-    await send_json(send, status, msgspec.json.encode(error), "application/json")
+    await send_jsonrpc_error(send, status, -32600, f"Invalid Request: {detail}", request_id)
+
+
+async def send_jsonrpc_error(
+    send: Send,
+    status: int,
+    code: int,
+    message: str,
+    request_id: str | int | None,
+    *,
+    data: Any = None,
+) -> None:
+    """One JSON-RPC 2.0 error response answering ``request_id`` (null when unreadable)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    await send_json(send, status, msgspec.json.encode(body), "application/json")
 
 
 def jsonrpc_ids(message: Any) -> list[Any]:
@@ -314,7 +340,7 @@ class ProtocolMount(InitPlugin):
         """The protocol's envelope check, then the rate limit; False once refused here."""
         envelope = self.envelope_fault(scope, message)
         if envelope is not None:
-            await self.refuse_envelope(scope, send, envelope)
+            await self.refuse_envelope(scope, send, envelope, message)
             return False
         return await self._admit_work(scope, send, message)
 
@@ -322,7 +348,13 @@ class ProtocolMount(InitPlugin):
         """Why a JSON body is not a message this mount's SDK takes (None: hand it over)."""
         return None
 
-    async def refuse_envelope(self, scope: Scope, send: Send, detail: str) -> None:
+    async def refuse_envelope(
+        self,
+        scope: Scope,
+        send: Send,
+        detail: str,
+        message: Any,  # noqa: ARG002 - a JSON-RPC mount answers with the message's readable id
+    ) -> None:
         """Answer a JSON body that is not a message of the protocol (a mount overrides this)."""
         await self.refuse_malformed(scope, send, detail)
 
