@@ -136,7 +136,7 @@ def run_body(thread_id: str, run_id: str, **fields: Any) -> dict[str, Any]:
 
 async def ask(session: aiohttp.ClientSession, base: str, thread_id: str) -> str:
     """The demo asks which flight to book; the interrupt's id."""
-    message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "Book me a flight"}
+    message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "Lisbon, please"}
     result = await post_run(
         session, base, run_body(thread_id, f"run-{uuid.uuid4()}", messages=[message])
     )

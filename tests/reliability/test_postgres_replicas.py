@@ -127,7 +127,7 @@ async def _run(client: httpx.AsyncClient, body: dict[str, Any]) -> list[tuple[in
 
 async def _ask(client: httpx.AsyncClient, thread_id: str) -> tuple[str, int]:
     """A user message: the demo asks which flight to book. Returns (interrupt id, last seq)."""
-    message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "Book me a flight"}
+    message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "Lisbon, please"}
     body = {"threadId": thread_id, "runId": f"run-{uuid.uuid4()}", "messages": [message]}
     frames = await _run(client, body)
     last = frames[-1][1]

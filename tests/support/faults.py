@@ -201,7 +201,7 @@ def _post(fleet: _Fleet, index: int, body: dict[str, Any], path: str = "/agui") 
 
 def _ask(fleet: _Fleet, thread_id: str) -> str:
     """Ask until the thread holds the question; the interrupt id."""
-    message = {"id": f"user-{thread_id}", "role": "user", "content": "Book me a flight"}
+    message = {"id": f"user-{thread_id}", "role": "user", "content": "Lisbon, please"}
     body = {"threadId": thread_id, "runId": f"ask-{thread_id}", "messages": [message]}
     deadline = time.monotonic() + STUCK
     while time.monotonic() < deadline:

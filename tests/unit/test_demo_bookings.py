@@ -66,7 +66,7 @@ async def test_the_first_run_starts_the_state_with_an_empty_booking_list(
 
 async def test_a_later_run_does_not_reset_the_bookings(client: httpx.AsyncClient) -> None:
     first = await _book(client, "again", "PM101")
-    user = {"id": "u-again-2", "role": "user", "content": "And another"}
+    user = {"id": "u-again-2", "role": "user", "content": "And another to Lisbon"}
     asked = await _run(client, {"threadId": "again", "runId": "ask-2", "messages": [user]})
     snapshots = [e["snapshot"] for e in asked.events if e["type"] == "STATE_SNAPSHOT"]
     assert snapshots, asked.types

@@ -3,7 +3,8 @@
 The pauses are ``A2aPauses`` (``pausemesh.a2a.pauses``); this module only decides what to ask
 and what to do with the answer.
 
-* A new message (its text is the destination) asks which flight: the task becomes
+* A new message (the city it names, matched in the catalogue as the chat matches it, or its
+  whole text for a city outside it) asks which flight: the task becomes
   ``TASK_STATE_INPUT_REQUIRED`` with the continuation id in its metadata.
 * A follow-up ``SendMessage`` with that task id (already checked against the pause's schema
   by the mount) resumes the continuation exactly once; the agent books through the operation
@@ -28,8 +29,13 @@ from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped
 
 from pausemesh.a2a.pauses import A2aAnswer, A2aNotices, A2aPauses
 from pausemesh.demo.airline import CONNECT_PATH
-from pausemesh.demo.flights import flight_choice_schema, flight_question
-from pausemesh.demo.mcp_tools import book_once, booking_summary, demo_ledger
+from pausemesh.demo.flights import (
+    booking_summary,
+    destination_name,
+    flight_choice_schema,
+    flight_question,
+)
+from pausemesh.demo.mcp_tools import book_once, demo_ledger
 from pausemesh.web.plugin import PauseMeshPlugin
 
 __all__ = ("TravelA2AExecutor", "travel_agent_card")
@@ -59,10 +65,10 @@ def travel_agent_card() -> AgentCard:
             AgentSkill(
                 id="book_flight",
                 name="Book a flight",
-                description="Send a destination; answer the flight question with"
-                ' {"flight": "PM101" | "PM202" | "PM303"}.',
+                description="Send a destination; answer the flight question with one of"
+                ' its flights, e.g. {"flight": "PM101"} for Lisbon.',
                 tags=["travel", "human-in-the-loop"],
-                examples=["Lisbon"],
+                examples=["Lisbon", "A flight to Porto next week"],
             ),
         ],
     )
@@ -120,12 +126,12 @@ class TravelA2AExecutor(AgentExecutor):
                 metadata={"intent": "connect"},
             )
             return
-        destination = text or _DEFAULT_DESTINATION
+        destination = destination_name(text) if text else _DEFAULT_DESTINATION
         await self._pauses.ask(
             context,
             event_queue,
             message=flight_question(destination),
-            schema=flight_choice_schema(),
+            schema=flight_choice_schema(destination),
             metadata={"destination": destination},
         )
 

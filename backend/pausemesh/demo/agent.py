@@ -1,14 +1,22 @@
 """The demo travel agent: deterministic, no model, no network.
 
-- On a user message it streams a short reply, then pauses: "Which flight should I book?",
-  reason ``input_required``, with a ``responseSchema`` whose required ``flight`` is one of the
-  offered flights (a string ``enum``).
+- On a user message naming a city of the catalogue (``demo/flights.py``: case, accents and
+  punctuation do not matter, "I need a flight to porto next week") it says how many flights
+  it found there, names the thread after the trip, then pauses: "Which flight should I
+  book?", reason ``input_required``, with a ``responseSchema`` whose required ``flight`` is one
+  of that city's flights (a string ``enum``, their labels as ``enumNames``).
+- A greeting or a request for help is answered with what it can do; any other message naming
+  no city gets "Where to?" and the cities it flies to. Neither pauses.
 - When the answer is ``resolved`` it books the flight through the durable operation ledger
   (at most once per question, whatever is replayed or retried) and confirms, naming it. The
   airline cooperates (``demo/reservations.py``): if a crash left the booking's outcome
   unknown, the ledger asks the airline. If the airline cannot answer either, the agent says it
   is checking with the airline (with the operation id) and records the booking as unconfirmed
   in the state; it never says "not booked" for what may have been booked.
+- Each answer is first recorded in the conversation as the person's own message (role
+  ``user``, id ``answer-…``): the flight chosen, or "No flight, thanks."; a manager's decision
+  as ``decision-…`` saying who decided ("Approved by maria: flight PM404"). Message ids carry
+  the time they were written (``<kind>-<epoch ms>-<uuid>``), as AG-UI messages have no time.
 - When the answer is ``cancelled`` it says it will not book.
 - A flight priced above the approval threshold (``PAUSEMESH_DEMO_APPROVAL_THRESHOLD``,
   ``configure_approvals``) is not booked on the traveller's word: the agent pauses again with
@@ -26,9 +34,10 @@ shorter deadline, to see expiry without waiting for the server's default.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -43,6 +52,7 @@ from pausemesh.agui import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    ThreadTitle,
     UserMessage,
 )
 from pausemesh.core.errors import OutcomeUnknownError, PauseMeshError
@@ -50,25 +60,35 @@ from pausemesh.core.operations import operation_id
 from pausemesh.demo.flights import (
     BOOKING_DOMAIN,
     DEFAULT_APPROVAL_THRESHOLD,
-    FLIGHTS,
+    City,
     Flight,
+    booking_summary,
+    city_names,
+    city_of,
+    find_city,
     flight,
     flight_choice_schema,
+    normalize,
 )
 from pausemesh.demo.reservations import airline
 
 __all__ = (
     "APPROVER_ROLE",
-    "DESTINATION",
     "QUESTION",
     "UNKNOWN_EVENT",
+    "answer_text",
     "approval_schema",
     "configure_approvals",
+    "reply_to",
     "travel_agent",
 )
 
 QUESTION: Final = "Which flight should I book?"
-DESTINATION: Final = "Lisbon"
+_STANDARD_DESTINATION: Final = "Lisbon"
+_GREETINGS: Final = frozenset(
+    {"hi", "hello", "hey", "hallo", "hola", "ola", "bonjour", "morning", "evening", "thanks"}
+)
+_HELP: Final = ("help", "what can you do", "how does this work", "who are you", "what do you do")
 APPROVER_ROLE: Final = "manager"
 _APPROVAL: Final = "approval"
 _OPERATION: Final = "operation"
@@ -99,22 +119,36 @@ def approval_schema() -> dict[str, Any]:
     }
 
 
+def _destination(code: str) -> str:
+    city = city_of(code)
+    return _STANDARD_DESTINATION if city is None else city.name
+
+
 def _terms(offer: Flight, who: str | None) -> str:
     traveller = "" if who is None else f" for {who}"
     return (
-        f"Approve booking flight {offer.code} to {DESTINATION}{traveller}:"
+        f"Approve booking flight {offer.code} to {_destination(offer.code)}{traveller}:"
         f" departs {offer.departs}, arrives {offer.arrives}, {offer.cabin},"
         f" {offer.price} {offer.currency} (above the {_threshold} {offer.currency} limit)?"
     )
 
 
-def _say(text: str) -> list[AgentOutput]:
-    """One assistant message, streamed in a few word-sized deltas."""
-    message_id = f"msg-{uuid.uuid4()}"
+def _message_id(kind: str = "msg") -> str:
+    """``<kind>-<epoch ms>-<uuid>``: AG-UI messages carry no time, so the demo's ids do (the
+    page shows when each message was written, after a reload and on any device)."""
+    return f"{kind}-{time.time_ns() // 1_000_000}-{uuid.uuid4()}"
+
+
+def _say(
+    text: str, *, role: Literal["assistant", "user"] = "assistant", kind: str = "msg"
+) -> list[AgentOutput]:
+    """One message, streamed in a few word-sized deltas (the assistant's, or the answer a
+    person gave to a question, recorded in the conversation as theirs)."""
+    message_id = _message_id(kind)
     words = text.split(" ")
     deltas = [w if i == 0 else " " + w for i, w in enumerate(words)]
     return [
-        TextMessageStartEvent(message_id=message_id, role="assistant"),
+        TextMessageStartEvent(message_id=message_id, role=role),
         *(TextMessageContentEvent(message_id=message_id, delta=d) for d in deltas),
         TextMessageEndEvent(message_id=message_id),
     ]
@@ -167,8 +201,10 @@ async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
     desk = airline()
     key = operation_id(BOOKING_DOMAIN, _business_key(ctx, decision))
 
+    destination = _destination(flight)
+
     async def action() -> dict[str, Any]:
-        return await desk.book(key, DESTINATION, flight)
+        return await desk.book(key, destination, flight)
 
     if ctx.operations is None:
         msg = "the demo agent needs the operation ledger"
@@ -177,7 +213,7 @@ async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
         BOOKING_DOMAIN,
         _business_key(ctx, decision),
         tool="book_flight",
-        arguments={"destination": DESTINATION, "flight": flight},
+        arguments={"destination": destination, "flight": flight},
         action=action,
         lookup=desk.lookup,
     )
@@ -307,32 +343,100 @@ async def _reply(
         bookings.append(booking)
     approved = answer.metadata.get("kind") == _APPROVAL and answer.resolved_by
     by = f" (approved by {answer.resolved_by})" if approved else ""
-    return (
-        f"Booked flight {booking['flight']} to {DESTINATION}{by},"
-        f" confirmation {booking['confirmation']}."
+    return booking_summary(booking, by)
+
+
+def reply_to(text: str) -> City | str:
+    """What the agent makes of a user's message: the city to offer flights to, or what to say
+    (what it can do, for a greeting or a question; "Where to?" otherwise)."""
+    city = find_city(text)
+    if city is not None:
+        return city
+    words = normalize(text)
+    greeting = bool(_GREETINGS & set(words.split())) or words in {"good morning", "thank you"}
+    if greeting or not words or any(h in words for h in _HELP):
+        return (
+            f"Hello! I book flights to {city_names()}. Tell me where you would like to go"
+            " (for example \u201ca flight to Porto next week\u201d), pick one of the flights I"
+            f" find, and I book it; a fare above {_threshold} EUR waits for a manager's approval."
+        )
+    return f"Where to? I can book flights to {city_names()}."
+
+
+def answer_text(decision: Decision) -> tuple[str, str] | None:
+    """The answer as the person gave it, for the transcript: (``answer`` or ``decision``, text).
+    A traveller's choice reads as the flight they picked; a manager's decision says who decided;
+    the airline's answer about an unknown outcome is nobody's message (None)."""
+    kind = decision.metadata.get("kind")
+    if kind == _OPERATION:
+        return None
+    if kind == _APPROVAL:
+        who = decision.resolved_by or "a manager"
+        if decision.status == "cancelled":
+            return None
+        payload = decision.payload
+        approved = isinstance(payload, dict) and payload.get("decision") == "approve"
+        verdict = "Approved" if approved else "Rejected"
+        return "decision", f"{verdict} by {who}: flight {decision.metadata.get('flight')}"
+    if decision.status == "cancelled":
+        return "answer", "No flight, thanks."
+    payload = decision.payload
+    code = payload.get("flight") if isinstance(payload, dict) else None
+    offer = flight(code) if isinstance(code, str) else None
+    if offer is None:
+        return None
+    return "answer", f"{offer.label} to {_destination(offer.code)}"
+
+
+async def _continue(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """A run with answers: each answer as the person's message, then what came of it."""
+    bookings = _bookings(ctx.state)
+    unconfirmed = _unconfirmed(ctx.state)
+    waits: list[AgentOutput] = []
+    for decision in ctx.decisions.values():
+        given = answer_text(decision)
+        events = [] if given is None else _say(given[1], role="user", kind=given[0])
+        events += _say(await _reply(ctx, decision, bookings, unconfirmed, waits))
+        for event in events:
+            yield event
+    state = dict(ctx.state) if isinstance(ctx.state, dict) else {}
+    state["bookings"] = bookings
+    if unconfirmed:
+        state["unconfirmedBookings"] = unconfirmed
+    else:
+        state.pop("unconfirmedBookings", None)
+    yield StateSnapshotEvent(snapshot=state)
+    for output in waits:
+        yield output
+
+
+async def _offer(ctx: RunContext, text: str) -> AsyncIterator[AgentOutput]:
+    """A user's message: flights to the city it names and the question, or a plain answer."""
+    understood = reply_to(text)
+    if isinstance(understood, str):
+        for event in _say(understood):
+            yield event
+        return
+    city = understood
+    # Once there is a trip, the list shows it by destination (the UI adds the date).
+    yield ThreadTitle(f"Flight to {city.name}")
+    # The flights themselves are the question's choices (listed once, as buttons).
+    for event in _say(f"I found {len(city.flights)} flights to {city.name}."):
+        yield event
+    yield PauseRequest(
+        message=QUESTION,
+        reason="input_required",
+        response_schema=flight_choice_schema(city.name, approval_above=_threshold),
+        expires_in=_question_ttl(ctx),
     )
 
 
 async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     """The demo agent (see the module docstring)."""
     if ctx.decisions:
-        bookings = _bookings(ctx.state)
-        unconfirmed = _unconfirmed(ctx.state)
-        waits: list[AgentOutput] = []
-        for decision in ctx.decisions.values():
-            for event in _say(await _reply(ctx, decision, bookings, unconfirmed, waits)):
-                yield event
-        state = dict(ctx.state) if isinstance(ctx.state, dict) else {}
-        state["bookings"] = bookings
-        if unconfirmed:
-            state["unconfirmedBookings"] = unconfirmed
-        else:
-            state.pop("unconfirmedBookings", None)
-        yield StateSnapshotEvent(snapshot=state)
-        for output in waits:
+        async for output in _continue(ctx):
             yield output
         return
-
     if not isinstance(ctx.state, dict) or "bookings" not in ctx.state:
         base = dict(ctx.state) if isinstance(ctx.state, dict) else {}
         yield StateSnapshotEvent(snapshot={**base, "bookings": []})
@@ -341,12 +445,5 @@ async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         for event in _say("Tell me where you would like to fly, and I will find flights."):
             yield event
         return
-    offered = ", ".join(f.label for f in FLIGHTS)
-    for event in _say(f"I found {len(FLIGHTS)} flights to {DESTINATION}: {offered}."):
-        yield event
-    yield PauseRequest(
-        message=QUESTION,
-        reason="input_required",
-        response_schema=flight_choice_schema(),
-        expires_in=_question_ttl(ctx),
-    )
+    async for output in _offer(ctx, last.content if isinstance(last.content, str) else ""):
+        yield output

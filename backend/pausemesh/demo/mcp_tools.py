@@ -1,6 +1,7 @@
 """The demo's MCP tool ``book_flight``: asks which flight (a durable pause), then books once.
 
-The question is the same flat form the AG-UI demo asks (``flight_choice_schema``); the booking
+The question is the same flat form the AG-UI demo asks (``flight_choice_schema``: the flights
+to the destination named, matched in the catalogue as the chat matches it); the booking
 goes through the operation ledger keyed by the pause's continuation id, so however many times
 a client retries, replays or races the answer, the airline books once (and an unknown outcome
 is looked up at the airline, ``demo/reservations.py``).
@@ -16,12 +17,18 @@ from mcp_types import CallToolResult, ContentBlock, InputRequiredResult, TextCon
 
 from pausemesh.core.errors import OutcomeUnknownError
 from pausemesh.core.operations import OperationLedger, operation_id, run_once
-from pausemesh.demo.flights import BOOKING_DOMAIN, flight_choice_schema, flight_question
+from pausemesh.demo.flights import (
+    BOOKING_DOMAIN,
+    booking_summary,
+    destination_name,
+    flight_choice_schema,
+    flight_question,
+)
 from pausemesh.demo.reservations import airline
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.web.plugin import PauseMeshPlugin
 
-__all__ = ("book_once", "booking_summary", "demo_ledger", "register_book_flight")
+__all__ = ("book_once", "demo_ledger", "register_book_flight")
 
 # How long a concurrent duplicate waits for the winner's booking to be recorded.
 _IN_FLIGHT_POLLS = 200
@@ -70,13 +77,6 @@ def demo_ledger(pausemesh: PauseMeshPlugin) -> OperationLedger:
     return ledger
 
 
-def booking_summary(booking: dict[str, Any]) -> str:
-    return (
-        f"Booked flight {booking['flight']} to {booking['destination']},"
-        f" confirmation {booking['confirmation']}."
-    )
-
-
 def _text(text: str) -> list[ContentBlock]:
     return [TextContent(type="text", text=text)]
 
@@ -92,12 +92,13 @@ def register_book_flight(server: MCPServer, pauses: McpPauses, pausemesh: PauseM
     async def book_flight(
         destination: str, ctx: Context[Any, Any]
     ) -> CallToolResult | InputRequiredResult:
+        city = destination_name(destination)
         answer = await pauses.ask(
             ctx,
             tool="book_flight",
             arguments={"destination": destination},
-            message=flight_question(destination),
-            schema=flight_choice_schema(),
+            message=flight_question(city),
+            schema=flight_choice_schema(city),
             key="flight",
         )
         if isinstance(answer, InputRequiredResult):
@@ -110,7 +111,7 @@ def register_book_flight(server: MCPServer, pauses: McpPauses, pausemesh: PauseM
         booking = await book_once(
             demo_ledger(pausemesh),
             answer.continuation.continuation_id,
-            destination,
+            city,
             answer.content["flight"],
         )
         return CallToolResult(

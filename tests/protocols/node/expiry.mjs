@@ -89,7 +89,7 @@ try {
   const agent = new TailingAgent({
     url: `${base}/agui`,
     threadId,
-    initialMessages: [{ id: `user-${threadId}`, role: "user", content: "Book me a flight" }],
+    initialMessages: [{ id: `user-${threadId}`, role: "user", content: "Book me a flight to Lisbon" }],
   });
   await agent.runAgent({ runId: "node-ask", forwardedProps: { questionTtlSeconds: 1 } });
   report.askedPending = agent.pendingInterrupts.map((i) => i.id);
