@@ -2,8 +2,9 @@
 
 Each command is a sub-parser registered in ``_COMMANDS`` with its parser function and its
 runner, both from the command group's module beside this one (``serve``, ``gateway``, ``ops``,
-``inspect``, ``keys``, ``migrate``, ``purge``); adding a command is one more entry. Importing
-this loads no web framework: a command loads Litestar and uvicorn only when it serves.
+``inspect``, ``keys``, ``migrate``, ``purge``, ``conformance``); adding a command is one more
+entry. Importing this loads no web framework: a command loads Litestar and uvicorn only when it
+serves.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pausemesh import __version__
+from pausemesh.cli.conformance import add_conformance_arguments, run_conformance
 from pausemesh.cli.gateway import add_gateway_arguments, run_gateway
 from pausemesh.cli.inspect import add_inspect_arguments, add_stats_arguments, run_inspect, run_stats
 from pausemesh.cli.keys import add_keys_arguments, run_keys
@@ -63,6 +65,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runne
         "erase conversations idle longer than --older-than DAYS (retention)",
         add_purge_arguments,
         run_purge,
+    ),
+    "conformance": (
+        "check another server against a protocol's rules, as a client (agui URL)",
+        add_conformance_arguments,
+        run_conformance,
     ),
 }
 
