@@ -226,7 +226,10 @@ class ServerProcess:
             if self.process is not None and self.process.poll() is not None:
                 output = self.output()
                 msg = f"server exited with {self.process.returncode}:\n{output}"
-                taken = "address already in use" in output.lower()
+                # pausemesh says "port N is in use (try --port)"; uvicorn the OS's words.
+                taken = "is in use (try --port)" in output or "address already in use" in (
+                    output.lower()
+                )
                 raise (_PortTakenError if taken else RuntimeError)(msg)
             try:
                 answered = httpx.get(self.url(self.ready_path), timeout=1.0).status_code == 200

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 from pausemesh import __version__
 from pausemesh.cli.conformance import add_conformance_arguments, run_conformance
+from pausemesh.cli.failures import failure_line, wants_traceback
 from pausemesh.cli.gateway import add_gateway_arguments, run_gateway
 from pausemesh.cli.inspect import add_inspect_arguments, add_stats_arguments, run_inspect, run_stats
 from pausemesh.cli.keys import add_keys_arguments, run_keys
 from pausemesh.cli.migrate import add_migrate_arguments, run_migrate
 from pausemesh.cli.ops import add_ops_arguments, run_ops
-from pausemesh.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliError
+from pausemesh.cli.options import EXIT_INTERRUPTED, EXIT_USAGE
 from pausemesh.cli.purge import add_purge_arguments, run_purge
 from pausemesh.cli.serve import add_demo_arguments, add_serve_arguments, run_server
-from pausemesh.core.errors import SettingsError
 
 __all__ = ("build_parser", "main")
 
@@ -96,11 +97,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         _COMMANDS[args.command][2](args)
-    except (SettingsError, CliError) as error:
-        print(f"pausemesh: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as error:
+        # A command that cannot start says why in one line (pausemesh.cli.failures); an
+        # unexpected error is a bug and keeps its traceback.
+        line = failure_line(error)
+        if line is None:
+            raise
+        if wants_traceback(getattr(args, "log_level", None)):
+            traceback.print_exception(error, file=sys.stderr)
+        print(f"pausemesh: error: {line}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 

@@ -52,6 +52,8 @@ def run_migrate(args: argparse.Namespace) -> None:
         if args.grant_runtime_role:
             asyncio.run(grant_runtime_role(url, args.grant_runtime_role, schema=schema))
     except (StoreError, ValueError) as error:
+        if isinstance(error, StoreError) and error.code == "STORE_UNAVAILABLE":
+            raise  # cannot connect: a start-up failure, said by pausemesh.cli.failures (exit 2)
         code = getattr(error, "code", "INVALID_INPUT")
         print(f"pausemesh: migrate refused ({code}): {error}", file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None

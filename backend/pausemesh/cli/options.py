@@ -152,8 +152,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def refusal(error: PauseMeshError) -> SystemExit:
     """``error`` printed with its code; the exit says whether the config or the action is wrong."""
-    print(f"pausemesh: {error.code}: {error.message}", file=sys.stderr)
-    for line in error.details.get("errors", []) if error.code == "GATEWAY_CONFIG_INVALID" else []:
+    listed = error.details.get("errors", []) if error.code == "GATEWAY_CONFIG_INVALID" else []
+    if listed:
+        # The message joins the errors; listed one per line instead, each is said once.
+        path = error.details.get("path")
+        where = f" {path}" if path else ""
+        print(f"pausemesh: {error.code}: the gateway config{where} is invalid:", file=sys.stderr)
+    else:
+        print(f"pausemesh: {error.code}: {error.message}", file=sys.stderr)
+    for line in listed:
         print(f"  - {line}", file=sys.stderr)
     usage = error.code in {
         "GATEWAY_CONFIG_INVALID",

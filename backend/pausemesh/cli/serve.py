@@ -10,6 +10,7 @@ load only here, when a command serves (``pausemesh.serving.server``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pausemesh.cli.failures import bind_listener, bind_refusal
 from pausemesh.cli.options import CliError, add_server_arguments, settings_from
 from pausemesh.core.errors import AgentLoadError
 from pausemesh.core.hosts import is_loopback_host
@@ -36,6 +38,7 @@ __all__ = (
     "add_serve_arguments",
     "check_start",
     "prepare_command",
+    "probe_store",
     "run_server",
     "serve_app",
 )
@@ -127,6 +130,21 @@ def _warn_about_bind(settings: Settings, *, authenticated: bool) -> None:
         )
 
 
+def probe_store(settings: Settings) -> None:
+    """Open the store and close it again, before anything is served: a store that cannot be
+    opened (an unmigrated schema, a missing database, a data directory that is not writable)
+    stops the command here with its one line (``pausemesh.cli.failures``), where inside the
+    app's lifespan it would be a traceback from the server. With ``--workers N`` the
+    supervisor probes once for all workers."""
+    from pausemesh.bootstrap import open_storage  # noqa: PLC0415 - the stores load only when opened
+
+    async def probe() -> None:
+        storage = await open_storage(settings)
+        await storage.close()
+
+    asyncio.run(probe())
+
+
 def serve_app(
     settings: Settings,
     *,
@@ -141,6 +159,10 @@ def serve_app(
     from pausemesh.serving.server import build_app, run_app  # noqa: PLC0415 - Litestar and uvicorn load only to serve
 
     resolver = check_start(settings, loopback_resolver)
+    probe_store(settings)
+    # Bound before the app starts: a port in use is said now, in one line, not by uvicorn
+    # once the app has opened its store.
+    listener = bind_listener(settings.host, settings.port)
     if settings.instance_name is None:
         # host:port names this replica across restarts, so a restart frees its predecessor's
         # run leases at once (pausemesh.core.instance).
@@ -149,7 +171,7 @@ def serve_app(
     app = build_app(
         settings, agent=agent, principal_resolver=resolver, plugins=plugins, open_url=open_url
     )
-    if not run_app(app, settings):
+    if not run_app(app, settings, listener):
         raise CliError("the server did not start (see the log above)")
 
 
@@ -159,11 +181,12 @@ def _serve_workers(settings: Settings, argv: Sequence[str]) -> None:
     from pausemesh.serving.server import announce, supervise_workers  # noqa: PLC0415 - uvicorn loads only to serve
 
     check_start(settings)
+    probe_store(settings)
     os.environ[WORKER_ARGV_ENV] = json.dumps(list(argv))
     try:
         listener = listener_for_workers(settings.host, settings.port)
     except OSError as error:
-        raise CliError(f"cannot listen on {settings.host}:{settings.port}: {error}") from None
+        raise CliError(bind_refusal(settings.host, settings.port, error)) from None
     announce(settings)
     if listener is not None and (advice := migration_advice()) is not None:
         _log.info(advice)

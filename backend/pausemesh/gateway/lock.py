@@ -81,7 +81,8 @@ def _check_definition(job: Job, definition: dict[str, Any]) -> None:
 
 async def pin(config: GatewayConfig) -> GatewayLock:
     """Read each job's live tool definition from its upstream; the lock to write."""
-    pool = UpstreamPool(dict(config.upstreams))
+    # An upstream that fails to start is quoted from its stderr (the operator pins by hand).
+    pool = UpstreamPool(dict(config.upstreams), capture_stderr=True)
     try:
         jobs: dict[str, PinnedJob] = {}
         for job in config.jobs.values():

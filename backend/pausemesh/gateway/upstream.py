@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Final
+import tempfile
+from typing import Any, Final, TextIO
 
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -43,6 +44,9 @@ _log = logging.getLogger("pausemesh.gateway")
 MAX_CATALOG_TOOLS: Final = 64
 _CONNECT_TIMEOUT_SECONDS = 30.0
 _LIST_TIMEOUT_SECONDS = 30.0
+# How much of a failed stdio upstream's stderr its refusal quotes (``capture_stderr``).
+_STDERR_TAIL_LINES = 5
+_STDERR_TAIL_CHARS = 1000
 
 
 def definition_of(tool: Tool) -> dict[str, Any]:
@@ -75,10 +79,18 @@ def catalog_tool(tools: list[Tool], next_cursor: str | None, name: str) -> Tool:
 
 
 class UpstreamSession:
-    """One open session to one upstream, held by its own task until ``close``."""
+    """One open session to one upstream, held by its own task until ``close``.
 
-    def __init__(self, upstream: Upstream) -> None:
+    ``capture_stderr``: a stdio upstream's stderr goes to a file instead of this process's
+    stderr, and a failed ``open`` quotes its last lines (``pausemesh gateway pin``: the
+    operator sees why the upstream would not start).
+    """
+
+    def __init__(self, upstream: Upstream, *, capture_stderr: bool = False) -> None:
         self.upstream = upstream
+        self._errlog: TextIO | None = None
+        if capture_stderr and upstream.command is not None:
+            self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in close()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: ClientSession | None = None
@@ -94,14 +106,25 @@ class UpstreamSession:
         if upstream.url is not None:
             return streamable_http_client(upstream.url)
         assert upstream.command is not None  # noqa: S101 - config validation guarantees one of them
-        return stdio_client(
-            StdioServerParameters(
-                command=upstream.command,
-                args=list(upstream.args),
-                env=dict(upstream.env) if upstream.env is not None else None,
-                cwd=upstream.cwd,
-            )
+        parameters = StdioServerParameters(
+            command=upstream.command,
+            args=list(upstream.args),
+            env=dict(upstream.env) if upstream.env is not None else None,
+            cwd=upstream.cwd,
         )
+        if self._errlog is not None:
+            return stdio_client(parameters, errlog=self._errlog)
+        return stdio_client(parameters)
+
+    def _stderr_tail(self) -> str:
+        """The last lines the upstream wrote to its stderr (captured), or ""."""
+        if self._errlog is None:
+            return ""
+        self._errlog.flush()
+        self._errlog.seek(0)
+        lines = [line.rstrip() for line in self._errlog.read().splitlines() if line.strip()]
+        tail = " | ".join(lines[-_STDERR_TAIL_LINES:])[-_STDERR_TAIL_CHARS:]
+        return f"; its stderr ended with: {tail}" if tail else "; it wrote nothing to stderr"
 
     async def _hold(self, ready: asyncio.Future[ClientSession]) -> None:
         try:
@@ -124,8 +147,15 @@ class UpstreamSession:
         try:
             self._session = await asyncio.wait_for(asyncio.shield(ready), _CONNECT_TIMEOUT_SECONDS)
         except Exception as error:  # noqa: BLE001 - spawn, handshake or HTTP: all mean unavailable
+            await self._stop_holding()
+            cause: BaseException = error
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
+            msg = (
+                f"upstream {self.upstream.id!r} is unavailable ({type(cause).__name__})"
+                f"{self._stderr_tail()}"
+            )
             await self.close()
-            msg = f"upstream {self.upstream.id!r} is unavailable ({type(error).__name__})"
             raise GatewayError(
                 msg, code="UPSTREAM_UNAVAILABLE", upstream=self.upstream.id
             ) from None
@@ -179,18 +209,25 @@ class UpstreamSession:
         """Send ``tools/call`` once. Raises on timeout, a closed session or an unreadable reply."""
         return await self.session.call_tool(name, arguments, read_timeout_seconds=read_timeout)
 
-    async def close(self) -> None:
+    async def _stop_holding(self) -> None:
         self._stop.set()
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._task, 10.0)
 
+    async def close(self) -> None:
+        await self._stop_holding()
+        if self._errlog is not None:
+            self._errlog.close()
+            self._errlog = None
+
 
 class UpstreamPool:
     """The open sessions of one gateway process, one per upstream, reopened after failure."""
 
-    def __init__(self, upstreams: dict[str, Upstream]) -> None:
+    def __init__(self, upstreams: dict[str, Upstream], *, capture_stderr: bool = False) -> None:
         self._upstreams = upstreams
+        self._capture_stderr = capture_stderr
         self._sessions: dict[str, UpstreamSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -202,7 +239,9 @@ class UpstreamPool:
                 return current
             if current is not None:
                 await current.close()
-            fresh = UpstreamSession(self._upstreams[upstream_id])
+            fresh = UpstreamSession(
+                self._upstreams[upstream_id], capture_stderr=self._capture_stderr
+            )
             await fresh.open()
             self._sessions[upstream_id] = fresh
             return fresh

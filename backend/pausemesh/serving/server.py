@@ -95,16 +95,18 @@ def announce(settings: Settings) -> None:
     )
 
 
-def run_app(app: Litestar, settings: Settings) -> bool:
+def run_app(app: Litestar, settings: Settings, listener: socket.socket | None = None) -> bool:
     """Serve ``app`` in this process until SIGTERM/SIGINT (graceful: in-flight requests
-    finish); False when the server did not start (the log says why)."""
+    finish), on ``listener`` when given (a socket bound to the settings' address, not yet
+    listening), else on a socket uvicorn binds; False when the server did not start (the log
+    says why)."""
     tune_for_serving()
     announce(settings)
     server = uvicorn.Server(uvicorn_config(app, settings))
     # uvicorn raises the signal again once it has stopped; this handler takes it, so a
     # graceful stop exits 0 instead of dying of the re-raised SIGTERM.
     signal.signal(signal.SIGTERM, lambda *_: None)
-    server.run()
+    server.run(sockets=None if listener is None else [listener])
     return server.started
 
 

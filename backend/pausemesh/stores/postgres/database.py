@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -31,7 +32,13 @@ from pausemesh.stores.postgres.schema import (
     quote_schema,
 )
 
-__all__ = ("Conn", "PostgresDatabase", "SharedDatabaseStore", "map_store_error")
+__all__ = (
+    "Conn",
+    "PostgresDatabase",
+    "SharedDatabaseStore",
+    "connect_refusal",
+    "map_store_error",
+)
 
 T = TypeVar("T")
 Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
@@ -84,6 +91,35 @@ def map_store_error(error: BaseException) -> StoreError:
     return StoreError(
         f"PostgreSQL is unavailable ({type(error).__name__})", code="STORE_UNAVAILABLE"
     )
+
+
+def _server_named(dsn: str) -> str:
+    """``host:port/database`` of a DSN, never its user or password (for a start-up message)."""
+    try:
+        parts = urllib.parse.urlsplit(dsn)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "PAUSEMESH_DATABASE_URL"
+    database = parts.path.lstrip("/") or "(the user's database)"
+    return f"{host or 'localhost'}:{port or 5432}/{database}"
+
+
+def connect_refusal(dsn: str, error: BaseException) -> StoreError:
+    """A connect that failed, in words: which server and database (never the credentials),
+    why, and what to do (``STORE_UNAVAILABLE``). Only at start-up: the DSN is the user's."""
+    where = _server_named(dsn)
+    if isinstance(error, pg_errors.InvalidCatalogNameError):
+        why = "the database does not exist; create the database or check PAUSEMESH_DATABASE_URL"
+    elif isinstance(error, pg_errors.InvalidAuthorizationSpecificationError):
+        why = "the role or its password was refused; check PAUSEMESH_DATABASE_URL"
+    elif isinstance(error, (OSError, asyncio.TimeoutError)):
+        why = (
+            f"the server cannot be reached ({type(error).__name__}); start PostgreSQL or check"
+            " PAUSEMESH_DATABASE_URL"
+        )
+    else:
+        return map_store_error(error)
+    return StoreError(f"cannot connect to PostgreSQL at {where}: {why}", code="STORE_UNAVAILABLE")
 
 
 def _connection_lost(error: BaseException) -> bool:
@@ -154,7 +190,7 @@ class PostgresDatabase:
                 server_settings={"application_name": "pausemesh"},
             )
         except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
-            raise map_store_error(error) from None
+            raise connect_refusal(dsn, error) from None
         return cls(pool, schema=schema, owns_pool=True, dsn=dsn)
 
     def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:

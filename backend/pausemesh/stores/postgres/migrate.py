@@ -15,7 +15,7 @@ import asyncpg
 
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.stores.migrations import Migration
-from pausemesh.stores.postgres.database import map_store_error, pending_migrations
+from pausemesh.stores.postgres.database import connect_refusal, map_store_error, pending_migrations
 from pausemesh.stores.postgres.schema import (
     DEFAULT_SCHEMA,
     LEDGER_DDL,
@@ -55,16 +55,20 @@ async def _on_connection(
     target: str | asyncpg.Connection, op: Callable[[asyncpg.Connection], Awaitable[T]]
 ) -> T:
     """Run ``op`` on ``target``, a DSN (connected and closed here) or an open connection."""
-    conn: Any = None
+    conn: Any = target
+    if isinstance(target, str):
+        try:
+            conn = await asyncpg.connect(target)
+        except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
+            raise connect_refusal(target, error) from None
     try:
-        conn = await asyncpg.connect(target) if isinstance(target, str) else target
         return await op(conn)
     except PauseMeshError:
         raise
     except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
         raise map_store_error(error) from None
     finally:
-        if isinstance(target, str) and conn is not None:
+        if isinstance(target, str):
             with contextlib.suppress(Exception):
                 await conn.close()
 
@@ -130,6 +134,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT", "continuation_approvers"),
     ("SELECT", "continuation_erasures"),
     ("SELECT, INSERT, UPDATE", "agui_thread_queue"),
+    ("SELECT, INSERT, UPDATE", "agui_thread_messages"),
 )
 # Erasure goes only through these SECURITY DEFINER functions (migrations ``thread_lifecycle``
 # and ``continuation_erasure``).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from pausemesh.stores.postgres.database import PostgresDatabase, map_store_error
+from pausemesh.stores.postgres.database import PostgresDatabase, connect_refusal
 from pausemesh.stores.postgres.events import PostgresEventStore
 from pausemesh.stores.postgres.fencing import PostgresFencedOperations
 from pausemesh.stores.postgres.job_lock import PostgresJobLock
@@ -85,7 +85,7 @@ async def open_postgres_read_only(
             },
         )
     except Exception as error:  # noqa: BLE001 - every driver failure becomes a StoreError
-        raise map_store_error(error) from None
+        raise connect_refusal(dsn, error) from None
     database = PostgresDatabase(pool, schema=schema, owns_pool=True)
     try:
         storage = await postgres_storage(database, close_database=True)
