@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from pausemesh.agui.conversations import Conversations, PurgeReport
 from pausemesh.agui.run.expiry import close_lapsed_cohorts
@@ -27,7 +28,11 @@ from pausemesh.core.ports import Clock, JobLock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.stats import StatsReader
 from pausemesh.core.tokens import KeyedTokenIssuer, RandomTokenIssuer
+from pausemesh.core.webhooks import WebhookRoutes, parse_webhooks
 from pausemesh.observability.observer import LoggingObserver
+from pausemesh.outbox.dispatcher import OutboxDispatcher, OutboxOptions
+from pausemesh.outbox.url_policy import PushUrlPolicy
+from pausemesh.outbox.webhook_sender import webhook_dispatcher
 from pausemesh.server_key import SecretKey, resolve_key_ring, resolve_secret_key
 from pausemesh.settings import Settings
 from pausemesh.stores.sqlite.storage import open_sqlite_read_only, open_sqlite_storage
@@ -37,12 +42,14 @@ __all__ = (
     "Runtime",
     "build_service",
     "free_predecessor_leases",
+    "load_webhooks",
     "open_read_only_storage",
     "open_runtime",
     "open_storage",
     "purge_threads",
     "run_expiry_sweeper",
     "run_retention",
+    "webhook_delivery",
 )
 
 _log = logging.getLogger("pausemesh.bootstrap")
@@ -74,6 +81,19 @@ async def open_storage(settings: Settings) -> Storage:
     return await open_sqlite_storage(settings.database_path, sync=settings.sqlite_sync)
 
 
+def load_webhooks(settings: Settings) -> WebhookRoutes | None:
+    """The subscriptions of ``PAUSEMESH_WEBHOOKS_FILE`` (None when unset); a file that cannot
+    be read or is not valid is a ``SettingsError`` naming it."""
+    if settings.webhooks_file is None:
+        return None
+    try:
+        document = Path(settings.webhooks_file).read_bytes()
+        return WebhookRoutes(parse_webhooks(document))
+    except (OSError, ValueError) as error:
+        msg = f"PAUSEMESH_WEBHOOKS_FILE: {error}"
+        raise SettingsError(msg, code="INVALID_SETTINGS") from None
+
+
 def build_service(
     settings: Settings,
     storage: Storage,
@@ -93,6 +113,34 @@ def build_service(
         observer=observer or LoggingObserver(),
         token_ttl_seconds=settings.token_ttl_seconds,
         max_pause_ttl_seconds=settings.max_pause_ttl_seconds,
+        webhooks=load_webhooks(settings),
+    )
+
+
+def webhook_delivery(runtime: Runtime) -> OutboxDispatcher | None:
+    """The webhook channel's dispatcher for this process (None without webhooks or a push
+    store); every replica runs one, the outbox claim gives each delivery to one of them."""
+    routes = runtime.service.webhooks
+    push = runtime.storage.push
+    if routes is None or push is None:
+        return None
+    settings = runtime.settings
+    options = OutboxOptions(
+        max_attempts=settings.a2a_push_max_attempts,
+        backoff_seconds=settings.a2a_push_backoff_seconds,
+        backoff_max_seconds=settings.a2a_push_backoff_max_seconds,
+        lease_seconds=settings.a2a_push_lease_seconds,
+        timeout_seconds=settings.a2a_push_timeout_seconds,
+        poll_seconds=settings.a2a_push_poll_seconds,
+    )
+    policy = PushUrlPolicy(settings.a2a_push_allow, what="The webhook URL")
+    return webhook_dispatcher(
+        lambda: push,
+        routes,
+        policy,
+        holder=runtime.instance.holder,
+        options=options,
+        clock=runtime.service.clock,
     )
 
 
@@ -265,6 +313,9 @@ async def open_runtime(
             tails=StreamSlots(settings.max_tails_per_principal, what="tails"),
         )
         await free_predecessor_leases(storage, instance)
+        webhooks = webhook_delivery(runtime)
+        if webhooks is not None:
+            runtime.tasks.append(asyncio.create_task(webhooks.run(), name="pausemesh-webhooks"))
         if sweeper:
             runtime.tasks.append(
                 asyncio.create_task(

@@ -271,6 +271,10 @@ class Settings:
     @classmethod
     def load(
         cls,
+    # Event webhooks (docs/approvals.md): a JSON file of subscriptions, each a URL, its events,
+    # filters and signing secrets; delivered from the outbox with the a2a_push_* delivery
+    # settings and under PAUSEMESH_A2A_PUSH_ALLOW.
+    webhooks_file: Annotated[str, _TEXT] | None = None
         *,
         environ: Mapping[str, str] | None = None,
         env_file: str | Path | None = ".env",

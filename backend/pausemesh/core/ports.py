@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from pausemesh.core.approvers import Approver
 from pausemesh.core.model import ContinuationEvent
+from pausemesh.core.push import OutboxEntry
 from pausemesh.core.tokens import IssuedTokenValue
 from pausemesh.observability.observations import Observer
 
@@ -22,12 +23,20 @@ class EventStore(Protocol):
     the stream's current version equals ``expected_version`` (0 = the stream does not
     exist); otherwise it raises ``VersionConflictError``. Events must carry versions
     ``expected_version + 1 ...`` and the stream's id, checked before anything is written.
+    ``outbox``: deliveries queued in the same transaction (``core/push.py``; an entry whose
+    ``delivery_id`` is already queued is not queued again), so a state change is never
+    committed without its webhooks, nor the other way round.
     """
 
     async def load(self, continuation_id: str) -> Sequence[ContinuationEvent]: ...
 
     async def append(
-        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+        self,
+        continuation_id: str,
+        expected_version: int,
+        events: Sequence[ContinuationEvent],
+        *,
+        outbox: Sequence[OutboxEntry] = (),
     ) -> None: ...
 
     async def list_due(self, now: datetime, limit: int) -> Sequence[str]:

@@ -30,7 +30,9 @@ import msgspec
 from pausemesh.core.threads import ThreadRecord
 
 __all__ = (
+    "A2A_CHANNEL",
     "NO_OUTCOME",
+    "OutboxEntry",
     "PushClaim",
     "PushConfigRecord",
     "PushDelivery",
@@ -43,6 +45,12 @@ __all__ = (
 
 # The error recorded for a delivery given up after a last attempt that left no outcome.
 NO_OUTCOME = "no outcome recorded for the last attempt"
+
+# The outbox carries deliveries of several channels (``channel``): the A2A push notifications
+# queued by ``save_task`` and the event webhooks queued with a continuation's events
+# (``EventStore.append(outbox=...)``, ``core/webhooks.py``). One table, one claim, one
+# dispatcher (``outbox/dispatcher.py``) per channel, each with its own sender.
+A2A_CHANNEL = "a2a"
 
 
 def delivery_id(event_id: str, config_id: str) -> str:
@@ -67,6 +75,18 @@ class PushNotice(msgspec.Struct, frozen=True, kw_only=True):
     payload: dict[str, Any]
 
 
+class OutboxEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One delivery to queue with a state change: ``task_id`` is its fairness key (one key
+    never takes more than its share of a claim), ``config`` names the destination (its
+    ``url``) and whatever the channel's sender needs; ``delivery_id`` is stable."""
+
+    delivery_id: str
+    task_id: str
+    channel: str
+    config: dict[str, Any]
+    payload: dict[str, Any]
+
+
 class PushDelivery(msgspec.Struct, frozen=True, kw_only=True):
     """One notice for one webhook; ``delivery_id`` is the same on every attempt."""
 
@@ -76,6 +96,7 @@ class PushDelivery(msgspec.Struct, frozen=True, kw_only=True):
     payload: dict[str, Any]
     attempts: int
     created_at: datetime
+    channel: str = A2A_CHANNEL
 
 
 class PushFailure(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,10 +157,11 @@ class PushStore(Protocol):
         limit: int,
         max_attempts: int,
         per_key: int,
+        channel: str = A2A_CHANNEL,
     ) -> PushClaim:
-        """Lease up to ``limit`` due deliveries to ``holder`` (none held by a live lease), at
-        most ``per_key`` per task and per URL, each with fewer than ``max_attempts`` attempts;
-        give up the due ones that have had them. Each claimed delivery's attempt count goes
+        """Lease up to ``limit`` due deliveries of ``channel`` to ``holder`` (none held by a
+        live lease), at most ``per_key`` per task and per URL, each with fewer than
+        ``max_attempts`` attempts; give up the due ones of ``channel`` that have had them. Each claimed delivery's attempt count goes
         up by one and its next attempt moves to ``lease_until``."""
         ...
 

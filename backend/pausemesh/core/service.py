@@ -48,6 +48,7 @@ from pausemesh.core.validation import (
     check_reason,
     check_routable_id,
 )
+from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.observability.observations import ContinuationCreatedObservation
 from pausemesh.observability.observer import NoopObserver, observe_safely
 from pausemesh.observability.telemetry import CONTINUATIONS_CREATED, count, span
@@ -74,9 +75,11 @@ class ContinuationService:
         token_ttl_seconds: int = 900,
         max_pause_ttl_seconds: int = DEFAULT_MAX_PAUSE_TTL_SECONDS,
         id_factory: Callable[[], str] | None = None,
+        webhooks: WebhookRoutes | None = None,
     ) -> None:
         """``max_pause_ttl_seconds``: no deadline lies further ahead than this (the default
-        TTL included); a later ``expires_at`` is refused with ``INVALID_EXPIRY``."""
+        TTL included); a later ``expires_at`` is refused with ``INVALID_EXPIRY``.
+        ``webhooks``: the event webhooks every change owes (``core/webhooks.py``)."""
         if not _MIN_TTL_SECONDS <= max_pause_ttl_seconds <= MAX_PAUSE_TTL_SECONDS:
             msg = (
                 f"max_pause_ttl_seconds must be between {_MIN_TTL_SECONDS}"
@@ -88,7 +91,7 @@ class ContinuationService:
                 f"token_ttl_seconds must be between {_MIN_TTL_SECONDS} and {max_pause_ttl_seconds}"
             )
             raise ValueError(msg)
-        self._streams = Streams(store, clock or SystemClock(), observer or NoopObserver())
+        self._streams = Streams(store, clock or SystemClock(), observer or NoopObserver(), webhooks)
         self.token_issuer = token_issuer or RandomTokenIssuer()
         self.keyed_issuer = keyed_issuer
         self.token_ttl = timedelta(seconds=token_ttl_seconds)
@@ -98,6 +101,10 @@ class ContinuationService:
     @property
     def store(self) -> EventStore:
         return self._streams.store
+
+    @property
+    def webhooks(self) -> WebhookRoutes | None:
+        return self._streams.webhooks
 
     @property
     def clock(self) -> Clock:
@@ -237,9 +244,9 @@ class ContinuationService:
             allow_requester=allow_requester,
             owner_roles=owner_roles,
         )
-        await self.store.append(continuation_id, 0, [event])
-        count(CONTINUATIONS_CREATED)
         continuation = apply_event(None, event)
+        await self._streams.write(continuation_id, 0, event, continuation)
+        count(CONTINUATIONS_CREATED)
         observe_safely(
             self.observer,
             ContinuationCreatedObservation(

@@ -23,6 +23,7 @@ from pausemesh.core.model import (
 )
 from pausemesh.core.ports import Clock, EventStore, Observer
 from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.observability.observations import ContinuationTransitionedObservation
 from pausemesh.observability.observer import observe_safely
 from pausemesh.observability.telemetry import EXPIRIES, EXPIRY_LAG_SECONDS, count, observe, span
@@ -48,12 +49,38 @@ class LoadedStream(msgspec.Struct, frozen=True):
 class Streams:
     """Load, append to and expire continuation streams in ``store``."""
 
-    __slots__ = ("clock", "observer", "store")
+    __slots__ = ("clock", "observer", "store", "webhooks")
 
-    def __init__(self, store: EventStore, clock: Clock, observer: Observer) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        clock: Clock,
+        observer: Observer,
+        webhooks: WebhookRoutes | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.observer = observer
+        # The event webhooks each appended event owes, queued in the same write.
+        self.webhooks = webhooks
+
+    async def write(
+        self,
+        continuation_id: str,
+        expected_version: int,
+        event: ContinuationEvent,
+        after: Continuation,
+    ) -> None:
+        """Append ``event`` (compare-and-swap on ``expected_version``) with the webhook
+        deliveries it owes (``after``: the state it makes), in one store write."""
+        webhooks = self.webhooks
+        outbox = webhooks.for_event(event, after) if webhooks is not None else []
+        if not outbox:
+            await self.store.append(continuation_id, expected_version, [event])
+            return
+        await self.store.append(continuation_id, expected_version, [event], outbox=outbox)
+        if webhooks is not None and webhooks.wake is not None:
+            webhooks.wake()
 
     async def load(self, continuation_id: str) -> LoadedStream:
         """The stream, whoever asks; ``ContinuationNotFoundError`` when there is none."""
@@ -85,8 +112,8 @@ class Streams:
     async def append(self, state: Continuation, event: ContinuationEvent) -> Continuation:
         """Append ``event`` after ``state`` (``VersionConflictError`` when another writer got
         there first) and report the transition."""
-        await self.store.append(state.continuation_id, state.version, [event])
         new_state = apply_event(state, event)
+        await self.write(state.continuation_id, state.version, event, new_state)
         observe_safely(
             self.observer,
             ContinuationTransitionedObservation(

@@ -45,6 +45,7 @@ __all__ = (
     "TAIL_DELIVERY_LAG_SECONDS",
     "THREAD_BUSY",
     "WAL_SYNC_SECONDS",
+    "WEBHOOK_DELIVERIES",
     "WRITE_TURN_WAIT_SECONDS",
     "MetricKind",
     "MetricSpec",
@@ -198,6 +199,15 @@ GATEWAY_DISPATCHES = MetricSpec(
     ("status",),
     initial=(("RESPONSE_RETAINED",), ("OUTCOME_UNKNOWN",), ("REFUSED",)),
 )
+WEBHOOK_DELIVERIES = MetricSpec(
+    "pausemesh_webhook_deliveries_total",
+    MetricKind.COUNTER,
+    "Event webhook deliveries (PAUSEMESH_WEBHOOKS_FILE) by outcome: delivered, retry, failed"
+    " (given up for good: out of attempts, 410 Gone, a URL that can never be called, or a"
+    " subscription no longer configured).",
+    ("outcome",),
+    initial=(("delivered",), ("retry",), ("failed",)),
+)
 A2A_PUSH_DELIVERIES = MetricSpec(
     "pausemesh_a2a_push_deliveries_total",
     MetricKind.COUNTER,
@@ -227,6 +237,7 @@ METRICS: tuple[MetricSpec, ...] = (
     OPERATION_DECISIONS,
     GATEWAY_DISPATCHES,
     A2A_PUSH_DELIVERIES,
+    WEBHOOK_DELIVERIES,
 )
 
 

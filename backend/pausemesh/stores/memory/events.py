@@ -14,6 +14,7 @@ from pausemesh.core.model import (
     ContinuationResumed,
     encode_event,
 )
+from pausemesh.core.push import OutboxEntry
 from pausemesh.stores.batch import (
     approver_index_keys,
     batch_approvers,
@@ -21,6 +22,7 @@ from pausemesh.stores.batch import (
     decode_stream,
     redacted,
 )
+from pausemesh.stores.memory.push import InMemoryPushStore
 
 __all__ = ("InMemoryEventStore",)
 
@@ -37,6 +39,9 @@ class InMemoryEventStore:
         self._erased: dict[str, datetime] = {}
         self._closed = False
         self._lock = asyncio.Lock()
+        # Where the deliveries queued with an append go (the in-memory push store's outbox);
+        # None: they are dropped, as a store without webhooks would never be given any.
+        self.outbox: InMemoryPushStore | None = None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -48,7 +53,12 @@ class InMemoryEventStore:
         return decode_stream(continuation_id, self._streams.get(continuation_id, []))
 
     async def append(
-        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+        self,
+        continuation_id: str,
+        expected_version: int,
+        events: Sequence[ContinuationEvent],
+        *,
+        outbox: Sequence[OutboxEntry] = (),
     ) -> None:
         self._check_open()
         encoded = check_batch(continuation_id, expected_version, events)
@@ -69,6 +79,8 @@ class InMemoryEventStore:
             for event in events:
                 if isinstance(event, ContinuationResumed) and event.continues_thread is not None:
                     self._owed[continuation_id] = event.continues_thread
+            if outbox and self.outbox is not None:
+                self.outbox.queue(outbox, now=first.occurred_at)
 
     async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
         self._check_open()

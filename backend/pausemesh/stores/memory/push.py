@@ -7,13 +7,16 @@ two happen together, as the database stores' single transaction makes them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
 import msgspec
 
 from pausemesh.core.push import (
+    A2A_CHANNEL,
     NO_OUTCOME,
+    OutboxEntry,
     PushClaim,
     PushConfigRecord,
     PushDelivery,
@@ -83,6 +86,21 @@ class InMemoryPushStore:
             self._rows.setdefault(key, _Row(delivery=delivery, next_attempt_at=now))
         return saved
 
+    def queue(self, entries: Sequence[OutboxEntry], *, now: datetime) -> None:
+        """Queue ``entries`` due at ``now`` (the event store's append calls it, with no await
+        between the stream's write and this)."""
+        for entry in entries:
+            delivery = PushDelivery(
+                delivery_id=entry.delivery_id,
+                task_id=entry.task_id,
+                config=entry.config,
+                payload=entry.payload,
+                attempts=0,
+                created_at=now,
+                channel=entry.channel,
+            )
+            self._rows.setdefault(entry.delivery_id, _Row(delivery=delivery, next_attempt_at=now))
+
     async def claim(
         self,
         *,
@@ -92,12 +110,14 @@ class InMemoryPushStore:
         limit: int,
         max_attempts: int,
         per_key: int,
+        channel: str = A2A_CHANNEL,
     ) -> PushClaim:
         due = sorted(
             (
                 row
                 for row in self._rows.values()
-                if row.next_attempt_at is not None
+                if row.delivery.channel == channel
+                and row.next_attempt_at is not None
                 and row.next_attempt_at <= now
                 and (row.lease_until is None or row.lease_until <= now)
             ),

@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.core.push import OutboxEntry
 from pausemesh.stores.batch import (
     MAX_EVENTS_PER_STREAM,
     approver_index_keys,
@@ -68,22 +71,26 @@ class PostgresEventStore:
         """
         # The head row is the fence: 0 rows from it means another writer won; then the
         # events insert selects nothing, all in the same statement.
-        self._sql_create = f"""
+        create_head = f"""
             WITH head AS (
                 INSERT INTO {q}.continuation_streams (continuation_id, version, pending_expires_at)
                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING continuation_id
             ), appr AS (
                 INSERT INTO {q}.continuation_approvers (approver, continuation_id)
                 SELECT a, head.continuation_id FROM head, unnest($6::text[]) AS a
-            ), {insert_events}
-        """
-        self._sql_advance = f"""
+            ),"""
+        advance_head = f"""
             WITH head AS (
                 UPDATE {q}.continuation_streams SET version = $2, pending_expires_at = $3,
                     owed_thread = coalesce($7, owed_thread)
                 WHERE continuation_id = $1 AND version = $6 RETURNING continuation_id
-            ), {insert_events}
-        """
+            ),"""
+        self._sql_create = f"{create_head} {insert_events}"
+        self._sql_advance = f"{advance_head} {insert_events}"
+        # The same, queueing outbox deliveries (webhooks) in the same statement, only when the
+        # head row was written: the state change and its deliveries commit together.
+        self._sql_create_boxed = f"{create_head} {_outbox_cte(q, 7)}, {insert_events}"
+        self._sql_advance_boxed = f"{advance_head} {_outbox_cte(q, 8)}, {insert_events}"
         self._sql_approvals = f"""
             SELECT DISTINCT a.continuation_id FROM {q}.continuation_approvers a
             JOIN {q}.continuation_streams s ON s.continuation_id = a.continuation_id
@@ -133,7 +140,12 @@ class PostgresEventStore:
         return await self.database.run(op, read=True)
 
     async def append(
-        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+        self,
+        continuation_id: str,
+        expected_version: int,
+        events: Sequence[ContinuationEvent],
+        *,
+        outbox: Sequence[OutboxEntry] = (),
     ) -> None:
         encoded = check_batch(continuation_id, expected_version, events)
         if not encoded:
@@ -162,6 +174,10 @@ class PostgresEventStore:
             sql = self._sql_advance
             owed = batch_owed_thread(events)
             args = (continuation_id, new_version, deadline, versions, texts, expected_version, owed)
+
+        if outbox:
+            sql = self._sql_create_boxed if expected_version == 0 else self._sql_advance_boxed
+            args = (*args, *_outbox_args(outbox), first.occurred_at)
 
         async def op(conn: Conn) -> int:
             return int(await conn.fetchval(sql, *args))
@@ -240,3 +256,30 @@ async def open_postgres_store(
         await database.close()
         raise
     return PostgresEventStore(database)
+
+
+def _outbox_cte(q: str, first: int) -> str:
+    """A CTE queueing the outbox rows given as five arrays from parameter ``first`` (ids, keys,
+    channels, configs, payloads) and their time after them, once per written head."""
+    n = [f"${first + i}" for i in range(6)]
+    return f"""box AS (
+                INSERT INTO {q}.a2a_push_deliveries (delivery_id, task_id, channel, config_json,
+                    payload_json, created_at, next_attempt_at)
+                SELECT o.delivery_id, o.task_id, o.channel, o.config_json, o.payload_json,
+                    {n[5]}, {n[5]}
+                FROM head, unnest({n[0]}::text[], {n[1]}::text[], {n[2]}::text[],
+                    {n[3]}::text[], {n[4]}::text[])
+                    AS o (delivery_id, task_id, channel, config_json, payload_json)
+                ON CONFLICT DO NOTHING
+            )"""
+
+
+def _outbox_args(outbox: Sequence[OutboxEntry]) -> tuple[list[str], ...]:
+    encode = msgspec.json.encode
+    return (
+        [entry.delivery_id for entry in outbox],
+        [entry.task_id for entry in outbox],
+        [entry.channel for entry in outbox],
+        [encode(entry.config).decode() for entry in outbox],
+        [encode(entry.payload).decode() for entry in outbox],
+    )

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.push import (
+    A2A_CHANNEL,
     NO_OUTCOME,
     PushClaim,
     PushConfigRecord,
@@ -70,7 +71,7 @@ class PostgresPushStore:
         self._sql_give_up = f"""
             UPDATE {q}.a2a_push_deliveries SET next_attempt_at = NULL, lease_holder = NULL,
                 lease_until = NULL, last_error = COALESCE(last_error, $3)
-            WHERE {due} AND attempts >= $2
+            WHERE channel = $4 AND {due} AND attempts >= $2
             RETURNING delivery_id, task_id, attempts, last_error
         """
         # Oldest first, at most $6 rows per task and per webhook URL (ranked over every due
@@ -86,14 +87,15 @@ class PostgresPushStore:
                                 ORDER BY next_attempt_at, delivery_id COLLATE "C") AS by_task,
                             ROW_NUMBER() OVER (PARTITION BY config_json::json ->> 'url'
                                 ORDER BY next_attempt_at, delivery_id COLLATE "C") AS by_url
-                        FROM {q}.a2a_push_deliveries WHERE {due} AND attempts < $5
+                        FROM {q}.a2a_push_deliveries
+                        WHERE channel = $7 AND {due} AND attempts < $5
                     ) ranked WHERE by_task <= $6 AND by_url <= $6
                     ORDER BY next_attempt_at, delivery_id COLLATE "C" LIMIT $4
                 ) fair USING (delivery_id)
                 FOR UPDATE OF c SKIP LOCKED)
               AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= $1)
             RETURNING d.delivery_id, d.task_id, d.config_json, d.payload_json, d.attempts,
-                d.created_at
+                d.created_at, d.channel
         """
         self._sql_settle = f"""
             UPDATE {q}.a2a_push_deliveries SET next_attempt_at = $3, lease_holder = NULL,
@@ -168,12 +170,15 @@ class PostgresPushStore:
         limit: int,
         max_attempts: int,
         per_key: int,
+        channel: str = A2A_CHANNEL,
     ) -> PushClaim:
         async def op(conn: Conn) -> tuple[list[Any], list[Any]]:
             async with conn.transaction():
-                given_up = await conn.fetch(self._sql_give_up, now, max_attempts, NO_OUTCOME)
+                given_up = await conn.fetch(
+                    self._sql_give_up, now, max_attempts, NO_OUTCOME, channel
+                )
                 rows = await conn.fetch(
-                    self._sql_claim, now, holder, lease_until, limit, max_attempts, per_key
+                    self._sql_claim, now, holder, lease_until, limit, max_attempts, per_key, channel
                 )
                 return list(given_up), list(rows)
 
@@ -187,6 +192,7 @@ class PostgresPushStore:
                     payload=msgspec.json.decode(r[3]),
                     attempts=r[4],
                     created_at=r[5],
+                    channel=r[6],
                 )
                 for r in rows
             ],

@@ -594,6 +594,23 @@ _RESEND_NUMBERS = Migration(
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+# Migration 20 (numbers between are left to other lines of work). The push outbox becomes the
+# one outbox: each row names its channel (``a2a``: A2A push notifications, every row before;
+# ``webhook``: the event webhooks of ``core/webhooks.py``); each channel's dispatcher claims
+# its own rows on their own index. A constant default rewrites nothing.
+_OUTBOX_CHANNELS = Migration(
+    version=20,
+    name="outbox_channels",
+    statements=(
+        "ALTER TABLE {schema}.a2a_push_deliveries ADD COLUMN channel TEXT NOT NULL DEFAULT 'a2a'",
+        "DROP INDEX {schema}.a2a_push_deliveries_due",
+        """
+        CREATE INDEX outbox_due ON {schema}.a2a_push_deliveries (channel, next_attempt_at)
+            WHERE next_attempt_at IS NOT NULL
+        """,
+    ),
+)
+
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,

@@ -16,6 +16,7 @@ import msgspec
 from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import VersionConflictError
 from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.core.push import OutboxEntry
 from pausemesh.stores.batch import (
     approver_index_keys,
     batch_approvers,
@@ -25,6 +26,7 @@ from pausemesh.stores.batch import (
 )
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us
+from pausemesh.stores.sqlite.outbox import QUEUE_OUTBOX, outbox_rows
 
 __all__ = ("SqliteEventStore", "open_sqlite_store")
 
@@ -69,7 +71,12 @@ class SqliteEventStore:
         return decode_stream(continuation_id, [row[0] for row in rows])
 
     async def append(
-        self, continuation_id: str, expected_version: int, events: Sequence[ContinuationEvent]
+        self,
+        continuation_id: str,
+        expected_version: int,
+        events: Sequence[ContinuationEvent],
+        *,
+        outbox: Sequence[OutboxEntry] = (),
     ) -> None:
         encoded = [e.decode() for e in check_batch(continuation_id, expected_version, events)]
         if not encoded:
@@ -85,6 +92,7 @@ class SqliteEventStore:
         deadline = _expires_at_us(events)
         approvers = batch_approvers(events)
         owed = batch_owed_thread(events)
+        queued = outbox_rows(outbox, epoch_us(events[0].occurred_at)) if outbox else []
 
         def op(conn: sqlite3.Connection) -> None:
             if expected_version == 0:
@@ -119,6 +127,8 @@ class SqliteEventStore:
                     "INSERT INTO continuation_approvers VALUES (?, ?)",
                     [(approver, continuation_id) for approver in approvers],
                 )
+            if queued:
+                conn.executemany(QUEUE_OUTBOX, queued)
 
         await self.database.write(op)
 

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from pausemesh.core.push import (
+    A2A_CHANNEL,
     NO_OUTCOME,
     PushClaim,
     PushConfigRecord,
@@ -40,7 +41,8 @@ def _json(value: Any) -> str:
 _GIVE_UP = (
     "UPDATE a2a_push_deliveries SET next_attempt_at_us = NULL, lease_holder = NULL,"
     " lease_until_us = NULL, last_error = COALESCE(last_error, :no_outcome)"
-    " WHERE next_attempt_at_us <= :now AND (lease_until_us IS NULL OR lease_until_us <= :now)"
+    " WHERE channel = :channel AND next_attempt_at_us <= :now"
+    " AND (lease_until_us IS NULL OR lease_until_us <= :now)"
     " AND attempts >= :max RETURNING delivery_id, task_id, attempts, last_error"
 )
 # Oldest first, at most :per_key rows per task and per webhook URL (ranked over every due row).
@@ -52,11 +54,11 @@ _CLAIM = (
     "     ORDER BY next_attempt_at_us, delivery_id) AS by_task,"
     "   ROW_NUMBER() OVER (PARTITION BY json_extract(config_json, '$.url')"
     "     ORDER BY next_attempt_at_us, delivery_id) AS by_url"
-    "   FROM a2a_push_deliveries WHERE next_attempt_at_us <= :now"
+    "   FROM a2a_push_deliveries WHERE channel = :channel AND next_attempt_at_us <= :now"
     "   AND (lease_until_us IS NULL OR lease_until_us <= :now) AND attempts < :max)"
     " WHERE by_task <= :per_key AND by_url <= :per_key"
     " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit)"
-    " RETURNING delivery_id, task_id, config_json, payload_json, attempts, created_at_us"
+    " RETURNING delivery_id, task_id, config_json, payload_json, attempts, created_at_us, channel"
 )
 
 
@@ -149,13 +151,14 @@ class SqlitePushStore:
         limit: int,
         max_attempts: int,
         per_key: int,
+        channel: str = A2A_CHANNEL,
     ) -> PushClaim:
         at = epoch_us(now)
         # A read first: an idle poll (the usual case) then costs no write transaction.
         due = await self.database.read(
-            "SELECT 1 FROM a2a_push_deliveries WHERE next_attempt_at_us <= ?"
+            "SELECT 1 FROM a2a_push_deliveries WHERE channel = ? AND next_attempt_at_us <= ?"
             " AND (lease_until_us IS NULL OR lease_until_us <= ?) LIMIT 1",
-            (at, at),
+            (channel, at, at),
         )
         if not due:
             return PushClaim(deliveries=[], given_up=[])
@@ -167,6 +170,7 @@ class SqlitePushStore:
             "per_key": per_key,
             "limit": limit,
             "no_outcome": NO_OUTCOME,
+            "channel": channel,
         }
 
         def op(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
@@ -183,6 +187,7 @@ class SqlitePushStore:
                     payload=msgspec.json.decode(row[3]),
                     attempts=row[4],
                     created_at=from_epoch_us(row[5]),
+                    channel=row[6],
                 )
                 for row in rows
             ],

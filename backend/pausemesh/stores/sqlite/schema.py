@@ -442,6 +442,23 @@ _STORED_BYTES = Migration(
 )
 
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+# Migration 20 (numbers between are left to other lines of work). The push outbox becomes the
+# one outbox: each row names its channel (``a2a``: A2A push notifications, every row before;
+# ``webhook``: the event webhooks of ``core/webhooks.py``), and each channel's dispatcher
+# claims its own rows on their own index.
+_OUTBOX_CHANNELS = Migration(
+    version=20,
+    name="outbox_channels",
+    statements=(
+        "ALTER TABLE a2a_push_deliveries ADD COLUMN channel TEXT NOT NULL DEFAULT 'a2a'",
+        "DROP INDEX a2a_push_deliveries_due",
+        """
+        CREATE INDEX outbox_due ON a2a_push_deliveries (channel, next_attempt_at_us)
+            WHERE next_attempt_at_us IS NOT NULL
+        """,
+    ),
+)
+
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,

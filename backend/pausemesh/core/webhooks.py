@@ -1,0 +1,273 @@
+"""Event webhooks: who is told when a pause is created, decided, cancelled or expires.
+
+Subscriptions come from ``PAUSEMESH_WEBHOOKS_FILE`` (``parse_webhooks``: a destination URL,
+the events, optional filters by approver role, agent and tag, the signing secrets).
+``WebhookRoutes.entries`` turns one continuation event into the outbox deliveries it owes;
+``Streams.append`` queues them with the event in the same store write (``EventStore.append
+(outbox=...)``), so a state change is never committed without its webhooks. The webhook
+channel's dispatcher (``outbox/dispatcher.py``, the same one the A2A push outbox runs on)
+then sends them, signed per Standard Webhooks (``outbox/webhook_sender.py``).
+
+The body is ``{"type", "timestamp", "data"}``: ``data`` holds what a receiver needs to show
+the request (the message, the response schema, who asked, the approvers, the deadline, the
+thread and its title, tags, the decision once made) and never a resume token. Its ``links``
+(one-click decision links) are added by the sender when it signs, never stored. The delivery
+id (the ``webhook-id`` header) is the same on every attempt: ``delivery_id`` of the event
+(``<continuation id>:<version>``) and the subscription.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from pausemesh.core.model import (
+    Continuation,
+    ContinuationCancelled,
+    ContinuationCreated,
+    ContinuationEvent,
+    ContinuationExpired,
+    ContinuationResumed,
+)
+from pausemesh.core.push import OutboxEntry, delivery_id
+from pausemesh.core.urls import has_unsafe_characters
+
+__all__ = (
+    "EVENT_TYPES",
+    "INBOX_METADATA",
+    "WEBHOOK_CHANNEL",
+    "WebhookRoutes",
+    "WebhookSubscription",
+    "event_type",
+    "parse_webhooks",
+)
+
+WEBHOOK_CHANNEL: Final = "webhook"
+EVENT_TYPES: Final = frozenset(
+    {
+        "pause.created",
+        "pause.decided",
+        "pause.expired",
+        "pause.cancelled",
+        "pause.reminder",
+        "pause.escalated",
+        "operation.outcome_unknown",
+    }
+)
+# The continuation metadata key the inbox reads: {"tags": [...], "agent": str, "threadTitle"}.
+INBOX_METADATA: Final = "inbox"
+_MAX_SUBSCRIPTIONS: Final = 64
+
+
+class WebhookSubscription(msgspec.Struct, frozen=True, kw_only=True):
+    """One destination: the events it takes and, when set, the pauses it takes them for (a
+    pause matches a filter when it names one of its roles, comes from one of its agents, or
+    carries one of its tags). ``secrets``: the first signs, every one is sent (rotation)."""
+
+    id: str
+    url: str
+    events: frozenset[str]
+    secrets: tuple[str, ...]
+    roles: frozenset[str] = frozenset()
+    agents: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+
+    def wants(self, kind: str, state: Continuation) -> bool:
+        if kind not in self.events:
+            return False
+        inbox = _inbox(state)
+        if self.roles and not self.roles & {a[5:] for a in state.approvers if a[:5] == "role:"}:
+            return False
+        if self.agents and inbox.get("agent") not in self.agents:
+            return False
+        return not self.tags or bool(self.tags & set(_strings(inbox.get("tags"))))
+
+
+def _inbox(state: Continuation) -> dict[str, Any]:
+    inbox = state.metadata.get(INBOX_METADATA) if isinstance(state.metadata, dict) else None
+    return inbox if isinstance(inbox, dict) else {}
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+class _File(msgspec.Struct, forbid_unknown_fields=True):
+    webhooks: list[_Entry]
+
+
+class _Filters(msgspec.Struct, forbid_unknown_fields=True):
+    roles: list[str] = []
+    agents: list[str] = []
+    tags: list[str] = []
+
+
+class _Entry(msgspec.Struct, forbid_unknown_fields=True):
+    id: str
+    url: str
+    events: list[str]
+    secrets: list[str]
+    filters: _Filters = msgspec.field(default_factory=_Filters)
+
+
+def parse_webhooks(document: bytes) -> tuple[WebhookSubscription, ...]:
+    """The subscriptions of a ``PAUSEMESH_WEBHOOKS_FILE`` (JSON); ``ValueError`` naming what
+    is wrong. A URL's text and form are checked here; where it points, before each delivery
+    (the A2A push address policy, ``PAUSEMESH_A2A_PUSH_ALLOW``)."""
+    try:
+        parsed = msgspec.json.decode(document, type=_File)
+    except msgspec.DecodeError as error:
+        msg = f"the webhooks file is not valid: {error}"
+        raise ValueError(msg) from None
+    if len(parsed.webhooks) > _MAX_SUBSCRIPTIONS:
+        msg = f"the webhooks file holds at most {_MAX_SUBSCRIPTIONS} webhooks"
+        raise ValueError(msg)
+    seen: set[str] = set()
+    out: list[WebhookSubscription] = []
+    for entry in parsed.webhooks:
+        what = f"webhook {entry.id!r}"
+        if not entry.id or entry.id in seen or has_unsafe_characters(entry.id):
+            msg = f"{what}: each webhook needs its own id, without spaces or control characters"
+            raise ValueError(msg)
+        seen.add(entry.id)
+        _check_url(entry.url, what)
+        unknown = set(entry.events) - EVENT_TYPES
+        if not entry.events or unknown:
+            msg = f"{what}: events must be some of {sorted(EVENT_TYPES)}"
+            raise ValueError(msg)
+        if not entry.secrets or not all(_secret_ok(s) for s in entry.secrets):
+            msg = f"{what}: secrets must be one or more 'whsec_' + base64 secrets of 24+ bytes"
+            raise ValueError(msg)
+        out.append(
+            WebhookSubscription(
+                id=entry.id,
+                url=entry.url,
+                events=frozenset(entry.events),
+                secrets=tuple(entry.secrets),
+                roles=frozenset(entry.filters.roles),
+                agents=frozenset(entry.filters.agents),
+                tags=frozenset(entry.filters.tags),
+            )
+        )
+    return tuple(out)
+
+
+def _check_url(url: str, what: str) -> None:
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        _ = parsed.port
+    except ValueError:
+        parsed = None
+    if (
+        parsed is None
+        or has_unsafe_characters(url)
+        or parsed.scheme not in ("http", "https")
+        or not parsed.hostname
+        or parsed.username is not None
+    ):
+        msg = f"{what}: url must be an absolute http(s) URL naming a host, without user info"
+        raise ValueError(msg)
+
+
+def _secret_ok(secret: str) -> bool:
+    import base64  # noqa: PLC0415 - only when a file is read
+    import binascii  # noqa: PLC0415
+
+    if not secret.startswith("whsec_"):
+        return False
+    try:
+        return len(base64.b64decode(secret[6:], validate=True)) >= 24
+    except (binascii.Error, ValueError):
+        return False
+
+
+def event_type(event: ContinuationEvent) -> str:
+    """The webhook event a continuation event is."""
+    match event:
+        case ContinuationCreated():
+            return "pause.created"
+        case ContinuationResumed():
+            return "pause.decided"
+        case ContinuationCancelled():
+            return "pause.cancelled"
+        case ContinuationExpired():
+            return "pause.expired"
+
+
+def body_data(state: Continuation) -> dict[str, Any]:
+    """What a receiver needs to show one pause (no token, no link: see the module)."""
+    payload = state.payload if isinstance(state.payload, dict) else {}
+    inbox = _inbox(state)
+    data: dict[str, Any] = {
+        "pauseId": state.continuation_id,
+        "threadId": state.correlation_id,
+        "status": state.status,
+        "message": payload.get("message"),
+        "responseSchema": payload.get("responseSchema"),
+        "askedBy": None if isinstance(state.owner, msgspec.UnsetType) else state.owner,
+        "approvers": list(state.approvers),
+        "createdAt": state.created_at.isoformat(),
+        "deadline": state.expires_at.isoformat(),
+        "threadTitle": inbox.get("threadTitle"),
+        "agent": inbox.get("agent"),
+        "tags": _strings(inbox.get("tags")),
+    }
+    if state.status == "resumed":
+        data["decision"] = {
+            "resolvedBy": None
+            if isinstance(state.resolved_by, msgspec.UnsetType)
+            else state.resolved_by,
+            "answer": state.resume_payload,
+            "decidedAt": None
+            if isinstance(state.resumed_at, msgspec.UnsetType)
+            else state.resumed_at.isoformat(),
+        }
+    return data
+
+
+class WebhookRoutes:
+    """The subscriptions, and what each continuation event owes them."""
+
+    __slots__ = ("by_id", "subscriptions", "wake")
+
+    def __init__(
+        self, subscriptions: Sequence[WebhookSubscription], wake: Callable[[], None] | None = None
+    ) -> None:
+        self.subscriptions = tuple(subscriptions)
+        self.by_id = {s.id: s for s in self.subscriptions}
+        # Called after a write queued deliveries: the dispatcher looks now, not at its poll.
+        self.wake = wake
+
+    def entries(
+        self, kind: str, state: Continuation, *, event_id: str, at: str
+    ) -> list[OutboxEntry]:
+        """The deliveries ``kind`` on ``state`` (the pause after the change) owes, with the
+        stable ``event_id``; ``at``: the change's time (ISO 8601)."""
+        wanted = [s for s in self.subscriptions if s.wants(kind, state)]
+        if not wanted:
+            return []
+        payload = {"type": kind, "timestamp": at, "data": body_data(state)}
+        return [
+            OutboxEntry(
+                delivery_id=delivery_id(event_id, subscription.id),
+                task_id=state.continuation_id,
+                channel=WEBHOOK_CHANNEL,
+                config={"url": subscription.url, "subscription": subscription.id},
+                payload=payload,
+            )
+            for subscription in wanted
+        ]
+
+    def for_event(self, event: ContinuationEvent, state: Continuation) -> list[OutboxEntry]:
+        """The deliveries one continuation event owes (``state``: after it)."""
+        if not self.subscriptions:
+            return []
+        return self.entries(
+            event_type(event),
+            state,
+            event_id=f"{event.continuation_id}:{event.version}",
+            at=event.occurred_at.isoformat(),
+        )

@@ -1,0 +1,241 @@
+"""Sends one channel of the outbox: claim due deliveries with a lease, send them, settle them.
+
+The one delivery loop of every outbox channel: A2A push notifications (``a2a/push_delivery.py``
+gives it the A2A sender) and the event webhooks (``outbox/webhook_sender.py``). Every replica
+runs one ``OutboxDispatcher`` per channel; the store's claim gives each due delivery to one of
+them. A delivery that fails (connection refused, timeout, a non-2xx answer, or anything else
+that goes wrong while it is sent) is retried with exponential backoff and jitter
+(``backoff_seconds`` doubling up to ``backoff_max_seconds``, each delay drawn from its upper
+half) until ``max_attempts``; a receiver answering 410 Gone is not retried, nor is a URL that
+can never be called (the sender says so with a final outcome). A process that dies mid-send
+leaves its lease to lapse, and the delivery is sent again, with the same id: delivery is at
+least once, and the receiver drops duplicates by the id.
+
+No delivery can stop the others: whatever one raises is that delivery's failed attempt, each
+attempt is bounded by ``timeout_seconds`` as a whole (a receiver trickling its answer included),
+the claim never hands out a delivery past its attempts and takes at most a quarter of a round
+from one task or one URL (``PushStore.claim``). The log says WARNING once when a delivery
+first fails and once when it is given up, never once per attempt; the channel's counter counts
+the outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol
+
+import httpx
+import msgspec
+
+from pausemesh.core.clock import SystemClock
+from pausemesh.core.ports import Clock
+from pausemesh.core.push import PushDelivery, PushFailure, PushStore
+from pausemesh.observability.telemetry import MetricSpec, count
+from pausemesh.stores.backoff import retry_delay
+
+__all__ = ("DELIVERED", "GONE", "OutboxDispatcher", "OutboxOptions", "SendOutcome", "Sender")
+
+_BATCH = 20
+# At most this many deliveries of one task, or to one URL, per round: the rest of the round
+# stays open to everyone else.
+_PER_KEY = _BATCH // 4
+
+
+class SendOutcome(msgspec.Struct, frozen=True):
+    """One attempt's outcome: ``error`` None when delivered; ``final``: no other attempt can
+    do better (410 Gone, a URL that can never be called)."""
+
+    error: str | None
+    final: bool = False
+
+
+DELIVERED = SendOutcome(None)
+GONE = SendOutcome("gone", final=True)
+
+
+class Sender(Protocol):
+    async def __call__(self, client: httpx.AsyncClient, delivery: PushDelivery) -> SendOutcome:
+        """Send one delivery once (the dispatcher bounds its time and catches what it raises)."""
+        ...
+
+
+class OutboxOptions(msgspec.Struct, frozen=True, kw_only=True):
+    max_attempts: int = 12
+    backoff_seconds: float = 1.0
+    backoff_max_seconds: float = 300.0
+    lease_seconds: float = 30.0
+    timeout_seconds: float = 10.0
+    poll_seconds: float = 1.0
+
+
+class OutboxDispatcher:
+    """Delivers the outbox rows of ``channel`` with ``sender``; ``what`` names them in the log
+    (``push delivery``, ``webhook delivery``) in the ``logger`` log, ``metric`` counts their
+    outcomes."""
+
+    def __init__(
+        self,
+        store: Callable[[], PushStore],
+        sender: Sender,
+        *,
+        channel: str,
+        holder: str,
+        metric: MetricSpec,
+        what: str,
+        logger: str,
+        options: OutboxOptions | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._store = store
+        self._sender = sender
+        self._channel = channel
+        self._holder = holder
+        self._metric = metric
+        self._options = options or OutboxOptions()
+        self._clock = clock or SystemClock()
+        self._wake = asyncio.Event()
+        self._store_failing = False
+        self._what = what
+        self._log = logging.getLogger(logger)
+
+    def wake(self) -> None:
+        """A delivery was just queued: look now rather than at the next poll."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Deliver until cancelled (the app lifespan runs it as a task)."""
+        options = self._options
+        timeout = httpx.Timeout(options.timeout_seconds)
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+            while True:
+                self._wake.clear()
+                try:
+                    claimed = await self.deliver_due(client)
+                except Exception:  # noqa: BLE001 - a store outage must not end delivery
+                    self._round_failed()
+                    claimed = 0
+                else:
+                    self._round_worked()
+                # A fair claim may leave due deliveries behind: look again until none is.
+                if claimed:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), options.poll_seconds)
+
+    def _round_failed(self) -> None:
+        # Once when the store starts failing, not once per poll while it is down.
+        if not self._store_failing:
+            self._store_failing = True
+            self._log.warning("%s round failed; retrying", self._what, exc_info=True)
+        else:
+            self._log.debug("%s round failed again", self._what, exc_info=True)
+
+    def _round_worked(self) -> None:
+        if self._store_failing:
+            self._store_failing = False
+            self._log.info("%s rounds work again", self._what)
+
+    async def deliver_due(self, client: httpx.AsyncClient) -> int:
+        """One round: claim what is due and send it; returns how many deliveries it took
+        (sent or given up)."""
+        options = self._options
+        now = self._clock.now()
+        claim = await self._store().claim(
+            now=now,
+            holder=self._holder,
+            lease_until=now + timedelta(seconds=options.lease_seconds),
+            limit=_BATCH,
+            max_attempts=options.max_attempts,
+            per_key=_PER_KEY,
+            channel=self._channel,
+        )
+        for failure in claim.given_up:
+            self._gave_up(failure)
+        await asyncio.gather(*(self._deliver(client, d) for d in claim.deliveries))
+        return len(claim.deliveries) + len(claim.given_up)
+
+    async def _deliver(self, client: httpx.AsyncClient, delivery: PushDelivery) -> None:
+        try:
+            async with asyncio.timeout(self._options.timeout_seconds):
+                outcome = await self._sender(client, delivery)
+        except Exception as failure:  # noqa: BLE001 - whatever one delivery raises is its own failed attempt
+            outcome = SendOutcome(type(failure).__name__)
+        now = self._clock.now()
+        options = self._options
+        retry_at = None
+        retry = not outcome.final and delivery.attempts < options.max_attempts
+        if outcome.error is not None and retry:
+            delay = retry_delay(
+                delivery.attempts, options.backoff_seconds, options.backoff_max_seconds
+            )
+            retry_at = now + timedelta(seconds=delay)
+        try:
+            settled = await self._store().settle(
+                delivery.delivery_id,
+                holder=self._holder,
+                now=now,
+                delivered=outcome.error is None,
+                retry_at=retry_at,
+                error=outcome.error,
+            )
+        except Exception:  # noqa: BLE001 - the lease lapses and the delivery is claimed again
+            self._log.debug(
+                "%s %s: could not settle", self._what, delivery.delivery_id, exc_info=True
+            )
+            return
+        if not settled:
+            self._log.warning(
+                "%s %s: lease lapsed before it settled", self._what, delivery.delivery_id
+            )
+            return
+        self._report(delivery, outcome, retry_at is not None)
+
+    def _report(self, delivery: PushDelivery, outcome: SendOutcome, retrying: bool) -> None:
+        if outcome.error is None:
+            count(self._metric, "delivered")
+            if delivery.attempts > 1:
+                self._log.info(
+                    "%s %s delivered at attempt %d",
+                    self._what,
+                    delivery.delivery_id,
+                    delivery.attempts,
+                )
+            return
+        if not retrying:
+            self._gave_up(
+                PushFailure(
+                    delivery_id=delivery.delivery_id,
+                    task_id=delivery.task_id,
+                    attempts=delivery.attempts,
+                    error=outcome.error,
+                )
+            )
+            return
+        count(self._metric, "retry")
+        # One WARNING per delivery at its first failure; later attempts at DEBUG.
+        level = logging.WARNING if delivery.attempts == 1 else logging.DEBUG
+        self._log.log(
+            level,
+            "%s %s for task %s failed (attempt %d of %d, retrying): %s",
+            self._what,
+            delivery.delivery_id,
+            delivery.task_id,
+            delivery.attempts,
+            self._options.max_attempts,
+            outcome.error,
+        )
+
+    def _gave_up(self, failure: PushFailure) -> None:
+        count(self._metric, "failed")
+        self._log.warning(
+            "%s %s for task %s given up after %d attempts: %s",
+            self._what,
+            failure.delivery_id,
+            failure.task_id,
+            failure.attempts,
+            failure.error,
+        )
