@@ -111,6 +111,12 @@ class Settings:
     # The most an AG-UI thread's stored record (messages, state, open questions) may hold: a run
     # whose input would grow it past this is refused (RUN_ERROR THREAD_TOO_LARGE). 8 MiB.
     max_thread_bytes: Annotated[int, Meta(ge=65_536, le=268_435_456)] = 8_388_608
+    # What an AG-UI input that arrives while a run holds its thread gets (docs/agui.md, "Double
+    # texting"): reject (THREAD_BUSY), enqueue, interrupt or rollback; a request may choose
+    # for itself in forwardedProps.pausemesh.doubleTexting.
+    double_texting: Literal["reject", "enqueue", "interrupt", "rollback"] = "reject"
+    # How many inputs one thread may have waiting (enqueue, interrupt, rollback).
+    thread_queue_limit: Annotated[int, Meta(ge=1, le=1_000)] = 16
     log_level: LogLevel = "info"
     # ``json``: one JSON object per line (for a log collector); ``text`` for a terminal.
     log_format: LogFormat = "text"

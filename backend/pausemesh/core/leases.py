@@ -14,6 +14,11 @@ it and calls the holder's ``on_lost`` at once: a run cancels its agent and write
 (the store refuses its appends with ``LEASE_LOST`` anyway).
 
 The renewal task runs only while some lease is held, so the keeper needs no start or stop.
+
+Double texting: with a run queue (``watch_queue``), each renewal also asks, in one read, which
+held threads have an interrupting input waiting (``RunQueue.interrupting``) and tells their
+holders (``on_interrupt``), so a run on any replica hears an interrupt within a third of the
+TTL; ``signal`` tells a holder in this process at once.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from datetime import datetime, timedelta
 import anyio
 
 from pausemesh.core.ports import Clock
+from pausemesh.core.run_queue import QueueSignal, RunQueue
 from pausemesh.core.threads import ThreadRecord, ThreadStore, new_lease_id
 
 __all__ = ("LeaseKeeper",)
@@ -34,12 +40,21 @@ __all__ = ("LeaseKeeper",)
 _log = logging.getLogger("pausemesh.leases")
 
 
-class _Held:
-    __slots__ = ("lease_id", "on_lost")
+Interrupted = Callable[[list[QueueSignal]], None]
 
-    def __init__(self, lease_id: str, on_lost: Callable[[], None] | None) -> None:
+
+class _Held:
+    __slots__ = ("lease_id", "on_interrupt", "on_lost")
+
+    def __init__(
+        self,
+        lease_id: str,
+        on_lost: Callable[[], None] | None,
+        on_interrupt: Interrupted | None = None,
+    ) -> None:
         self.lease_id = lease_id
         self.on_lost = on_lost
+        self.on_interrupt = on_interrupt
 
 
 class LeaseKeeper:
@@ -54,9 +69,21 @@ class LeaseKeeper:
         self.ttl = ttl
         self.holder = holder
         self._held: dict[str, _Held] = {}
+        # Where interrupting inputs wait (double texting); None: nothing interrupts a run.
+        self.queue: RunQueue | None = None
         self._task: asyncio.Task[None] | None = None
         # Set when the last lease is dropped, so the renewal task ends at once, not a beat later.
         self._emptied = asyncio.Event()
+
+    def watch_queue(self, queue: RunQueue) -> None:
+        """Tell holders of the interrupting inputs ``queue`` holds for their threads."""
+        self.queue = queue
+
+    def signal(self, thread_id: str, signals: list[QueueSignal]) -> None:
+        """An interrupting input was queued in this process: tell the holder now, if here."""
+        held = self._held.get(thread_id)
+        if held is not None and held.on_interrupt is not None:
+            _tell(held.on_interrupt, signals)
 
     def new_lease_id(self) -> str:
         return new_lease_id(self.holder)
@@ -80,11 +107,17 @@ class LeaseKeeper:
             await self.threads.release_lease(thread_id, lease_id=lease_id)
 
     def hold(
-        self, thread_id: str, lease_id: str, *, on_lost: Callable[[], None] | None = None
+        self,
+        thread_id: str,
+        lease_id: str,
+        *,
+        on_lost: Callable[[], None] | None = None,
+        on_interrupt: Interrupted | None = None,
     ) -> None:
         """Renew ``lease_id`` from now on (its user has just taken it). ``on_lost`` is called
-        (once, synchronously, from the renewal task) if a renewal finds the lease gone."""
-        self._held[thread_id] = _Held(lease_id, on_lost)
+        (once, synchronously, from the renewal task) if a renewal finds the lease gone;
+        ``on_interrupt`` at each renewal that finds interrupting inputs waiting."""
+        self._held[thread_id] = _Held(lease_id, on_lost, on_interrupt)
         self._emptied.clear()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._renew_while_held(), name="pausemesh-leases")
@@ -123,7 +156,26 @@ class LeaseKeeper:
                     entry.on_lost()
                 except Exception:  # noqa: BLE001 - one holder's callback must not stop the rest
                     _log.exception("stopping the holder of a lost lease failed")
+        await self._tell_interrupts(held, renewed)
         return lost
+
+    async def _tell_interrupts(self, held: dict[str, _Held], renewed: set[str]) -> None:
+        watched = {
+            thread_id: entry
+            for thread_id, entry in held.items()
+            if entry.on_interrupt is not None and thread_id in renewed
+        }
+        if not watched or self.queue is None:
+            return
+        try:
+            waiting = await self.queue.interrupting(list(watched))
+        except Exception:  # noqa: BLE001 - asked again at the next renewal
+            _log.warning("reading the interrupting inputs of %d threads failed", len(watched))
+            return
+        for thread_id, signals in waiting.items():
+            entry = watched[thread_id]
+            if self._held.get(thread_id) is entry and entry.on_interrupt is not None:
+                _tell(entry.on_interrupt, signals)
 
     async def _renew_while_held(self) -> None:
         interval = self.ttl.total_seconds() / 3
@@ -139,3 +191,10 @@ class LeaseKeeper:
                 raise
             except Exception:  # noqa: BLE001 - retried next interval; must not kill the keeper
                 _log.warning("renewing %d leases failed; retrying", len(self._held))
+
+
+def _tell(on_interrupt: Interrupted, signals: list[QueueSignal]) -> None:
+    try:
+        on_interrupt(signals)
+    except Exception:  # noqa: BLE001 - one holder's callback must not stop the rest
+        _log.exception("telling a run of an interrupting input failed")

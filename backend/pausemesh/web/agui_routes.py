@@ -26,6 +26,7 @@ from pausemesh.agui.conversations import (
     Conversations,
     ThreadList,
 )
+from pausemesh.agui.double_texting import requested_policy
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
@@ -92,6 +93,7 @@ class AguiController(Controller):
         principal = agui.principal
         limits = agui.limits
         limits.refuse_if_draining()
+        requested_policy(run_input)  # a bad doubleTexting is a 400 before the stream
         await limits.admit_work(principal, request.scope)
         await agui.host.check_access(run_input.thread_id, principal)
         # The roles travel to the agent (``ctx.roles``) beside the principal.
@@ -225,6 +227,9 @@ def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHo
                 run_timeout_seconds=current.settings.run_timeout_seconds,
                 drain=current.drain,
                 max_thread_bytes=current.settings.max_thread_bytes,
+                double_texting=current.settings.double_texting,
+                run_queue=current.storage.run_queue,
+                queue_limit=current.settings.thread_queue_limit,
             )
         return host
 

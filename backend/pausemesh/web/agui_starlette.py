@@ -35,6 +35,7 @@ from starlette.routing import BaseRoute, Route
 
 from pausemesh.agui.agent import Agent
 from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conversations
+from pausemesh.agui.double_texting import requested_policy
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
 from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, counted_stream, replay_cursor
@@ -160,6 +161,9 @@ class StarletteAgui:
                 run_timeout_seconds=runtime.settings.run_timeout_seconds,
                 drain=runtime.drain,
                 max_thread_bytes=runtime.settings.max_thread_bytes,
+                double_texting=runtime.settings.double_texting,
+                run_queue=runtime.storage.run_queue,
+                queue_limit=runtime.settings.thread_queue_limit,
             )
             self._limits = Limits(runtime)
             # Threads decided elsewhere (another app's REST or approvals routes on the same
@@ -233,6 +237,7 @@ class StarletteAgui:
         principal = None if identity is None else identity.principal
         roles = frozenset[str]() if identity is None else identity.roles
         limits.refuse_if_draining()
+        requested_policy(run_input)  # a bad doubleTexting is a 400 before the stream
         await limits.admit_work(principal, request.scope)
         await host.check_access(run_input.thread_id, principal)
         frames = counted_stream(host.run(run_input, principal, roles=roles), "run")

@@ -61,9 +61,18 @@ class OwedRuns:
             _log.warning("continuing thread %s failed; the sweeper retries", thread_id)
 
     async def sweep(self) -> int:
-        return 0 if self._host is None else await continue_owed_runs(self._host())
+        if self._host is None:
+            return 0
+        host = self._host()
+        # Inputs queued on threads (double texting) whose runs no process started: a crash,
+        # a thread given back by a run that takes no queue into account.
+        await host.queued.sweep()
+        return await continue_owed_runs(host)
 
     async def close(self) -> None:
+        if self._host is not None:
+            with contextlib.suppress(Exception):
+                await self._host().close()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

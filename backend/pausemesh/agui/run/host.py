@@ -5,6 +5,10 @@ that need no lease: a thread's snapshot, ``/connect`` and the replay-then-tail s
 takes the thread's lease and hands over to ``LeasedRun`` (``run/leased.py``), which goes
 through the phases: the resume (``run/resume_phase.py``), the agent pump (``run/pump.py``) and
 the finish with its pauses (``run/finish.py``).
+
+Double texting (``agui/double_texting.py``): an input that meets a busy thread is refused
+(``reject``) or waits in the thread's queue (``run/queued.py``); whenever a run of this host
+gives a thread back, what waits on it runs next.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from pausemesh.agui.agent import Agent
+from pausemesh.agui.double_texting import DoubleTexting, requested_policy
 from pausemesh.agui.events import Interrupt
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run.expiry import close_lapsed, closing_lapsed, has_lapsed
 from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.parts import RunParts
+from pausemesh.agui.run.queued import QueuedInputs
 from pausemesh.agui.run.snapshots import (
     each,
     message_chunks,
@@ -45,6 +51,7 @@ from pausemesh.core.large_json import CHUNK_BYTES
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.operations import OperationLedger
 from pausemesh.core.ports import Clock
+from pausemesh.core.run_queue import DEFAULT_QUEUE_LIMIT, RunQueue
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import DEFAULT_LEASE_SECONDS, ThreadRecord, ThreadStore
@@ -88,6 +95,9 @@ class RunHost:
         run_timeout_seconds: float | None = None,
         drain: Drain | None = None,
         max_thread_bytes: int = DEFAULT_MAX_THREAD_BYTES,
+        double_texting: DoubleTexting = "reject",
+        run_queue: RunQueue | None = None,
+        queue_limit: int = DEFAULT_QUEUE_LIMIT,
     ) -> None:
         self.agent = agent
         self.service = service
@@ -118,6 +128,19 @@ class RunHost:
         if drain is not None:
             drain.watch(threads.stop_waiting)
         self._reads = SharedReads(threads, page=_TAIL_PAGE)
+        # What an input that meets a busy thread gets when it does not choose
+        # (``forwardedProps.pausemesh.doubleTexting``), and where it waits.
+        self.double_texting: DoubleTexting = double_texting
+        self.queued = QueuedInputs(
+            queue=run_queue if run_queue is not None else _process_queue(),
+            threads=threads,
+            leases=self.leases,
+            clock=self.clock,
+            limit=queue_limit,
+            keepalive_seconds=keepalive_seconds,
+            drain=drain,
+            make_run=self.lease_run,
+        )
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -238,6 +261,37 @@ class RunHost:
             await asyncio.sleep(_CLOSE_WAIT_SECONDS)
         raise ThreadBusyError(thread_id)
 
+    async def _refused(
+        self,
+        error: PauseMeshError,
+        run_input: RunAgentInput,
+        principal: str | None,
+        roles: frozenset[str],
+        policy: DoubleTexting,
+    ) -> AsyncGenerator[bytes, None]:
+        """A run that could not take its thread: a busy one's input waits in line unless the
+        policy rejects it (``THREAD_BUSY``); any other refusal is its ``RUN_ERROR``."""
+        if error.code == "THREAD_BUSY" and policy != "reject":
+            async with contextlib.aclosing(
+                self.queued.wait_in_line(run_input, principal, roles, policy)
+            ) as waiting:
+                async for frame in waiting:
+                    yield frame
+            return
+        if error.code == "THREAD_BUSY":
+            count(THREAD_BUSY)
+        yield encode_frame(AguiRunError.from_error(error).to_event())
+
+    async def _take(self, thread_id: str, lease_id: str, run_id: str) -> ThreadRecord:
+        """The thread's lease for a run (``_acquire``), unless inputs wait on the thread
+        that this one must not overtake (``THREAD_BUSY``: the policy decides what then)."""
+        record = await self._acquire(thread_id, lease_id, run_id)
+        if await self.queued.ahead(record):
+            await self.leases.release(thread_id, lease_id)
+            self.queued.kick(thread_id)
+            raise ThreadBusyError(thread_id)
+        return record
+
     def lease_run(
         self,
         record: ThreadRecord,
@@ -264,7 +318,9 @@ class RunHost:
             max_thread_bytes=self.max_thread_bytes,
         )
         run = LeasedRun(parts, record, run_input, principal, lease_id, roles=roles)
-        self.leases.hold(run_input.thread_id, lease_id, on_lost=run.lease.lose)
+        self.leases.hold(
+            run_input.thread_id, lease_id, on_lost=run.lease.lose, on_interrupt=run.lease.interrupt
+        )
         return run
 
     async def run(
@@ -279,6 +335,7 @@ class RunHost:
         ``roles``: what the resolver said the principal holds; the agent sees them as
         ``ctx.roles`` (the thread itself belongs to the principal alone)."""
         thread_id = run_input.thread_id
+        policy = requested_policy(run_input) or self.double_texting
         lease_id = self.leases.new_lease_id()
         now = self.clock.now()
         try:
@@ -297,11 +354,13 @@ class RunHost:
                 record = await self.threads.create_or_load(thread_id, owner=principal, now=now)
             if record.owner != principal:
                 raise ThreadNotFoundError(thread_id)
-            record = await self._acquire(thread_id, lease_id, run_input.run_id)
+            record = await self._take(thread_id, lease_id, run_input.run_id)
         except PauseMeshError as error:
-            if error.code == "THREAD_BUSY":
-                count(THREAD_BUSY)
-            yield encode_frame(AguiRunError.from_error(error).to_event())
+            async with contextlib.aclosing(
+                self._refused(error, run_input, principal, roles, policy)
+            ) as refused:
+                async for frame in refused:
+                    yield frame
             return
         run = self.lease_run(record, run_input, principal, lease_id, roles=roles)
         count(RUNS_STARTED)
@@ -346,3 +405,16 @@ class RunHost:
             run_span.end()
             # Runs even when the client went away and the scope is cancelled.
             await run.lease.release()
+            # What waits on the thread runs next (on whichever process takes its lease).
+            self.queued.kick(thread_id)
+
+    async def close(self) -> None:
+        """Stop this host's background runs of queued inputs (they stay queued)."""
+        await self.queued.close()
+
+
+def _process_queue() -> RunQueue:
+    # Storage without a run queue (a host's own stores): inputs wait in this process only.
+    from pausemesh.stores.memory.run_queue import InMemoryRunQueue  # noqa: PLC0415
+
+    return InMemoryRunQueue()

@@ -4,6 +4,10 @@ The lease keeper (``core/leases.py``) renews the lease in the background; when a
 it taken, ``lose`` stops whatever runs the agent (``on_lost``) and nothing more is written.
 Every event of the run goes through ``emit``: appended to the thread log under the lease
 (getting its sequence, the SSE ``id``) before its frame is sent.
+
+Double texting (``agui/double_texting.py``): an interrupting input queued on the thread asks
+the run to stop; the keeper tells ``interrupt`` (at once in this process, at its next renewal
+from another replica), which calls what the agent pump registered with ``on_interrupt``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import encode_frame
 from pausemesh.core.large_json import joined
 from pausemesh.core.leases import LeaseKeeper
+from pausemesh.core.run_queue import QueueSignal
 from pausemesh.core.threads import ThreadStore
 
 __all__ = ("RunLease",)
@@ -36,6 +41,11 @@ class RunLease:
     thread_id: str
     run_id: str
     lease_id: str
+    # The queued input this run runs (``agui/run/queued.py``), which does not interrupt it.
+    entry_id: str | None = None
+    # ``interrupt`` or ``rollback`` once an interrupting input asked this run to stop.
+    interrupted: str | None = field(default=None, init=False)
+    _interrupts: list[Callable[[], None]] = field(default_factory=list, init=False)
     _lost: bool = field(default=False, init=False)
     _released: bool = field(default=False, init=False)
     _stops: list[Callable[[], None]] = field(default_factory=list, init=False)
@@ -58,6 +68,23 @@ class RunLease:
         _log.warning("run %s lost its lease on thread %s; stopping it", self.run_id, self.thread_id)
         for stop in self._stops:
             stop()
+
+    def interrupt(self, signals: list[QueueSignal]) -> None:
+        """Interrupting inputs wait on the thread: stop the agent if it may be stopped (the
+        pump registered with ``on_interrupt``); the first of them says how."""
+        kinds = [s.kind for s in signals if s.entry_id != self.entry_id]
+        if not kinds or self.interrupted is not None:
+            return
+        self.interrupted = kinds[0]
+        for stop in self._interrupts:
+            stop()
+
+    def on_interrupt(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call ``stop`` when an interrupting input arrives (at once if one did); the undo."""
+        self._interrupts.append(stop)
+        if self.interrupted is not None:
+            stop()
+        return lambda: self._interrupts.remove(stop)
 
     def refused(self) -> None:
         """The store refused a write (``LEASE_LOST``): nothing more is written."""

@@ -8,7 +8,9 @@
    thread log under the lease (``RunLease``, ``lease.py``: getting its sequence, the SSE ``id``)
    *before* it is sent;
 3. close what the agent left open; if it paused, the cohort is stored before the interrupting
-   ``RUN_FINISHED`` is sent (``RunFinish``, ``finish.py``).
+   ``RUN_FINISHED`` is sent (``RunFinish``, ``finish.py``). A run stopped by an interrupting
+   input (double texting; only a run that carries no decisions can be) says so first, in a
+   CUSTOM ``pausemesh.run_interrupted``, and saves what it keeps.
 
 Each phase is made with the ports and values it uses (from ``RunParts``) and returns what it
 changed; the run keeps its own record. Every refusal or failure after the lease is an
@@ -164,12 +166,16 @@ class LeasedRun:
             keepalive_seconds=parts.keepalive_seconds,
             run_timeout_seconds=parts.run_timeout_seconds,
             drain=parts.drain,
+            # A run that carries decisions is never stopped: its side effects happen once.
+            interruptible=not settled.decisions and settled.closing is None,
         )
         context = await self._context(transcript, settled.decisions)
         async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
         yield await self.lease.emit(transcript.closing_events())
+        if agent.interrupted is not None:
+            yield await self.lease.emit([agent.end_interrupted(transcript, self.run_id)])
         finish = RunFinish(
             lease=self.lease,
             threads=parts.threads,

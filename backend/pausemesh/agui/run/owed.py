@@ -99,6 +99,7 @@ async def continue_thread(host: RunHost, thread_id: str) -> Owed:
     finally:
         if not released:
             await host.leases.release(thread_id, lease_id)
+        host.queued.kick(thread_id)  # inputs that waited for it (double texting)
 
 
 async def _roles(host: RunHost, record: ThreadRecord) -> frozenset[str]:

@@ -4,6 +4,10 @@ Events are folded into the run's transcript and sent (logged first); pause reque
 agent's thread title are kept for the finish; keep-alives fill the silences (the lease keeper
 renews the lease on its own). When the keeper finds the lease lost, the agent's task is
 cancelled at once and the run ends with ``LEASE_LOST``.
+
+An interruptible run (one that carries no decisions) stops the same way when an interrupting
+input asks (``RunLease.interrupt``), but ends cleanly: ``end_interrupted`` marks (or, for a
+rollback, removes) what it wrote and says so in a CUSTOM ``pausemesh.run_interrupted``.
 """
 
 from __future__ import annotations
@@ -12,11 +16,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import Final
+from typing import Any, Final
+
+import msgspec
 
 from pausemesh.agui.agent import Agent, PauseRequest, RunContext, ThreadTitle
 from pausemesh.agui.conversations import check_title
-from pausemesh.agui.events import Event, RunErrorEvent, RunFinishedEvent, RunStartedEvent
+from pausemesh.agui.events import (
+    CustomEvent,
+    Event,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME
@@ -62,8 +74,15 @@ class AgentPump:
         keepalive_seconds: float,
         run_timeout_seconds: float | None,
         drain: Drain | None,
+        interruptible: bool = False,
     ) -> None:
         self._agent = agent
+        # Whether an interrupting input may stop it (it carries no decisions).
+        self._interruptible = interruptible
+        # ``interrupt`` or ``rollback`` when it was stopped so (the run then ends cleanly).
+        self.interrupted: str | None = None
+        self._first_new = 0
+        self._state_before: Any = None
         self._lease = lease
         self._queue_size = queue_size
         self._keepalive_seconds = keepalive_seconds
@@ -78,6 +97,7 @@ class AgentPump:
         """Run the agent in its own task; send what it yields in batches, keep-alives between."""
         lease, drain = self._lease, self._drain
         queue: asyncio.Queue[_Item] = asyncio.Queue(self._queue_size)
+        self._begin(transcript)
 
         async def produce() -> None:
             try:
@@ -96,6 +116,7 @@ class AgentPump:
             _nudge(queue)
 
         unlost = lease.on_lost(stop_agent)
+        uninterrupt = lease.on_interrupt(stop_agent) if self._interruptible else _nothing
         clock = _Deadlines(
             lease.thread_id, self._run_timeout_seconds, drain, self._keepalive_seconds
         )
@@ -103,6 +124,8 @@ class AgentPump:
         try:
             while True:
                 lease.check()
+                if self._stops_for_interrupt():
+                    return
                 try:
                     async with asyncio.timeout(clock.wait()):
                         item = await queue.get()
@@ -112,17 +135,11 @@ class AgentPump:
                     continue  # past a deadline, ``clock.wait`` ends the run
                 lease.check()
                 if isinstance(item, _Wake):
-                    continue
+                    continue  # (an interrupt is looked at on the next turn)
                 batch: list[_Item] = [item]
                 while not isinstance(batch[-1], (_Done, _Failed)) and not queue.empty():
                     batch.append(queue.get_nowait())
-                events: list[Event] = []
-                stop: AguiRunError | None = None
-                try:
-                    for output in batch:
-                        self._take(output, transcript, events)
-                except AguiRunError as error:
-                    stop = error
+                events, stop = self._fold(batch, transcript)
                 # What the agent sent before a failure still goes out, then the RUN_ERROR.
                 if events:
                     yield await lease.emit(events)
@@ -132,10 +149,57 @@ class AgentPump:
                     return
         finally:
             unlost()
+            uninterrupt()
             if unwatch is not None:
                 unwatch()
             # Not awaited: the agent's own cleanup must not hold up (or swallow) ours.
             task.cancel()
+
+    def _begin(self, transcript: Transcript) -> None:
+        # What the run writes starts here (a rollback removes it, an interrupt marks it).
+        self._first_new = len(transcript.messages)
+        if self._interruptible:
+            self._state_before = msgspec.json.decode(msgspec.json.encode(transcript.state))
+
+    def _stops_for_interrupt(self) -> bool:
+        """Whether an interrupting input stopped the run (then it asks nothing)."""
+        if not self._interruptible or self._lease.interrupted is None:
+            return False
+        self.interrupted = self._lease.interrupted
+        self.pauses.clear()
+        return True
+
+    def end_interrupted(self, transcript: Transcript, run_id: str) -> CustomEvent:
+        """After an interrupt: mark the run's messages (``metadata.pausemesh.interrupted``),
+        or for a rollback remove them and restore the state; the event that says so."""
+        written = transcript.messages[self._first_new :]
+        ids = [m.get("id") for m in written]
+        mode = self.interrupted or "interrupt"
+        if mode == "rollback":
+            del transcript.messages[self._first_new :]
+            transcript.state = self._state_before
+        else:
+            for message in written:
+                metadata = message.get("metadata")
+                metadata = dict(metadata) if isinstance(metadata, dict) else {}
+                metadata["pausemesh"] = {"interrupted": True, "runId": run_id}
+                message["metadata"] = metadata
+        key = "removedMessageIds" if mode == "rollback" else "messageIds"
+        return CustomEvent(
+            name="pausemesh.run_interrupted", value={"runId": run_id, "mode": mode, key: ids}
+        )
+
+    def _fold(
+        self, batch: list[_Item], transcript: Transcript
+    ) -> tuple[list[Event], AguiRunError | None]:
+        """The events of ``batch`` folded into the run, and the error that ends it (if any)."""
+        events: list[Event] = []
+        try:
+            for output in batch:
+                self._take(output, transcript, events)
+        except AguiRunError as error:
+            return events, error
+        return events, None
 
     def _take(self, output: _Item, transcript: Transcript, events: list[Event]) -> None:
         """Fold one agent output into the run; ``AguiRunError`` ends the run."""
@@ -202,6 +266,10 @@ class _Deadlines:
             _log.info("run on thread %s ended by the shutdown", self.thread_id)
             raise AguiRunError("SERVER_SHUTTING_DOWN", _SHUTTING_DOWN)
         return min(x for x in (self.keepalive_seconds, own, grace) if x is not None)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _nudge(queue: asyncio.Queue[_Item]) -> None:

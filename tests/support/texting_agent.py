@@ -1,0 +1,52 @@
+"""An agent for the double-texting tests (``pausemesh serve --agent
+tests.support.texting_agent:agent``), driven by the last user message:
+
+* ``hold NAME``: says "holding NAME.", then waits until the file ``NAME`` exists in the
+  directory ``TEXTING_AGENT_GATES`` names (the test opens the gate), says " released NAME.";
+* ``ask``: pauses with one question; the run that answers it says "answered ask";
+* anything else: "echo " and the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from pausemesh.agui import (
+    AgentOutput,
+    PauseRequest,
+    RunContext,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
+from tests.support.limits_agent import last_user_text
+
+__all__ = ("agent",)
+
+_POLL_SECONDS = 0.05
+
+
+async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    text = last_user_text(ctx)
+    if text == "ask" and not ctx.decisions:
+        yield PauseRequest(message="Go on?")
+        return
+    message_id = f"msg-{uuid.uuid4()}"
+    yield TextMessageStartEvent(message_id=message_id, role="assistant")
+    if ctx.decisions:
+        yield TextMessageContentEvent(message_id=message_id, delta="answered ask")
+    elif text.startswith("hold "):
+        name = text.removeprefix("hold ")
+        yield TextMessageContentEvent(message_id=message_id, delta=f"holding {name}.")
+        gate = Path(os.environ["TEXTING_AGENT_GATES"]) / name
+        # The agent's own slow work, which the test ends (a file another process creates).
+        while not gate.exists():  # noqa: ASYNC110
+            await asyncio.sleep(_POLL_SECONDS)
+        yield TextMessageContentEvent(message_id=message_id, delta=f" released {name}.")
+    else:
+        yield TextMessageContentEvent(message_id=message_id, delta=f"echo {text}")
+    yield TextMessageEndEvent(message_id=message_id)
