@@ -60,7 +60,28 @@ async def test_a_duplicate_id_is_a_version_conflict(client: httpx.AsyncClient) -
     response = await client.post(
         "/v1/continuations", json={"payload": 1, "continuationId": "dup-1"}
     )
-    assert_problem(response, 409, "VERSION_CONFLICT")
+    problem = assert_problem(response, 409, "VERSION_CONFLICT")
+    assert "a continuation with id 'dup-1' already exists" in problem["detail"]
+
+
+async def test_a_rest_resume_is_held_to_the_pauses_response_schema_and_nothing_is_written(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"approved": {"type": "boolean"}},
+        "required": ["approved"],
+    }
+    pause = {"kind": "input", "message": "Refund $120?", "responseSchema": schema}
+    continuation_id, token = await create(client, payload=pause)
+    refused = await resume(client, continuation_id, token, key="k1", payload={"approved": "yes"})
+    assert_problem(refused, 400, "INVALID_PAYLOAD")
+    still = (await client.get(f"/v1/continuations/{continuation_id}")).json()["continuation"]
+    assert (still["status"], still["version"]) == ("pending", 1)
+    # The same key answers again with a matching payload: nothing was recorded under it.
+    answered = await resume(client, continuation_id, token, key="k1", payload={"approved": True})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["continuation"]["resumePayload"] == {"approved": True}
 
 
 @pytest.mark.parametrize(
@@ -176,7 +197,7 @@ async def test_the_authorization_scheme_is_case_insensitive(client: httpx.AsyncC
     continuation_id, token = await create(client)
     response = await client.post(
         f"/v1/continuations/{continuation_id}/resume",
-        json={"payload": 1},
+        json={"payload": {"flight": "PM101"}},
         headers={"authorization": f"pausemesh {token}", "idempotency-key": "k"},
     )
     assert response.status_code == 200

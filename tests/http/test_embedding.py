@@ -70,13 +70,16 @@ async def test_continuations_are_scoped_to_the_principal_that_created_them(
     )
     # Even with the right token, another principal cannot resume it.
     resume_headers = {"authorization": f"PauseMesh {token}", "idempotency-key": "k"}
+    answer = {"flight": "PM101"}  # as PAYLOAD's responseSchema asks
     assert_problem(
-        await scoped.post(f"{url}/resume", json={"payload": 1}, headers={**bob, **resume_headers}),
+        await scoped.post(
+            f"{url}/resume", json={"payload": answer}, headers={**bob, **resume_headers}
+        ),
         404,
         "CONTINUATION_NOT_FOUND",
     )
     resumed = await scoped.post(
-        f"{url}/resume", json={"payload": 1}, headers={**alice, **resume_headers}
+        f"{url}/resume", json={"payload": answer}, headers={**alice, **resume_headers}
     )
     assert resumed.status_code == 200
     assert resumed.json()["continuation"]["resolvedBy"] == "alice"

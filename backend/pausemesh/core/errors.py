@@ -183,8 +183,14 @@ class VersionConflictError(PauseMeshError):
     default_code = "VERSION_CONFLICT"
 
     def __init__(self, continuation_id: str, expected_version: int, actual_version: int) -> None:
+        # Expecting version 0 is a create: the conflict is an id already taken.
+        message = (
+            f"a continuation with id {continuation_id!r} already exists (version {actual_version})"
+            if expected_version == 0
+            else f"Expected version {expected_version}, found {actual_version}"
+        )
         super().__init__(
-            f"Expected version {expected_version}, found {actual_version}",
+            message,
             continuation_id=continuation_id,
             expected_version=expected_version,
             actual_version=actual_version,

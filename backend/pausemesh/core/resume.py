@@ -44,6 +44,7 @@ from pausemesh.core.errors import (
     ContinuationExpiredError,
     ContinuationNotFoundError,
     IdempotencyConflictError,
+    InvalidInputError,
     NotAnApproverError,
     PauseMeshError,
     StoreError,
@@ -59,6 +60,7 @@ from pausemesh.core.model import (
     ContinuationResumed,
     ResumeOutcome,
 )
+from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.streams import MAX_ATTEMPTS, LoadedStream, Streams
 from pausemesh.core.tokens import KeyedTokenIssuer, tokens_match
 from pausemesh.core.validation import check_id, check_idempotency_key, check_payload
@@ -74,6 +76,7 @@ __all__ = (
     "TokenHolder",
     "TrustedHost",
     "approver_view",
+    "check_answer",
     "pending_for",
     "resume",
 )
@@ -151,6 +154,9 @@ class _Terms(msgspec.Struct, frozen=True):
     resolved_by: str | None
     out_of_band: bool
     """Decided from outside the conversation: the decision continues the thread (keyed)."""
+    checks_schema: bool = True
+    """Check the answer against the pause's ``responseSchema`` here (REST and approvals); a
+    trusted host (AG-UI, A2A, MCP) or an operation's watcher checked it in its own words."""
 
 
 def _terms_of(by: Decider) -> _Terms:
@@ -159,13 +165,23 @@ def _terms_of(by: Decider) -> _Terms:
         case TokenHolder(token=token, principal=principal, roles=roles):
             return _Terms(token, principal, roles, None, principal, out_of_band=True)
         case TrustedHost(principal=principal, roles=roles):
-            return _Terms(None, principal, roles, None, principal, out_of_band=False)
+            return _Terms(
+                None, principal, roles, None, principal, out_of_band=False, checks_schema=False
+            )
         case NamedApprover(principal=principal, roles=roles):
             entries = caller_entries(principal, roles)
             return _Terms(None, principal, roles, entries, principal, out_of_band=True)
         case OperationWatcher(operation_id=operation_id):
             approver = Approver.operation(operation_id)
-            return _Terms(None, None, frozenset(), (approver,), approver.text, out_of_band=True)
+            return _Terms(
+                None,
+                None,
+                frozenset(),
+                (approver,),
+                approver.text,
+                out_of_band=True,
+                checks_schema=False,
+            )
     raise TypeError(_NOT_A_DECIDER.format(type(by).__name__))
 
 
@@ -254,6 +270,8 @@ async def _resume(  # noqa: PLR0917 - the command's fields, unpacked once by res
             settled = _settled(state, idempotency_key, payload)
             # An exact retry: the thread the stored decision continues, as the first time.
             return ResumeOutcome(continuation=settled, continues_thread=_continues(events))
+        if terms.checks_schema:
+            check_answer(state.payload, payload)
         event = ContinuationResumed(
             schema_version=CONTINUATION_SCHEMA_VERSION,
             continuation_id=continuation_id,
@@ -276,6 +294,27 @@ async def _resume(  # noqa: PLR0917 - the command's fields, unpacked once by res
         return ResumeOutcome(continuation=resumed, continues_thread=event.continues_thread)
     msg = "resume did not settle; the store keeps changing under it"
     raise StoreError(msg, code="STORE_CONTENTION")
+
+
+_SCHEMAS = SchemaValidatorCache(256)
+
+
+def check_answer(pause: Any, answer: Any) -> None:
+    """The one schema rule: an answer to a pause whose payload carries a ``responseSchema``
+    must match it (``INVALID_PAYLOAD``, nothing written). A schema that does not compile was
+    never enforced (the pause was made without the check): the answer is not held to it."""
+    if not isinstance(pause, dict):
+        return
+    schema = pause.get("responseSchema", pause.get("response_schema"))
+    if not isinstance(schema, dict):
+        return
+    try:
+        valid = _SCHEMAS.is_valid(schema, answer)
+    except InvalidInputError:
+        return
+    if not valid:
+        msg = "payload does not match the pause's responseSchema"
+        raise InvalidInputError(msg, code="INVALID_PAYLOAD", field="payload")
 
 
 def _settled(state: Continuation, idempotency_key: str, payload: Any) -> Continuation:

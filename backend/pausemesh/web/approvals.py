@@ -23,11 +23,10 @@ from litestar.di import NamedDependency
 from litestar.params import HeaderParameter, JSONBody, PathParameter, QueryParameter
 from msgspec import UNSET, UnsetType
 
-from pausemesh.core.errors import InvalidInputError, UnauthenticatedError
+from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
 from pausemesh.core.resume import NamedApprover, Resume
-from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.validation import check_id, check_idempotency_key
 from pausemesh.stores.storage import Storage
 from pausemesh.web.context import PauseMeshCaller
@@ -41,8 +40,6 @@ MAX_PAGE = 200
 
 Caller = NamedDependency[PauseMeshCaller]
 StorageDep = NamedDependency[Storage]
-
-_SCHEMAS = SchemaValidatorCache(256)
 
 
 class ApprovalItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
@@ -154,15 +151,11 @@ class ApprovalController(Controller):
         body = strict_body(data, ResumeBody)
         key = check_idempotency_key((idempotency_key or "").strip())
         # 404 before anything about the payload is said to someone who may not decide it.
-        current = await caller.service.get_for_approver(
+        await caller.service.get_for_approver(
             continuation_id, principal=principal, roles=caller.roles
         )
-        pause = parse_pause_payload(current.payload)
-        if pause.response_schema is not None and not _SCHEMAS.is_valid(
-            pause.response_schema, body.payload
-        ):
-            msg = "payload does not match the pause's responseSchema"
-            raise InvalidInputError(msg, code="INVALID_PAYLOAD", field="payload")
+        # The answer is checked against the pause's responseSchema by the resume itself
+        # (pausemesh.core.resume.check_answer: one rule for REST and approvals).
         outcome = await caller.service.resume(
             Resume(
                 continuation_id=continuation_id,
