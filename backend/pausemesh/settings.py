@@ -271,16 +271,16 @@ class Settings:
     a2a_push_lease_seconds: Annotated[float, Meta(ge=1.0, le=3600.0)] = 30.0
     a2a_push_timeout_seconds: Annotated[float, Meta(ge=0.5, le=300.0)] = 10.0
     a2a_push_poll_seconds: Annotated[float, Meta(ge=0.05, le=3600.0)] = 1.0
+    # Event webhooks (docs/approvals.md): a JSON file of subscriptions, each a URL, its events,
+    # filters and signing secrets; delivered from the outbox with the a2a_push_* delivery
+    # settings and under PAUSEMESH_A2A_PUSH_ALLOW.
+    webhooks_file: Annotated[str, _TEXT] | None = None
     # ``pausemesh demo`` only: bookings priced above this need a manager's approval.
     demo_approval_threshold: Annotated[int, Meta(ge=0, le=1_000_000)] = 500
 
     @classmethod
     def load(
         cls,
-    # Event webhooks (docs/approvals.md): a JSON file of subscriptions, each a URL, its events,
-    # filters and signing secrets; delivered from the outbox with the a2a_push_* delivery
-    # settings and under PAUSEMESH_A2A_PUSH_ALLOW.
-    webhooks_file: Annotated[str, _TEXT] | None = None
         *,
         environ: Mapping[str, str] | None = None,
         env_file: str | Path | None = ".env",

@@ -593,7 +593,6 @@ _RESEND_NUMBERS = Migration(
     ),
 )
 
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
 # Migration 20 (numbers between are left to other lines of work). The push outbox becomes the
 # one outbox: each row names its channel (``a2a``: A2A push notifications, every row before;
 # ``webhook``: the event webhooks of ``core/webhooks.py``); each channel's dispatcher claims
@@ -611,6 +610,7 @@ _OUTBOX_CHANNELS = Migration(
     ),
 )
 
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,
@@ -624,6 +624,7 @@ _OUTBOX_CHANNELS = Migration(
     _TITLE_SOURCE,
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
+    _OUTBOX_CHANNELS,
     THREAD_QUEUE,
 )
 

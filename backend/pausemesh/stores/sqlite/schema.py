@@ -441,7 +441,6 @@ _STORED_BYTES = Migration(
     ),
 )
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = (
 # Migration 20 (numbers between are left to other lines of work). The push outbox becomes the
 # one outbox: each row names its channel (``a2a``: A2A push notifications, every row before;
 # ``webhook``: the event webhooks of ``core/webhooks.py``), and each channel's dispatcher
@@ -459,6 +458,7 @@ _OUTBOX_CHANNELS = Migration(
     ),
 )
 
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATIONS,
     _AGUI_THREADS,
     _OPERATIONS,
@@ -473,5 +473,6 @@ _OUTBOX_CHANNELS = Migration(
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
     _STORED_BYTES,
+    _OUTBOX_CHANNELS,
     THREAD_QUEUE,
 )
