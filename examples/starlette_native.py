@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from pausemesh import Settings
+from pausemesh import Settings, StarletteAgui
 from pausemesh.agui import (
     AgentOutput,
     PauseRequest,
@@ -27,7 +27,6 @@ from pausemesh.agui import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from pausemesh.web.agui_starlette import StarletteAgui
 
 __all__ = ("app", "create_host_app", "meeting_agent")
 

@@ -2,10 +2,10 @@
 
 The names a host needs to serve PauseMesh, importable from here::
 
-    from pausemesh import PauseMeshConfig, PauseMeshPlugin, Settings, create_app
+    from pausemesh import PauseMeshConfig, PauseMeshPlugin, Settings, StarletteAgui, create_app
 
 They load on first use (module ``__getattr__``), so ``import pausemesh.core`` or a store
-never pulls in Litestar. What an agent author needs is in ``pausemesh.agui``.
+never pulls in Litestar (nor ``StarletteAgui`` Starlette). What an agent author needs is in ``pausemesh.agui``.
 """
 
 from __future__ import annotations
@@ -15,18 +15,27 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pausemesh.settings import Settings
+    from pausemesh.web.agui_starlette import StarletteAgui
     from pausemesh.web.app import create_app
     from pausemesh.web.config import PauseMeshConfig
     from pausemesh.web.plugin import PauseMeshPlugin
 
 __version__ = "0.1.0"
 
-__all__ = ("PauseMeshConfig", "PauseMeshPlugin", "Settings", "__version__", "create_app")
+__all__ = (
+    "PauseMeshConfig",
+    "PauseMeshPlugin",
+    "Settings",
+    "StarletteAgui",
+    "__version__",
+    "create_app",
+)
 
 _PUBLIC = {
     "PauseMeshConfig": "pausemesh.web.config",
     "PauseMeshPlugin": "pausemesh.web.plugin",
     "Settings": "pausemesh.settings",
+    "StarletteAgui": "pausemesh.web.agui_starlette",
     "create_app": "pausemesh.web.app",
 }
 

@@ -9,6 +9,7 @@ import pytest
 
 import pausemesh
 from pausemesh.settings import Settings
+from pausemesh.web.agui_starlette import StarletteAgui
 from pausemesh.web.app import create_app
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.plugin import PauseMeshPlugin
@@ -19,6 +20,7 @@ def test_pausemesh_exports_exactly_the_host_facing_names() -> None:
         "PauseMeshConfig",
         "PauseMeshPlugin",
         "Settings",
+        "StarletteAgui",
         "__version__",
         "create_app",
     }
@@ -30,6 +32,7 @@ def test_each_exported_name_is_the_object_its_module_defines() -> None:
     assert pausemesh.PauseMeshConfig is PauseMeshConfig
     assert pausemesh.PauseMeshPlugin is PauseMeshPlugin
     assert pausemesh.Settings is Settings
+    assert pausemesh.StarletteAgui is StarletteAgui
     assert pausemesh.create_app is create_app
 
 
