@@ -271,7 +271,7 @@ def test_enqueued_inputs_run_after_the_run_in_the_order_queued_across_replicas(
         ("user", "two"),
         ("assistant", "echo two"),
     ]
-    assert replicas.queued(thread_id) == 0
+    wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
 
 
 def test_interrupt_stops_the_run_on_the_other_replica_keeps_its_output_marked_and_runs(
@@ -302,7 +302,7 @@ def test_interrupt_stops_the_run_on_the_other_replica_keeps_its_output_marked_an
     kept = messages[1]
     assert kept["id"] in marker["value"]["messageIds"]
     assert kept["metadata"]["pausemesh"] == {"interrupted": True, "runId": run.body["runId"]}
-    assert replicas.queued(thread_id) == 0
+    wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
 
 
 def test_rollback_stops_the_run_removes_its_output_and_runs(replicas: Replicas) -> None:
@@ -332,6 +332,42 @@ def test_a_pending_question_still_blocks_new_input_under_every_policy(replicas: 
         refused = run_on(replicas.b, body(thread_id, [message("hello")], policy))
         assert refused.error_code == "PAUSEMESH_AGUI_RESUME_REQUIRED", (policy, refused.events)
     assert replicas.queued(thread_id) == 0
+
+
+def test_a_run_that_carries_decisions_is_not_interrupted(replicas: Replicas) -> None:
+    """The approved work happens once: the interrupting input waits for the run to end."""
+    thread_id = new_thread()
+    gate = f"approved-{thread_id}"
+    asked = run_on(replicas.a, body(thread_id, [message(f"ask then hold {gate}")]))
+    (interrupt,) = asked.interrupts
+    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"ok": True}}
+    resumed = Streamed(replicas.a, run_body(thread_id, f"run-{uuid.uuid4()}", resume=[entry]))
+    resumed.wait_for_text(f"holding {gate}.")
+    correction = Streamed(replicas.b, body(thread_id, [message("no, Porto")], "interrupt"))
+    wait_until(partial(queued_is, replicas, thread_id, 1), "the interrupting input is queued")
+    replicas.open_gate(gate)
+    finished = resumed.result()
+    assert finished.last["type"] == "RUN_FINISHED"
+    assert "CUSTOM" not in finished.types
+    assert finished.text() == f"holding {gate}. released {gate}.answered ask"
+    assert correction.result().text() == "echo no, Porto"
+
+
+def test_inputs_queued_behind_a_run_that_asks_meet_the_question(replicas: Replicas) -> None:
+    thread_id = new_thread()
+    gate = f"asks-{thread_id}"
+    held = message(f"hold {gate} then ask")
+    run = Streamed(replicas.a, body(thread_id, [held]))
+    run.wait_for_text(f"holding {gate}.")
+    waiting = Streamed(replicas.b, body(thread_id, [held, message("meanwhile")], "enqueue"))
+    wait_until(partial(queued_is, replicas, thread_id, 1), "the input is queued")
+    replicas.open_gate(gate)
+    assert run.result().last["outcome"]["type"] == "interrupt"
+    refused = waiting.result()
+    assert refused.types == ["RUN_ERROR"]
+    assert refused.error_code == "PAUSEMESH_AGUI_RESUME_REQUIRED"
+    wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
+    assert len(snapshot(replicas.b, thread_id)["pendingInterrupts"]) == 1
 
 
 def test_a_full_queue_and_an_input_with_nothing_to_queue_are_refused(replicas: Replicas) -> None:
