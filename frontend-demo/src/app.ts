@@ -5,6 +5,15 @@
 import { buildResumeArray, type Interrupt, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
 import { PauseMeshAgent } from "./agent";
 import { type Booking, bookingsIn, recordedOutcome } from "./bookings";
+import {
+  APPROVAL_REASON,
+  dayAndTime,
+  messageTime,
+  SUGGESTIONS,
+  speakerOf,
+  stampedId,
+  whoseMove,
+} from "./chat";
 import { clock, UNTITLED } from "./conversations";
 import {
   ANSWERED_ELSEWHERE,
@@ -22,8 +31,8 @@ import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread
 /** The server's expiry run on the thread log (``pausemesh.agui.run.expiry``). */
 const EXPIRED_EVENT = "pausemesh.interrupts_expired";
 const EXPIRY_RUN = "pausemesh-expiry-";
-/** The reason of a pause someone else (a manager) decides: this page waits, it cannot answer. */
-const APPROVAL_REASON = "approval_required";
+/** Thread ids this browser minted for a new conversation (not on the server until sent). */
+const MINTED_KEY = "pausemesh.minted";
 
 /** An answer this tab tried to give that another tab may have beaten. */
 interface Race {
@@ -38,14 +47,16 @@ interface Elements {
   readonly transcript: HTMLOListElement;
   readonly typing: HTMLElement;
   readonly question: HTMLElement;
-  readonly bookings: HTMLElement;
-  readonly bookingsList: HTMLUListElement;
+  readonly welcome: HTMLElement;
+  readonly suggestions: HTMLElement;
+  readonly missing: HTMLElement;
   readonly composer: HTMLFormElement;
   readonly input: HTMLTextAreaElement;
   readonly send: HTMLButtonElement;
   readonly hint: HTMLElement;
   readonly threadLabel: HTMLElement;
   readonly chatTitle: HTMLElement;
+  readonly chatDate: HTMLElement;
   readonly threadList: HTMLUListElement;
   readonly sidebarStatus: HTMLElement;
 }
@@ -72,6 +83,9 @@ export class ChatApp {
   private race: Race | undefined;
   private waitingCard: HTMLElement | undefined;
   private loaded = false;
+  /** The thread in the URL is not this person's (or no longer exists): nothing can be sent. */
+  private unavailable = false;
+  private readonly cards = new Map<string, HTMLLIElement>();
 
   constructor(
     private readonly ui: Elements,
@@ -80,7 +94,9 @@ export class ChatApp {
     const base = new URL(".", location);
     const existing = threadFromUrl(location);
     this.threadId = existing ?? randomUUID();
-    this.fresh = existing === undefined;
+    // A new conversation's id stays "fresh" through reloads of its tab until its first message.
+    this.fresh = existing === undefined || minted().includes(existing);
+    if (existing === undefined) remember(this.threadId);
     this.forwardedProps = forwardedPropsFrom(location);
     if (existing === undefined) {
       history.replaceState(null, "", urlWithThread(location, this.threadId));
@@ -101,15 +117,18 @@ export class ChatApp {
       base,
       location,
       current: this.threadId,
-      onCurrentTitle: (title) => {
+      onCurrentTitle: (title, createdAt) => {
+        if (this.unavailable) return;
         const shown = title ?? UNTITLED;
         if (ui.chatTitle.textContent !== shown) ui.chatTitle.textContent = shown;
+        const began = createdAt === undefined ? "" : `Started ${dayAndTime(createdAt)}`;
+        if (ui.chatDate.textContent !== began) ui.chatDate.textContent = began;
         ui.composer.ownerDocument.title = `${shown} · Travel assistant`;
       },
     });
     this.agent.subscribe({
       onMessagesChanged: () => this.renderMessages(),
-      onStateChanged: () => this.renderBookings(),
+      onStateChanged: () => this.renderMessages(),
       onRunErrorEvent: ({ event }) => {
         this.runError = event;
       },
@@ -130,26 +149,40 @@ export class ChatApp {
         transcript: byId("transcript"),
         typing: byId("typing"),
         question: byId("question"),
-        bookings: byId("bookings"),
-        bookingsList: byId("bookings-list"),
+        welcome: byId("welcome"),
+        suggestions: byId("suggestions"),
+        missing: byId("missing"),
         composer: byId("composer"),
         input: byId("composer-input"),
         send: byId("composer-send"),
         hint: byId("composer-hint"),
         threadLabel: byId("thread-label"),
         chatTitle: byId("chat-title"),
+        chatDate: byId("chat-date"),
         threadList: byId("thread-list"),
         sidebarStatus: byId("sidebar-status"),
       },
       location,
     );
     app.start();
+    sidebarToggle(doc);
     return app;
   }
 
   start(): void {
     this.ui.threadLabel.textContent = `Conversation id: ${this.threadId}`;
     this.sidebar.start();
+    for (const text of SUGGESTIONS) {
+      const button = this.document.createElement("button");
+      button.type = "button";
+      button.className = "suggestion";
+      button.textContent = text;
+      button.addEventListener("click", () => {
+        this.ui.input.value = text;
+        this.send();
+      });
+      this.ui.suggestions.append(button);
+    }
     this.ui.composer.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
@@ -168,14 +201,17 @@ export class ChatApp {
     view?.addEventListener("online", () => {
       this.ui.connection.dataset["state"] = "live";
       this.setStatus("Back online. The conversation is up to date.");
+      this.clearStaleNotice();
       if (this.tail !== undefined) this.scheduleResync();
     });
     this.setStatus("Loading the conversation…");
     this.enqueue(async () => {
-      // A thread id minted just now has nothing on the server to restore.
-      const restored = !this.fresh && (await this.restore());
-      if (restored) this.startTail();
+      // A thread id minted here has nothing on the server to restore until its first message.
+      const restored = this.fresh ? "fresh" : await this.restoreOrMissing();
+      if (restored === "restored") this.startTail();
+      else if (restored === "missing") this.showMissing();
       else this.setStatus("New conversation.");
+      this.renderMessages();
       this.renderQuestion(true);
       this.loaded = true;
       this.document.body.dataset["ready"] = "true";
@@ -190,9 +226,10 @@ export class ChatApp {
 
   private send(): void {
     const text = this.ui.input.value.trim();
-    if (text === "" || this.running || this.agent.pendingInterrupts.length > 0) return;
+    if (text === "" || this.unavailable || this.running || this.agent.pendingInterrupts.length > 0) return;
     this.ui.input.value = "";
-    const message: Message = { id: randomUUID(), role: "user", content: text };
+    // The id carries the time it was written, so every device shows it after a reload.
+    const message: Message = { id: stampedId("user", randomUUID()), role: "user", content: text };
     this.enqueue(async () => {
       this.agent.addMessage(message);
       this.renderMessages();
@@ -290,15 +327,41 @@ export class ChatApp {
     }
     const reached = failure?.kind !== "offline";
     // The thread exists once a run reached the server; only then is there a log to follow.
-    if (reached) this.startTail();
+    if (reached) {
+      forget(this.threadId);
+      this.startTail();
+    }
     this.renderQuestion(true);
     void this.sidebar.refresh();
     return reached;
   }
 
-  /** Reloads messages, state and pending interrupts through POST /agui/connect. */
-  private async restore(): Promise<boolean> {
+  /** The first load: "missing" when the server has no such thread for this person (404). */
+  private async restoreOrMissing(): Promise<"restored" | "missing" | "offline"> {
     const snapshot = await this.fetchSnapshot();
+    if (snapshot === undefined) return "missing";
+    if (snapshot === "offline") return "offline";
+    return (await this.restore(snapshot)) ? "restored" : "offline";
+  }
+
+  /** A thread URL that is not this person's: say so, and send nothing there (no thread is
+   * created under an id someone typed or another person owns). */
+  private showMissing(): void {
+    this.unavailable = true;
+    this.ui.missing.hidden = false;
+    this.ui.welcome.hidden = true;
+    this.ui.chatTitle.textContent = "Conversation not found";
+    this.ui.chatDate.textContent = "";
+    this.document.title = "Conversation not found · Travel assistant";
+    this.ui.input.disabled = true;
+    this.ui.send.disabled = true;
+    this.ui.hint.textContent = "Start a new conversation to send a message.";
+    this.setStatus("");
+  }
+
+  /** Reloads messages, state and pending interrupts through POST /agui/connect. */
+  private async restore(known?: unknown): Promise<boolean> {
+    const snapshot = known ?? (await this.fetchSnapshot());
     if (snapshot === undefined || snapshot === "offline") return false;
     this.seen = Math.max(this.seen, lastSequence(snapshot));
     // The client refuses to start anything while it holds pending interrupts the input does
@@ -314,7 +377,6 @@ export class ChatApp {
     const error = this.lastRunError();
     if (error !== undefined) this.showNotice(noticeFor(error.code, error.message));
     this.renderMessages();
-    this.renderBookings();
     return true;
   }
 
@@ -397,6 +459,7 @@ export class ChatApp {
     if (status === "live") {
       if (this.wasLive) {
         this.setStatus("Reconnected. The conversation is up to date.");
+        this.clearStaleNotice();
         this.scheduleResync();
       } else {
         this.setStatus("Connected: changes from other tabs appear live.");
@@ -453,35 +516,7 @@ export class ChatApp {
     const list = this.ui.transcript;
     const keep = new Set<string>();
     let previous: HTMLLIElement | undefined;
-    for (const message of this.agent.messages) {
-      const text = messageText(message);
-      if (text === undefined) continue;
-      keep.add(message.id);
-      let item = this.items.get(message.id);
-      if (item === undefined) {
-        item = document.createElement("li");
-        item.className = `message message-${message.role}`;
-        item.dataset["messageId"] = message.id;
-        const who = document.createElement("span");
-        who.className = "speaker";
-        who.textContent = message.role === "user" ? "You" : "Assistant";
-        const body = document.createElement("p");
-        body.className = "body";
-        item.append(who, body);
-        // Messages restored when the page loads were first seen earlier (or elsewhere).
-        if (this.loaded) this.times.note(message.id);
-        const seen = this.times.get(message.id);
-        if (seen !== undefined) {
-          const time = document.createElement("time");
-          time.className = "sent-at";
-          time.dateTime = seen.toISOString();
-          time.textContent = clock(seen);
-          who.after(time);
-        }
-        this.items.set(message.id, item);
-      }
-      const body = item.querySelector<HTMLParagraphElement>(".body");
-      if (body !== null && body.textContent !== text) body.textContent = text;
+    const place = (item: HTMLLIElement): void => {
       const expectedNext: Element | null =
         previous === undefined ? list.firstElementChild : previous.nextElementSibling;
       if (expectedNext !== item) {
@@ -489,6 +524,38 @@ export class ChatApp {
         else previous.after(item);
       }
       previous = item;
+    };
+    // Each booking shows as a card right after the message that confirmed it.
+    const bookings = bookingsIn(this.agent.state);
+    const placed = new Set<string>();
+    let shown = 0;
+    for (const message of this.agent.messages) {
+      const text = messageText(message);
+      if (text === undefined) continue;
+      shown += 1;
+      keep.add(message.id);
+      let item = this.items.get(message.id);
+      if (item === undefined) {
+        item = this.messageItem(message);
+        this.items.set(message.id, item);
+      }
+      const body = item.querySelector<HTMLParagraphElement>(".body");
+      if (body !== null && body.textContent !== text) body.textContent = text;
+      place(item);
+      if (message.role !== "assistant") continue;
+      for (const booking of bookings) {
+        const key = cardKey(booking);
+        if (placed.has(key) || booking.confirmation === undefined || !text.includes(booking.confirmation)) continue;
+        placed.add(key);
+        place(this.card(booking));
+      }
+    }
+    // A booking no message names (an operator's resolution) still shows, at the end.
+    for (const booking of bookings) {
+      const key = cardKey(booking);
+      if (placed.has(key)) continue;
+      placed.add(key);
+      place(this.card(booking));
     }
     for (const [id, item] of this.items) {
       if (!keep.has(id)) {
@@ -496,13 +563,50 @@ export class ChatApp {
         this.items.delete(id);
       }
     }
+    for (const [key, card] of this.cards) {
+      if (!placed.has(key)) {
+        card.remove();
+        this.cards.delete(key);
+      }
+    }
+    this.ui.welcome.hidden = this.unavailable || shown > 0 || this.agent.pendingInterrupts.length > 0;
     scrollToEnd(list);
   }
 
-  private renderBookings(): void {
-    const list = bookingsIn(this.agent.state);
-    this.ui.bookings.hidden = list.length === 0;
-    this.ui.bookingsList.replaceChildren(...list.map((booking) => bookingCard(booking)));
+  private messageItem(message: Message): HTMLLIElement {
+    const item = document.createElement("li");
+    const speaker = speakerOf(message.role, message.id);
+    item.className = `message message-${message.role}${speaker === "Manager" ? " message-decision" : ""}`;
+    item.dataset["messageId"] = message.id;
+    const who = document.createElement("span");
+    who.className = "speaker";
+    who.textContent = speaker;
+    const body = document.createElement("p");
+    body.className = "body";
+    item.append(who, body);
+    // The id says when it was written (this page's and the demo agent's messages); else, when
+    // this browser first saw it (messages restored at load were seen earlier, or not here).
+    if (this.loaded) this.times.note(message.id);
+    const seen = messageTime(message.id) ?? this.times.get(message.id);
+    if (seen !== undefined) {
+      const time = document.createElement("time");
+      time.className = "sent-at";
+      time.dateTime = seen.toISOString();
+      time.textContent = clock(seen);
+      time.title = seen.toLocaleString();
+      who.after(time);
+    }
+    return item;
+  }
+
+  private card(booking: Booking): HTMLLIElement {
+    const key = cardKey(booking);
+    let card = this.cards.get(key);
+    if (card === undefined) {
+      card = bookingCard(booking);
+      this.cards.set(key, card);
+    }
+    return card;
   }
 
   /** Shows the pending question (or removes it); `own` moves focus to a new question. */
@@ -511,6 +615,7 @@ export class ChatApp {
     const ids = pendingKey(pending);
     this.waitingCard?.remove();
     this.waitingCard = undefined;
+    this.sidebar.setMove(this.threadId, whoseMove(pending));
     if (pending.length > 0 && pending.every(isApproval)) {
       // A manager decides this one: show what is asked, and that the answer will come here.
       this.question?.destroy();
@@ -540,18 +645,20 @@ export class ChatApp {
       this.question.setBusy(this.running);
     }
     const waiting = pending.length > 0;
+    if (waiting) this.ui.welcome.hidden = true;
+    if (this.unavailable) return;
     this.ui.input.disabled = waiting || this.running;
     this.ui.send.disabled = waiting || this.running;
     this.ui.hint.textContent = !waiting
       ? "Enter sends, Shift+Enter adds a line."
       : this.waitingCard !== undefined
-        ? "Waiting for a manager's approval; this conversation continues by itself."
+        ? "Waiting for the manager; this conversation continues by itself."
         : "Answer or cancel the assistant's question above to continue.";
   }
 
   private setBusy(busy: boolean): void {
     this.ui.typing.hidden = !busy;
-    this.ui.input.disabled = busy || this.agent.pendingInterrupts.length > 0;
+    this.ui.input.disabled = this.unavailable || busy || this.agent.pendingInterrupts.length > 0;
     this.ui.send.disabled = this.ui.input.disabled;
     this.question?.setBusy(busy);
     this.document.body.dataset["busy"] = String(busy);
@@ -566,6 +673,11 @@ export class ChatApp {
     this.ui.notice.dataset["kind"] = notice.kind;
     this.ui.notice.hidden = false;
     if (notice.kind === "rejected") this.question?.showError(notice.message);
+  }
+
+  /** A notice about a lost connection ends when the connection is back. */
+  private clearStaleNotice(): void {
+    if (this.ui.notice.dataset["kind"] === "offline") this.clearNotice();
   }
 
   private clearNotice(): void {
@@ -626,7 +738,7 @@ function approvalWaiting(pending: readonly Interrupt[]): HTMLElement {
   card.className = "waiting-approval";
   const heading = document.createElement("h2");
   heading.id = "question-heading";
-  heading.textContent = "Waiting for a manager's approval";
+  heading.textContent = "Waiting for the manager";
   card.append(heading);
   for (const interrupt of pending) {
     const terms = document.createElement("p");
@@ -698,4 +810,54 @@ class MessageTimes {
 
 function scrollToEnd(list: HTMLElement): void {
   list.lastElementChild?.scrollIntoView({ block: "nearest" });
+}
+
+function cardKey(booking: Booking): string {
+  return booking.confirmation ?? `flight:${booking.flight}`;
+}
+
+function minted(): string[] {
+  try {
+    const stored: unknown = JSON.parse(sessionStorage.getItem(MINTED_KEY) ?? "[]");
+    return Array.isArray(stored) ? stored.filter((id): id is string => typeof id === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function remember(threadId: string): void {
+  try {
+    sessionStorage.setItem(MINTED_KEY, JSON.stringify([...minted(), threadId].slice(-20)));
+  } catch {
+    // Storage disabled: a reload before the first message shows "not found" instead.
+  }
+}
+
+function forget(threadId: string): void {
+  const ids = minted();
+  if (!ids.includes(threadId)) return;
+  try {
+    sessionStorage.setItem(MINTED_KEY, JSON.stringify(ids.filter((id) => id !== threadId)));
+  } catch {
+    // Nothing to forget without storage.
+  }
+}
+
+/** On a narrow screen the conversations list is a panel the person opens and closes. */
+function sidebarToggle(doc: Document): void {
+  const toggle = doc.getElementById("sidebar-toggle");
+  const close = doc.getElementById("sidebar-close");
+  const sidebar = doc.getElementById("sidebar");
+  if (toggle === null || close === null || sidebar === null) return;
+  const set = (open: boolean): void => {
+    doc.body.classList.toggle("sidebar-open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    if (open) sidebar.querySelector<HTMLElement>("a, button")?.focus();
+    else toggle.focus();
+  };
+  toggle.addEventListener("click", () => set(!doc.body.classList.contains("sidebar-open")));
+  close.addEventListener("click", () => set(false));
+  sidebar.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && doc.body.classList.contains("sidebar-open")) set(false);
+  });
 }

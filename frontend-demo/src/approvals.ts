@@ -4,7 +4,6 @@
 // after a lost answer decides nothing twice. The traveller's thread continues on the server.
 
 import { type Interrupt, randomUUID } from "@ag-ui/client";
-import { clock } from "./conversations";
 import { QuestionForm } from "./question";
 import type { Json } from "./schema";
 
@@ -112,7 +111,6 @@ export class ApprovalsView {
     const parts = [
       row.askedBy === undefined ? undefined : `Asked by ${row.askedBy}`,
       row.threadTitle === undefined ? undefined : `in “${row.threadTitle}”`,
-      row.expiresAt === undefined ? undefined : `answer by ${clock(new Date(row.expiresAt))}`,
     ].filter((p): p is string => p !== undefined);
     about.textContent = parts.join(" · ");
     const body = doc.createElement("section");

@@ -4,7 +4,9 @@ export interface ThreadRow {
   readonly threadId: string;
   readonly title: string | undefined;
   readonly updatedAt: Date | undefined;
+  readonly createdAt: Date | undefined;
   readonly pending: number;
+  readonly lastSequence: number;
 }
 
 /** The rows of a `GET /agui/threads` answer (`{threads: [...], nextCursor}`). */
@@ -16,13 +18,19 @@ export function threadRows(body: unknown): ThreadRow[] {
     const row = item as Record<string, unknown> | null;
     if (row === null || typeof row !== "object" || typeof row["threadId"] !== "string") continue;
     const title = typeof row["title"] === "string" && row["title"].trim() !== "" ? row["title"] : undefined;
-    const updated = typeof row["updatedAt"] === "string" ? new Date(row["updatedAt"]) : undefined;
+    const date = (key: string): Date | undefined => {
+      const value = typeof row[key] === "string" ? new Date(row[key]) : undefined;
+      return value !== undefined && !Number.isNaN(value.getTime()) ? value : undefined;
+    };
     const pending = row["pendingInterrupts"];
+    const sequence = row["lastSequence"];
     rows.push({
       threadId: row["threadId"],
       title,
-      updatedAt: updated !== undefined && !Number.isNaN(updated.getTime()) ? updated : undefined,
+      updatedAt: date("updatedAt"),
+      createdAt: date("createdAt"),
       pending: typeof pending === "number" && pending > 0 ? pending : 0,
+      lastSequence: typeof sequence === "number" ? sequence : 0,
     });
   }
   return rows;

@@ -3,6 +3,7 @@
 // button that answers at once; otherwise options toggle and "Send answer" submits the batch.
 
 import type { Interrupt } from "@ag-ui/client";
+import { deadlineText, optionParts } from "./chat";
 import { display, type Field, formModel, type Json, validate } from "./schema";
 
 export interface QuestionHandlers {
@@ -22,6 +23,7 @@ export class QuestionForm {
   private readonly error: HTMLParagraphElement;
   private readonly blocks: InterruptBlock[];
   private readonly timers: number[] = [];
+  private readonly tickers: number[] = [];
   private busy = false;
 
   constructor(
@@ -89,6 +91,7 @@ export class QuestionForm {
 
   destroy(): void {
     for (const timer of this.timers) clearTimeout(timer);
+    for (const ticker of this.tickers) clearInterval(ticker);
     this.container.replaceChildren();
     this.container.hidden = true;
   }
@@ -112,6 +115,12 @@ export class QuestionForm {
   }
 
   private scheduleExpiry(): void {
+    if (this.blocks.some((b) => b.expiresAt !== undefined)) {
+      const ticker = window.setInterval(() => {
+        for (const block of this.blocks) block.tick();
+      }, 15_000);
+      this.tickers.push(ticker);
+    }
     for (const block of this.blocks) {
       const at = block.expiresAt;
       if (at === undefined) continue;
@@ -160,9 +169,16 @@ class InterruptBlock {
     this.expiresAt = Number.isNaN(parsed) ? undefined : new Date(parsed);
     if (this.expiresAt !== undefined) {
       this.expiry = el("p", { class: "expiry" });
-      this.expiry.textContent = `Please answer by ${formatTime(this.expiresAt)}.`;
       this.fieldset.append(this.expiry);
+      this.tick();
     }
+  }
+
+  /** The deadline in minutes ("Answer within 4 min"), kept current while it is shown. */
+  tick(): void {
+    if (this.expiry === undefined || this.expiresAt === undefined || this.expired) return;
+    const text = deadlineText(this.expiresAt, new Date());
+    this.expiry.textContent = text === undefined ? "Answer now" : `${text}.`;
   }
 
   collect(): Collected {
@@ -197,7 +213,7 @@ class InterruptBlock {
     this.expired = true;
     this.fieldset.classList.add("expired");
     if (this.expiry !== undefined && this.expiresAt !== undefined) {
-      this.expiry.textContent = `This question expired at ${formatTime(this.expiresAt)}. It can no longer be answered; cancel it to continue.`;
+      this.expiry.textContent = "This question expired. It can no longer be answered; cancel it to continue.";
       this.expiry.setAttribute("role", "alert");
     }
     for (const control of this.controls) control.setDisabled(true);
@@ -237,7 +253,15 @@ class FieldControl {
       for (const [index, option] of options.entries()) {
         const button = el("button", { type: "button", class: "choice" });
         // A titled option (a flight's times and price) reads as its title; the value is sent.
-        button.textContent = field.kind === "choice" ? (field.titles[index] ?? display(option)) : display(option);
+        // A fare that waits for a manager says so up front, before it is chosen.
+        const title = field.kind === "choice" ? (field.titles[index] ?? display(option)) : display(option);
+        const { label, needsApproval } = optionParts(title);
+        button.textContent = label;
+        if (needsApproval) {
+          const mark = el("span", { class: "needs-approval" });
+          mark.textContent = " · needs approval";
+          button.append(mark);
+        }
         button.dataset["value"] = JSON.stringify(option);
         if (!instant) button.setAttribute("aria-pressed", "false");
         button.addEventListener("click", () => {
@@ -353,10 +377,6 @@ function freeTextField(): Field {
     titles: [],
     schema: { type: "string" },
   };
-}
-
-function formatTime(date: Date): string {
-  return date.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 }
 
 function el<K extends keyof HTMLElementTagNameMap>(

@@ -2,6 +2,7 @@
 // (a full page load, so every thread starts from the server's record), shows a badge while a
 // question waits, and can be renamed (PATCH) or deleted (DELETE) in place.
 
+import { dayAndTime, type Move, moveBadge, pendingIn, whoseMove } from "./chat";
 import { clock, relativeTime, rowTitle, type ThreadRow, threadRows } from "./conversations";
 import { urlWithThread } from "./thread";
 
@@ -12,8 +13,8 @@ export interface SidebarOptions {
   readonly location: URL;
   /** The thread on screen (a fresh one is not on the server until its first message). */
   readonly current: string | undefined;
-  /** Told the current thread's title whenever the list is read. */
-  readonly onCurrentTitle: (title: string | undefined) => void;
+  /** Told the current thread's title (and when it began) whenever the list is read. */
+  readonly onCurrentTitle: (title: string | undefined, createdAt?: Date) => void;
 }
 
 const REFRESH_MS = 10_000;
@@ -24,6 +25,9 @@ export class Sidebar {
   private confirming: string | undefined;
   private timer: number | undefined;
   private loading: Promise<void> | undefined;
+  private menuOpen: string | undefined;
+  /** Whose move each waiting thread is, by thread id, read at its last sequence. */
+  private readonly moves = new Map<string, { sequence: number; move: Move }>();
 
   constructor(private readonly options: SidebarOptions) {}
 
@@ -51,13 +55,42 @@ export class Sidebar {
       });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       this.rows = threadRows(await response.json());
+      await this.readMoves();
       this.options.status.textContent = "";
     } catch {
       this.options.status.textContent = "Could not load your conversations; retrying.";
     }
     const current = this.rows.find((r) => r.threadId === this.options.current);
-    this.options.onCurrentTitle(current?.title);
+    this.options.onCurrentTitle(current?.title, current?.createdAt);
     // A periodic refresh must not wipe a name being typed; the list updates after it.
+    if (this.editing === undefined) this.render();
+  }
+
+  /** A waiting thread's badge says whose move it is: its snapshot's pending reasons, read
+   * again only when the thread moved on. */
+  private async readMoves(): Promise<void> {
+    const waiting = this.rows.filter((row) => row.pending > 0);
+    await Promise.all(
+      waiting.map(async (row) => {
+        const known = this.moves.get(row.threadId);
+        if (known !== undefined && known.sequence === row.lastSequence) return;
+        try {
+          const url = new URL(`agui/threads/${encodeURIComponent(row.threadId)}`, this.options.base);
+          const response = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
+          if (!response.ok) return;
+          const move = whoseMove(pendingIn(await response.json()));
+          this.moves.set(row.threadId, { sequence: row.lastSequence, move });
+        } catch {
+          // Unknown for now: the badge falls back to "Needs your answer" until the next read.
+        }
+      }),
+    );
+  }
+
+  /** The current thread's move as the chat knows it (its question, or a manager's). */
+  setMove(threadId: string, move: Move): void {
+    const row = this.rows.find((r) => r.threadId === threadId);
+    this.moves.set(threadId, { sequence: row?.lastSequence ?? -1, move });
     if (this.editing === undefined) this.render();
   }
 
@@ -109,18 +142,29 @@ export class Sidebar {
     link.append(name);
     const meta = doc.createElement("span");
     meta.className = "thread-meta";
-    if (row.pending > 0) {
+    const move = row.pending > 0 ? (this.moves.get(row.threadId)?.move ?? "yours") : "none";
+    const badgeText = moveBadge(move);
+    if (badgeText !== undefined) {
       const badge = doc.createElement("span");
-      badge.className = "badge";
-      badge.textContent = "Waiting for an answer";
+      badge.className = move === "manager" ? "badge badge-waiting" : "badge";
+      badge.textContent = badgeText;
       meta.append(badge);
     }
-    if (row.updatedAt !== undefined) {
+    // Titles repeat ("Flight to Lisbon"): the day and time the conversation began tell them apart.
+    const began = row.createdAt ?? row.updatedAt;
+    if (began !== undefined) {
       const time = doc.createElement("time");
-      time.dateTime = row.updatedAt.toISOString();
-      time.title = `${row.updatedAt.toLocaleDateString()} ${clock(row.updatedAt)}`;
-      time.textContent = relativeTime(row.updatedAt, now);
+      time.className = "thread-date";
+      time.dateTime = began.toISOString();
+      time.textContent = dayAndTime(began);
       meta.append(time);
+    }
+    if (row.updatedAt !== undefined && began !== undefined && row.updatedAt.getTime() - began.getTime() > 60_000) {
+      const updated = doc.createElement("time");
+      updated.dateTime = row.updatedAt.toISOString();
+      updated.title = `Last change ${row.updatedAt.toLocaleDateString()} ${clock(row.updatedAt)}`;
+      updated.textContent = `· ${relativeTime(row.updatedAt, now)}`;
+      meta.append(updated);
     }
     link.append(meta);
     item.append(link);
@@ -128,6 +172,21 @@ export class Sidebar {
       item.append(this.deleteConfirm(row, title));
       return item;
     }
+    // Rename and Delete show on hover or keyboard focus; on a touch screen, behind a menu button.
+    const menu = doc.createElement("button");
+    menu.type = "button";
+    menu.id = `menu-${row.threadId}`;
+    menu.className = "link-button row-menu";
+    menu.textContent = "\u22ef";
+    menu.setAttribute("aria-label", `Actions for “${title}”`);
+    menu.setAttribute("aria-expanded", String(this.menuOpen === row.threadId));
+    menu.addEventListener("click", () => {
+      this.menuOpen = this.menuOpen === row.threadId ? undefined : row.threadId;
+      this.render();
+      doc.getElementById(`menu-${row.threadId}`)?.focus();
+    });
+    if (this.menuOpen === row.threadId) item.classList.add("menu-open");
+    item.append(menu);
     const actions = doc.createElement("div");
     actions.className = "thread-actions";
     actions.append(
