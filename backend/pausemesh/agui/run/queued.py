@@ -41,7 +41,7 @@ from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME, encode_frame
 from pausemesh.core.drain import Drain
-from pausemesh.core.errors import ThreadBusyError, ThreadNotFoundError
+from pausemesh.core.errors import PauseMeshError, ThreadBusyError, ThreadNotFoundError
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.ports import Clock
 from pausemesh.core.run_queue import (
@@ -150,6 +150,22 @@ class QueuedInputs:
     ) -> AsyncGenerator[bytes, None]:
         """Queue ``run_input`` on its busy thread under ``policy`` (not ``reject``), then
         stream its run from the thread log when it comes."""
+        try:
+            async with contextlib.aclosing(
+                self._wait_in_line(run_input, principal, roles, policy)
+            ) as frames:
+                async for frame in frames:
+                    yield frame
+        except PauseMeshError as error:  # the thread was erased, the store failed
+            yield encode_frame(AguiRunError.from_error(error).to_event())
+
+    async def _wait_in_line(
+        self,
+        run_input: RunAgentInput,
+        principal: str | None,
+        roles: frozenset[str],
+        policy: DoubleTexting,
+    ) -> AsyncGenerator[bytes, None]:
         thread_id = run_input.thread_id
         if run_input.resume is not UNSET or not run_input.messages:
             msg = "Only new messages can wait for a busy thread (an answer or an empty input not)"
@@ -248,6 +264,8 @@ class QueuedInputs:
         """Run the thread's waiting inputs in order while this process can take its lease
         (busy: its holder drains when its run ends)."""
         while (head := await self.queue.head(thread_id)) is not None:
+            if self.shutdown is not None and self.shutdown.draining:
+                return  # the process stops: another one runs what waits
             lease_id = self.leases.new_lease_id()
             try:
                 record = await self.leases.acquire(
