@@ -24,6 +24,7 @@ from pausemesh.core.errors import SettingsError, StoreError
 from pausemesh.core.instance import ProcessInstance
 from pausemesh.core.leases import LeaseKeeper
 from pausemesh.core.limits import LocalRateLimiter, RateLimiter, StreamSlots
+from pausemesh.core.links import DecisionLinks
 from pausemesh.core.ports import Clock, JobLock, Observer
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.stats import StatsReader
@@ -41,6 +42,7 @@ from pausemesh.stores.storage import Storage
 __all__ = (
     "Runtime",
     "build_service",
+    "decision_links",
     "free_predecessor_leases",
     "load_webhooks",
     "open_read_only_storage",
@@ -117,6 +119,14 @@ def build_service(
     )
 
 
+def decision_links(settings: Settings, key: SecretKey) -> DecisionLinks | None:
+    """The decision links under the server key (None unless ``PAUSEMESH_DECISION_LINKS``)."""
+    if not settings.decision_links:
+        return None
+    base = settings.public_url or f"http://{settings.host}:{settings.port}"
+    return DecisionLinks(key.key, base)
+
+
 def webhook_delivery(runtime: Runtime) -> OutboxDispatcher | None:
     """The webhook channel's dispatcher for this process (None without webhooks or a push
     store); every replica runs one, the outbox claim gives each delivery to one of them."""
@@ -141,6 +151,7 @@ def webhook_delivery(runtime: Runtime) -> OutboxDispatcher | None:
         holder=runtime.instance.holder,
         options=options,
         clock=runtime.service.clock,
+        links=None if runtime.links is None else runtime.links.for_body,
     )
 
 
@@ -269,6 +280,8 @@ class Runtime:
     tails: StreamSlots = field(default_factory=lambda: StreamSlots(32, what="tails"))
     # Set on SIGTERM: runs and tails wind down (pausemesh.core.drain).
     drain: Drain = field(default_factory=Drain)
+    # The one-click decision links (PAUSEMESH_DECISION_LINKS), None when off.
+    links: DecisionLinks | None = None
 
 
 @asynccontextmanager
@@ -311,6 +324,7 @@ async def open_runtime(
             rate_limiter=rate_limiter,
             streams=StreamSlots(settings.max_streams_per_principal),
             tails=StreamSlots(settings.max_tails_per_principal, what="tails"),
+            links=decision_links(settings, key),
         )
         await free_predecessor_leases(storage, instance)
         webhooks = webhook_delivery(runtime)

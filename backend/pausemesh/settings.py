@@ -275,6 +275,10 @@ class Settings:
     # filters and signing secrets; delivered from the outbox with the a2a_push_* delivery
     # settings and under PAUSEMESH_A2A_PUSH_ALLOW.
     webhooks_file: Annotated[str, _TEXT] | None = None
+    # One-click decision links in webhook bodies (docs/approvals.md), one per approver of a
+    # pause with a choice; public_url: where people reach this server (default: host:port).
+    decision_links: bool = False
+    public_url: Annotated[str, Meta(pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")] | None = None
     # ``pausemesh demo`` only: bookings priced above this need a manager's approval.
     demo_approval_threshold: Annotated[int, Meta(ge=0, le=1_000_000)] = 500
 

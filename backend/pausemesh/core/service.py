@@ -265,6 +265,12 @@ class ContinuationService:
         check_id(continuation_id)
         return await self._streams.current(self._streams.load_owned, continuation_id, principal)
 
+    async def peek(self, continuation_id: str) -> Continuation:
+        """Current state whoever owns it, expired first when due: for server-side callers that
+        proved their right another way (a decision link's MAC), never for a caller's read."""
+        check_id(continuation_id)
+        return await self._streams.current(self._streams.load, continuation_id)
+
     async def history(
         self, continuation_id: str, *, principal: str | None = None
     ) -> list[PublicEvent]:

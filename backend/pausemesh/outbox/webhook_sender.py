@@ -39,7 +39,7 @@ from pausemesh.outbox.url_policy import PushUrlPolicy
 
 __all__ = ("Links", "WebhookSender", "sign_headers", "webhook_dispatcher")
 
-Links = Callable[[dict[str, Any]], dict[str, Any] | None]
+Links = Callable[[dict[str, Any]], list[dict[str, Any]] | None]
 """Given a body's ``data``, the decision links to add to it (None: none)."""
 
 _GONE_SUBSCRIPTION = SendOutcome("the webhook is no longer configured", final=True)

@@ -39,6 +39,7 @@ from pausemesh.web.browser import BrowserGuard, cors_config
 from pausemesh.web.config import PauseMeshConfig
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.continuations import ContinuationController
+from pausemesh.web.decision_links import DecisionLinkController
 from pausemesh.web.health import healthz, readyz
 from pausemesh.web.host_guard import HostGuard, host_policy
 from pausemesh.web.limits import Limits, send_timeout_middleware
@@ -136,7 +137,7 @@ class PauseMeshPlugin(InitPlugin):
     # -- registration -------------------------------------------------------------------
 
     def router(self) -> Router:
-        handlers: list[Any] = [ContinuationController, ApprovalController]
+        handlers: list[Any] = [ContinuationController, ApprovalController, DecisionLinkController]
         if self.config.health_routes:
             handlers += [healthz, readyz]
             if self.metrics is not None:
