@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build
+.PHONY: install demo serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -72,10 +72,21 @@ frontend:  ## rebuild the browser demo into backend/pausemesh/demo/static (Node;
 examples-build:  ## the CopilotKit example, built for its end-to-end tests (needs npm; `make demo` does not)
 	@! command -v npm >/dev/null || $(MAKE) --no-print-directory copilotkit-build
 
+# The official MCP conformance suite and the Node 22 it needs, pinned from npm beside it (the
+# machine's Node is left alone); for tests/protocols/test_mcp_conformance.py, never `make demo`.
+MCP_CONFORMANCE := tests/protocols/mcp_conformance
+
+$(MCP_CONFORMANCE)/node_modules/.installed: $(MCP_CONFORMANCE)/package-lock.json
+	cd $(MCP_CONFORMANCE) && npm ci --no-audit --no-fund --silent
+	@touch $@
+
+mcp-conformance:  ## the MCP conformance suite for the tests (needs npm; `make demo` does not)
+	@! command -v npm >/dev/null || $(MAKE) --no-print-directory $(MCP_CONFORMANCE)/node_modules/.installed
+
 # Test processes: most tests wait on server processes, so more workers than cores pays.
 TEST_WORKERS ?= 3
 
-test: install lint typecheck browser examples-build  ## every test: lint, types, unit, contract, e2e
+test: install lint typecheck browser examples-build mcp-conformance  ## every test: lint, types, unit, contract, e2e
 	@# In parallel (one file per worker keeps module fixtures together), then the tests that
 	@# stop shared services alone: they would cut every other worker's PostgreSQL.
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15

@@ -70,7 +70,8 @@ def test_the_demo_passes_every_rule_of_the_interrupt_contract_and_resumability(
     database = str(tmp_path / "demo.db")
     with ServerProcess(["demo", "--no-browser", "--database-path", database]) as server:
         # The cheapest flight: a dearer one would wait for a manager's approval.
-        assert_every_rule_passes(capsys, server.url("/agui"), "--answer", '{"flight": "PM101"}')
+        args = ["--message", "A flight to Lisbon, please", "--answer", '{"flight": "PM101"}']
+        assert_every_rule_passes(capsys, server.url("/agui"), *args)
 
 
 @pytest.fixture(name="scenario_file")
