@@ -662,9 +662,9 @@ async def test_a_run_that_meets_a_close_of_lapsed_questions_waits_for_it_instead
     looked = asyncio.Event()
     get = host.threads.get
 
-    async def watched_get(thread_id: str) -> Any:
+    async def watched_get(thread_id: str, **read: Any) -> Any:
         looked.set()  # the run found the thread busy and looked who holds it
-        return await get(thread_id)
+        return await get(thread_id, **read)
 
     monkeypatch.setattr(host.threads, "get", watched_get)
     run = asyncio.create_task(_run(host, _body("r1", messages=USER)))

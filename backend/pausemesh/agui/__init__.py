@@ -18,6 +18,7 @@ from pausemesh.agui.agent import (
     PauseRequest,
     RunContext,
     ThreadTitle,
+    lazy_history,
 )
 from pausemesh.agui.events import (
     ActivityDeltaEvent,
@@ -142,5 +143,6 @@ __all__ = (
     "UrlSource",
     "UserMessage",
     "VideoPart",
+    "lazy_history",
     "pause_payload",
 )

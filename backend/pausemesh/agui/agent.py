@@ -37,14 +37,18 @@ from pausemesh.core.operations import (
 from pausemesh.core.ports import Clock
 
 __all__ = (
+    "LAZY_HISTORY_ATTRIBUTE",
     "Agent",
     "AgentOutput",
     "Approver",
     "Decision",
+    "HistoryLoader",
     "Operations",
     "PauseRequest",
     "RunContext",
     "ThreadTitle",
+    "lazy_history",
+    "reads_history_lazily",
 )
 
 
@@ -139,11 +143,31 @@ class Operations:
         return await self.ledger.list(domain, limit=limit)
 
 
+HistoryLoader = Callable[[int | None], Awaitable[Sequence[Message]]]
+
+
+def lazy_history(agent: Agent) -> Agent:
+    """Mark ``agent`` as reading the thread's history only when it asks for it
+    (``await ctx.history(limit=...)``): its ``ctx.messages`` holds only what the run's request
+    added, and a run that never asks reads no stored message (its cost does not grow with
+    the thread). Unmarked agents get the whole history in ``ctx.messages``."""
+    setattr(agent, LAZY_HISTORY_ATTRIBUTE, True)
+    return agent
+
+
+LAZY_HISTORY_ATTRIBUTE = "pausemesh_lazy_history"
+
+
+def reads_history_lazily(agent: object) -> bool:
+    return bool(getattr(agent, LAZY_HISTORY_ATTRIBUTE, False))
+
+
 @dataclass(frozen=True, slots=True)
 class RunContext:
     thread_id: str
     run_id: str
-    # The thread's history (server-side record plus what this request added), oldest first.
+    # The thread's history (server-side record plus what this request added), oldest first;
+    # for a ``lazy_history`` agent only what this request added (see ``history``).
     messages: Sequence[Message]
     # The AG-UI state as the thread left it; the agent changes it with STATE_* events.
     state: Any
@@ -159,6 +183,17 @@ class RunContext:
     tools: Sequence[Any] = ()
     context: Sequence[Any] = ()
     forwarded_props: Any = None
+    # Reads the stored history on demand (``history``); None: ``messages`` is all of it.
+    history_loader: HistoryLoader | None = None
+
+    async def history(self, limit: int | None = None) -> Sequence[Message]:
+        """The newest ``limit`` messages of the thread (None: all), oldest first, this run's
+        request's own included. Read from the store when asked (a window, not the thread)."""
+        if limit is not None and limit <= 0:
+            return []
+        if self.history_loader is None:
+            return list(self.messages if limit is None else self.messages[-limit:])
+        return await self.history_loader(limit)
 
 
 AgentOutput = Event | PauseRequest | ThreadTitle

@@ -33,19 +33,61 @@ __all__ = ("Transcript", "apply_json_patch")
 
 
 class Transcript:
-    def __init__(self, messages: list[dict[str, Any]], state: Any) -> None:
+    """The run's view of the thread's messages and state.
+
+    ``messages`` is the newest part of the history: the stored messages from position ``base``
+    on (the run reads a window, not the whole thread), then the run's own. An event naming a
+    message older than the window starts a new one (as ``@ag-ui/client`` does for a parent
+    that is not the last message). ``dirty_from`` is the first position the run added or
+    changed (None: none): the store rewrites from there, nothing before it.
+    """
+
+    def __init__(
+        self,
+        messages: list[dict[str, Any]],
+        state: Any,
+        *,
+        base: int = 0,
+        dirty_from: int | None = None,
+    ) -> None:
         self.messages = messages
         self.state = state
+        self.base = base
+        self.dirty_from = dirty_from
         self._open_text: list[str] = []
         self._open_tools: list[str] = []
         self._open_steps: list[str] = []
 
-    def _message(self, message_id: str) -> dict[str, Any] | None:
-        for message in reversed(self.messages):
-            if message.get("id") == message_id:
-                found: dict[str, Any] = message
-                return found
+    @property
+    def changed(self) -> list[dict[str, Any]]:
+        """The messages from ``dirty_from`` on (what a save writes)."""
+        if self.dirty_from is None:
+            return []
+        return self.messages[self.dirty_from - self.base :]
+
+    @property
+    def end(self) -> int:
+        """The position after the last message."""
+        return self.base + len(self.messages)
+
+    def _touch(self, index: int) -> None:
+        position = self.base + index
+        if self.dirty_from is None or position < self.dirty_from:
+            self.dirty_from = position
+
+    def _append(self, message: dict[str, Any]) -> None:
+        self._touch(len(self.messages))
+        self.messages.append(message)
+
+    def _find(self, message_id: str) -> int | None:
+        for index in range(len(self.messages) - 1, -1, -1):
+            if self.messages[index].get("id") == message_id:
+                return index
         return None
+
+    def _message(self, message_id: str) -> dict[str, Any] | None:
+        index = self._find(message_id)
+        return None if index is None else self.messages[index]
 
     def apply(self, event: Event) -> None:  # noqa: PLR0912 - one branch per event kind
         """Fold one event in; ``InvalidInputError`` for an event out of order."""
@@ -54,12 +96,14 @@ class Transcript:
             self._open_text.append(event.message_id)
             if self._message(event.message_id) is None:
                 role = "assistant" if event.role is msgspec.UNSET else event.role
-                self.messages.append({"id": event.message_id, "role": role, "content": ""})
+                self._append({"id": event.message_id, "role": role, "content": ""})
         elif isinstance(event, TextMessageContentEvent):
             _refuse_if(event.message_id not in self._open_text, "text message is not open")
-            message = self._message(event.message_id)
-            if message is not None:
+            index = self._find(event.message_id)
+            if index is not None:
+                message = self.messages[index]
                 message["content"] = str(message.get("content", "")) + event.delta
+                self._touch(index)
         elif isinstance(event, TextMessageEndEvent):
             _refuse_if(event.message_id not in self._open_text, "text message is not open")
             self._open_text.remove(event.message_id)
@@ -69,14 +113,16 @@ class Transcript:
             self._start_tool_call(event)
         elif isinstance(event, ToolCallArgsEvent):
             _refuse_if(event.tool_call_id not in self._open_tools, "tool call is not open")
-            call = self._tool_call(event.tool_call_id)
-            if call is not None:
+            found = self._tool_call(event.tool_call_id)
+            if found is not None:
+                index, call = found
                 call["function"]["arguments"] += event.delta
+                self._touch(index)
         elif isinstance(event, ToolCallEndEvent):
             _refuse_if(event.tool_call_id not in self._open_tools, "tool call is not open")
             self._open_tools.remove(event.tool_call_id)
         elif isinstance(event, ToolCallResultEvent):
-            self.messages.append(
+            self._append(
                 {
                     "id": event.message_id,
                     "role": "tool",
@@ -91,7 +137,10 @@ class Transcript:
             _refuse_if(event.step_name not in self._open_steps, "step is not open")
             self._open_steps.remove(event.step_name)
         elif isinstance(event, MessagesSnapshotEvent):
+            # The agent replaces the whole history: the store rewrites it from the start.
             self.messages = msgspec.to_builtins(event.messages)
+            self.base = 0
+            self.dirty_from = 0
         elif isinstance(event, StateSnapshotEvent):
             self.state = copy.deepcopy(event.snapshot)
         elif isinstance(event, StateDeltaEvent):
@@ -103,12 +152,15 @@ class Transcript:
             if event.parent_message_id is msgspec.UNSET
             else event.parent_message_id
         )
-        parent = self._message(parent_id)
-        if parent is None or parent.get("role") != "assistant":
-            parent = {"id": parent_id, "role": "assistant"}
-            self.messages.append(parent)
+        index = self._find(parent_id)
+        if index is None or self.messages[index].get("role") != "assistant":
+            parent: dict[str, Any] = {"id": parent_id, "role": "assistant"}
+            self._append(parent)
+        else:
+            parent = self.messages[index]
         calls = parent.setdefault("toolCalls", [])
         if not any(c.get("id") == event.tool_call_id for c in calls):
+            self._touch(len(self.messages) - 1 if index is None else index)
             calls.append(
                 {
                     "id": event.tool_call_id,
@@ -117,12 +169,12 @@ class Transcript:
                 }
             )
 
-    def _tool_call(self, tool_call_id: str) -> dict[str, Any] | None:
-        for message in reversed(self.messages):
-            for call in message.get("toolCalls", ()):
+    def _tool_call(self, tool_call_id: str) -> tuple[int, dict[str, Any]] | None:
+        for index in range(len(self.messages) - 1, -1, -1):
+            for call in self.messages[index].get("toolCalls", ()):
                 if call.get("id") == tool_call_id:
                     result: dict[str, Any] = call
-                    return result
+                    return index, result
         return None
 
     def closing_events(self) -> list[Event]:

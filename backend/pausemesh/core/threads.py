@@ -38,6 +38,7 @@ __all__ = (
     "IssuedCohort",
     "ReceiptInterrupt",
     "RunLease",
+    "StoredMessage",
     "ThreadCursor",
     "ThreadLogEntry",
     "ThreadRecord",
@@ -175,8 +176,18 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     # The size in bytes of the record's JSON as the store holds it (messages, state and the two
     # cohort receipts; on PostgreSQL the record body, whose keys add a few bytes), kept with
     # the record: what ``PAUSEMESH_MAX_THREAD_BYTES`` bounds. The event log is not counted.
-    # Set by the store; what a caller passes to ``save`` is ignored.
+    # Set by the store; what a caller passes to ``save`` is ignored. A running size: a save
+    # measures what it replaces, never the whole history (PostgreSQL: the body plus the
+    # messages' rows).
     stored_bytes: int = 0
+    # The messages are stored one per row, in order (position 0 the oldest); ``messages`` holds
+    # those from position ``messages_from`` on. ``get`` reads them all (0); ``get(tail=n)``
+    # only the last ``n`` (``tail=0``: none, what a lease reads). ``save`` keeps the stored
+    # messages before ``messages_from`` untouched and replaces the rest with ``messages``, so
+    # a run that adds a turn writes that turn, not the thread.
+    messages_from: int = 0
+    # How many messages the thread holds (set by the store).
+    message_count: int = 0
 
 
 TITLE_MAX_CHARS = 60
@@ -232,6 +243,13 @@ class ThreadCursor(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: str
 
 
+class StoredMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of a thread with its position (0 the oldest): a page of ``read_messages``."""
+
+    position: int
+    message: Any
+
+
 class ThreadLogEntry(msgspec.Struct, frozen=True, kw_only=True):
     sequence: int
     run_id: str
@@ -258,7 +276,22 @@ class ThreadStore(Protocol):
         """
         ...
 
-    async def get(self, thread_id: str) -> ThreadRecord | None: ...
+    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+        """The record with all its messages, or with the last ``tail`` only (``messages_from``
+        says where they start; ``tail=0`` reads no message: O(1) in the history)."""
+        ...
+
+    async def read_messages(
+        self, thread_id: str, *, before: int | None, limit: int
+    ) -> list[StoredMessage]:
+        """Up to ``limit`` messages at positions below ``before`` (None: the newest), newest
+        first; empty for an unknown thread. A position never changes once a later message is
+        stored after it (only a run that rewrites the history moves them)."""
+        ...
+
+    async def known_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the thread's stored messages carry (an index lookup per id)."""
+        ...
 
     async def list_records(
         self,
@@ -276,8 +309,10 @@ class ThreadStore(Protocol):
     async def save(
         self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
     ) -> ThreadRecord:
-        """CAS: store ``messages``, ``state``, ``open_receipt`` and ``closed_receipt`` if the stored
-        version still equals ``record.version``; return the record with version + 1.
+        """CAS: store ``messages`` (in place of the stored ones from ``record.messages_from``
+        on; those before are kept), ``state``, ``open_receipt`` and ``closed_receipt`` if the
+        stored version still equals ``record.version``; return the record with version + 1
+        (its ``message_count`` and ``stored_bytes`` updated).
 
         Lease and ``last_sequence`` are not written by ``save``; nor is ``record.title``. The
         title, decided in the same statement from the stored one: ``agent_title`` (the run's
@@ -290,7 +325,8 @@ class ThreadStore(Protocol):
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
     ) -> ThreadRecord:
-        """Take the run lease if free, expired, or already held under ``lease_id`` (renewal)."""
+        """Take the run lease if free, expired, or already held under ``lease_id`` (renewal);
+        the record comes without its messages (``get(tail=0)``)."""
         ...
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:

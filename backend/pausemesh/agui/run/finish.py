@@ -93,10 +93,14 @@ class RunFinish:
         saved = await self._save(
             record, transcript, open_cohort=cohort, closed_cohort=closed, title=title, now=now
         )
+        # The snapshot at a pause carries the whole history (a client replaces its messages
+        # with it): read back under the lease, so it is what was just saved.
+        whole = await self.threads.get(lease.thread_id)
+        messages = transcript.messages if whole is None else whole.messages
         return Finished(
             saved,
             [
-                MessagesSnapshotEvent(messages=await wire_messages(transcript.messages)),
+                MessagesSnapshotEvent(messages=await wire_messages(messages)),
                 StateSnapshotEvent(snapshot=transcript.state),
                 interrupting,
             ],
@@ -113,9 +117,14 @@ class RunFinish:
         now: datetime,
     ) -> ThreadRecord:
         """Save the run's transcript with the cohorts it ends with (open: a pending one)."""
+        # Only what the run added or changed is written: the messages from the first position
+        # it touched on (none: the history stays as stored).
         ended = msgspec.structs.replace(
             record,
-            messages=transcript.messages,
+            messages=transcript.changed,
+            messages_from=transcript.end
+            if transcript.dirty_from is None
+            else transcript.dirty_from,
             state=transcript.state,
             open_receipt=open_cohort,
             closed_receipt=closed_cohort,

@@ -27,10 +27,11 @@ from collections.abc import AsyncGenerator
 import msgspec
 from msgspec import UNSET
 
-from pausemesh.agui.agent import Decision, Operations, RunContext
+from pausemesh.agui.agent import Decision, Operations, RunContext, reads_history_lazily
 from pausemesh.agui.events import (
     PROTOCOL_VERSION,
     CustomEvent,
+    Message,
     RunStartedEvent,
 )
 from pausemesh.agui.input import RunAgentInput
@@ -38,7 +39,7 @@ from pausemesh.agui.run.finish import RunFinish
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.pump import AgentPump
-from pausemesh.agui.run.resume_phase import ResumePhase
+from pausemesh.agui.run.resume_phase import ResumePhase, Settled
 from pausemesh.agui.run.snapshots import (
     open_interrupts,
     restored,
@@ -137,6 +138,7 @@ class LeasedRun:
         record, parts = self.record, self.parts
         resume = ResumePhase(
             service=parts.service,
+            threads=parts.threads,
             clock=parts.clock,
             schemas=parts.schemas,
             max_thread_bytes=parts.max_thread_bytes,
@@ -158,7 +160,19 @@ class LeasedRun:
         )
         if settled.elsewhere:
             yield await self.lease.emit([decided_elsewhere_event(settled.decisions)])
-        transcript = Transcript(settled.messages, settled.state)
+        lazy = reads_history_lazily(parts.agent)
+        # The stored history the run starts from: none for an agent that reads it on demand
+        # (the run's cost does not grow with the thread; its events continue only messages of
+        # this run), all of it for one that takes ``ctx.messages`` whole.
+        recent = record if lazy else await parts.threads.get(self.thread_id)
+        if recent is None:
+            raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run")
+        transcript = Transcript(
+            [*recent.messages, *settled.added],
+            settled.state,
+            base=recent.messages_from,
+            dirty_from=recent.message_count if settled.added else None,
+        )
         agent = AgentPump(
             agent=parts.agent,
             lease=self.lease,
@@ -169,7 +183,7 @@ class LeasedRun:
             # A run that carries decisions is never stopped: its side effects happen once.
             interruptible=not settled.decisions and settled.closing is None,
         )
-        context = await self._context(transcript, settled.decisions)
+        context = await self._context(transcript, settled, lazy=lazy)
         async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
@@ -193,16 +207,30 @@ class LeasedRun:
         self.outcome = "interrupt" if agent.pauses else "success"
         yield last
 
-    async def _context(self, transcript: Transcript, decisions: dict[str, Decision]) -> RunContext:
+    async def _context(self, transcript: Transcript, settled: Settled, *, lazy: bool) -> RunContext:
         parts = self.parts
+        loader = None
+        if lazy:
+            added = [dict(m) for m in settled.added]
+
+            async def loader(limit: int | None) -> list[Message]:
+                stored = None if limit is None else max(limit - len(added), 0)
+                found = (
+                    await parts.threads.get(self.thread_id, tail=stored)
+                    if stored is None or stored > 0
+                    else None
+                )
+                history = [*([] if found is None else found.messages), *added]
+                return await typed_messages(history if limit is None else history[-limit:])
+
         return RunContext(
             thread_id=self.thread_id,
             run_id=self.run_id,
-            messages=await typed_messages(transcript.messages),
+            messages=await typed_messages(settled.added if lazy else transcript.messages),
             state=msgspec.json.decode(msgspec.json.encode(transcript.state)),
             principal=self.principal,
             roles=self.roles,
-            decisions=decisions,
+            decisions=settled.decisions,
             operations=None
             if parts.operations is None
             else Operations(parts.operations, clock=parts.clock),
@@ -211,10 +239,11 @@ class LeasedRun:
             forwarded_props=None
             if self.input.forwarded_props is UNSET
             else self.input.forwarded_props,
+            history_loader=loader,
         )
 
     async def _replayed(self) -> bytes:
-        record = self.record
+        record = await self.parts.threads.get(self.thread_id) or self.record
         # If the agent paused again after that resume, the thread's current question stands.
         return await self.lease.emit(
             restored(

@@ -48,7 +48,7 @@ from pausemesh.core.ports import Clock
 from pausemesh.core.resume import Resume, TrustedHost
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
-from pausemesh.core.threads import CohortReceipt, IssuedCohort, ThreadRecord
+from pausemesh.core.threads import CohortReceipt, IssuedCohort, ThreadRecord, ThreadStore
 from pausemesh.observability.telemetry import span
 
 __all__ = ("ResumePhase", "Settled", "decided_elsewhere")
@@ -81,8 +81,8 @@ class Settled:
     decisions: dict[str, Decision] = field(default_factory=dict)
     # Decided out of band: the run says who decided what before the agent's events.
     elsewhere: bool = False
-    # What the agent starts from: the server's history plus what the client added, the state.
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    # What the client added to the server's history (the agent starts from both), the state.
+    added: list[dict[str, Any]] = field(default_factory=list)
     state: Any = None
 
 
@@ -91,6 +91,7 @@ class ResumePhase:
     """The resume phase of one run by ``principal`` (holding ``roles``)."""
 
     service: ContinuationService
+    threads: ThreadStore
     clock: Clock
     schemas: SchemaValidatorCache
     max_thread_bytes: int
@@ -118,8 +119,8 @@ class ResumePhase:
             return Settled(replayed=True)
         # Measured before anything happens (no resume executed, nothing logged): refused past
         # PAUSEMESH_MAX_THREAD_BYTES, unless it answers the open cohort and adds nothing.
-        added = _added_messages(record, run_input, open_cohort)
-        fresh = record.version == 1 and not record.messages
+        added = await self._added_messages(record, run_input, open_cohort)
+        fresh = record.version == 1 and not record.message_count
         check_growth(
             record.stored_bytes,
             added,
@@ -128,7 +129,7 @@ class ResumePhase:
             first_run=fresh,
             answers_cohort=open_cohort is not None,
         )
-        messages = [*record.messages, *added]
+        messages = added
         state = run_input.state if fresh else record.state
         if open_cohort is None:
             if resume:
@@ -137,7 +138,7 @@ class ResumePhase:
                     len(resume),
                     run_input.thread_id,
                 )
-            return Settled(messages=messages, state=state)
+            return Settled(added=messages, state=state)
         continuations = await self._load(open_cohort)
         if decided_elsewhere(continuations):
             # Decided out of band: this run (the server's own, or a client's resume that
@@ -147,7 +148,7 @@ class ResumePhase:
                 closing=msgspec.structs.replace(open_cohort, decided_elsewhere=True),
                 decisions=_stored_decisions(continuations),
                 elsewhere=True,
-                messages=messages,
+                added=messages,
                 state=state,
             )
         plan, continuations = await self._validated(run_input, open_cohort, continuations)
@@ -155,9 +156,35 @@ class ResumePhase:
         return Settled(
             closing=open_cohort,
             decisions=_decisions(plan, continuations),
-            messages=messages,
+            added=messages,
             state=state,
         )
+
+    async def _added_messages(
+        self, record: ThreadRecord, run_input: RunAgentInput, cohort: IssuedCohort | None
+    ) -> list[dict[str, Any]]:
+        """What the client added to the server's history (the server's copy of a known id
+        wins): the input's ids looked up in the store's index, not the history read.
+
+        A ``tool`` message the client made up for a tool call the ``cohort``'s interrupts
+        answer (CopilotKit does) is dropped: the resume entry is the answer.
+        """
+        dropped = (
+            set()
+            if cohort is None
+            else {i.tool_call_id for i in cohort_interrupts(cohort) if i.tool_call_id is not UNSET}
+        )
+        ids = [m.id for m in run_input.messages]
+        known = (
+            await self.threads.known_message_ids(record.thread_id, ids)
+            if ids and record.message_count
+            else set()
+        )
+        return [
+            msgspec.to_builtins(m)
+            for m in run_input.messages
+            if m.id not in known and not (isinstance(m, ToolMessage) and m.tool_call_id in dropped)
+        ]
 
     async def _load(self, cohort: IssuedCohort) -> list[Continuation]:
         """Each continuation of ``cohort``, loaded once for the run (expiry materialized)."""
@@ -286,27 +313,6 @@ def decided_elsewhere(continuations: list[Continuation]) -> bool:
 
 def _ids(cohort: IssuedCohort | None) -> set[str]:
     return set() if cohort is None else set(cohort.interrupt_ids)
-
-
-def _added_messages(
-    record: ThreadRecord, run_input: RunAgentInput, cohort: IssuedCohort | None
-) -> list[dict[str, Any]]:
-    """What the client added to the server's history (the server's copy of a known id wins).
-
-    A ``tool`` message the client made up for a tool call the ``cohort``'s interrupts answer
-    (CopilotKit does) is dropped: the resume entry is the answer.
-    """
-    dropped = (
-        set()
-        if cohort is None
-        else {i.tool_call_id for i in cohort_interrupts(cohort) if i.tool_call_id is not UNSET}
-    )
-    known = {m.get("id") for m in record.messages}
-    return [
-        msgspec.to_builtins(m)
-        for m in run_input.messages
-        if m.id not in known and not (isinstance(m, ToolMessage) and m.tool_call_id in dropped)
-    ]
 
 
 def _service_error(error: PauseMeshError) -> AguiRunError:

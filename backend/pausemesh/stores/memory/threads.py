@@ -16,10 +16,10 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.keepalive import KeepAlive
-from pausemesh.core.large_json import encode_lines_now
 from pausemesh.core.threads import (
     IssuedCohort,
     RunLease,
+    StoredMessage,
     ThreadCursor,
     ThreadLogEntry,
     ThreadRecord,
@@ -33,6 +33,9 @@ from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("InMemoryThreadStore",)
 
+# Each stored message is followed by ",\n" in the SQLite store's measure.
+_SEPARATOR = 2
+
 
 class InMemoryThreadStore:
     # Every method runs without an await between its check and its write, so each one is
@@ -41,6 +44,8 @@ class InMemoryThreadStore:
     def __init__(self) -> None:
         self._records: dict[str, ThreadRecord] = {}
         self._logs: dict[str, list[ThreadLogEntry]] = {}
+        # Each thread's messages, one encoded message per element (the record holds none).
+        self._messages: dict[str, list[bytes]] = {}
         self._notifier = ThreadNotifier()
         self._closed = False
         self._erased: dict[str, datetime] = {}
@@ -77,7 +82,7 @@ class InMemoryThreadStore:
             key=lambda r: (r.updated_at, r.thread_id),
             reverse=True,
         )
-        return [_copy(r) for r in matching[:limit]]
+        return [self._copy(r) for r in matching[:limit]]
 
     async def create_or_load(
         self, thread_id: str, *, owner: str | None, now: datetime
@@ -101,12 +106,50 @@ class InMemoryThreadStore:
             )
             self._records[thread_id] = record
             self._logs[thread_id] = []
-        return _copy(record)
+            self._messages[thread_id] = []
+        return self._copy(record)
 
-    async def get(self, thread_id: str) -> ThreadRecord | None:
+    def _copy(self, record: ThreadRecord, tail: int | None = None) -> ThreadRecord:
+        stored = self._messages.get(record.thread_id, [])
+        start = 0 if tail is None else max(len(stored) - max(tail, 0), 0)
+        return msgspec.structs.replace(
+            record,
+            messages=[msgspec.json.decode(m) for m in stored[start:]],
+            messages_from=start,
+            message_count=len(stored),
+            state=_clone(record.state),
+            open_receipt=_clone_cohort(record.open_receipt),
+            closed_receipt=_clone_cohort(record.closed_receipt),
+        )
+
+    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
         self._check_open()
         record = self._records.get(thread_id)
-        return None if record is None else _copy(record)
+        return None if record is None else self._copy(record, tail)
+
+    async def read_messages(
+        self, thread_id: str, *, before: int | None, limit: int
+    ) -> list[StoredMessage]:
+        self._check_open()
+        stored = self._messages.get(thread_id, [])
+        end = len(stored) if before is None else min(max(before, 0), len(stored))
+        start = max(end - max(limit, 0), 0)
+        return [
+            StoredMessage(position=p, message=msgspec.json.decode(stored[p]))
+            for p in range(end - 1, start - 1, -1)
+        ]
+
+    async def known_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        self._check_open()
+        wanted = set(ids)
+        if not wanted:
+            return set()
+        found: set[str] = set()
+        for text in self._messages.get(thread_id, []):
+            message_id = msgspec.json.decode(text).get("id")
+            if message_id in wanted:
+                found.add(message_id)
+        return found
 
     async def save(
         self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
@@ -119,24 +162,35 @@ class InMemoryThreadStore:
             title, source = agent_title, "agent"
         elif title is None and (derived := derive_title(record.messages)) is not None:
             title, source = derived, "derived"
-        # Sized as the SQLite store stores it (``encode_lines_now``): the same bound trips alike.
-        messages = encode_lines_now(record.messages)
+        # Sized as the SQLite store stores it (each message and its separator, the state, the
+        # receipts): the same bound trips alike.
+        stored = self._messages[record.thread_id]
+        start = min(max(record.messages_from, 0), len(stored))
+        tail = [msgspec.json.encode(m) for m in record.messages]
+        kept = stored[:start]
         state = msgspec.json.encode(record.state)
         receipts = (msgspec.json.encode(c) for c in (record.open_receipt, record.closed_receipt))
+        self._messages[record.thread_id] = kept + tail
+        size = len(b"[]") + sum(len(m) + _SEPARATOR for m in kept + tail)
         updated = msgspec.structs.replace(
             current,
-            messages=msgspec.json.decode(messages),
+            messages=[],
             state=msgspec.json.decode(state),
             open_receipt=_clone_cohort(record.open_receipt),
             closed_receipt=_clone_cohort(record.closed_receipt),
-            stored_bytes=len(messages) + len(state) + sum(len(r) for r in receipts if r != b"null"),
+            stored_bytes=size + len(state) + sum(len(r) for r in receipts if r != b"null"),
             version=current.version + 1,
             updated_at=now,
             title=title,
             title_source=source,
+            message_count=start + len(tail),
         )
         self._records[record.thread_id] = updated
-        return _copy(updated)
+        return msgspec.structs.replace(
+            self._copy(updated, 0),
+            messages=_clone(record.messages),
+            messages_from=start,
+        )
 
     async def acquire_lease(
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
@@ -148,7 +202,7 @@ class InMemoryThreadStore:
         lease = RunLease(lease_id=lease_id, run_id=run_id, expires_at=expires_at)
         updated = msgspec.structs.replace(current, lease=lease)
         self._records[thread_id] = updated
-        return _copy(updated)
+        return self._copy(updated, 0)
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
         current = self._require(thread_id)
@@ -266,6 +320,7 @@ class InMemoryThreadStore:
         self._check_open()
         self._erased.setdefault(thread_id, now)
         self._logs.pop(thread_id, None)
+        self._messages.pop(thread_id, None)
         return self._records.pop(thread_id, None) is not None
 
     async def forget_erased(self) -> None:
@@ -316,13 +371,3 @@ def _clone(value: Any) -> Any:
 
 def _clone_cohort(cohort: IssuedCohort | None) -> IssuedCohort | None:
     return None if cohort is None else decode_cohort(msgspec.json.encode(cohort))
-
-
-def _copy(record: ThreadRecord) -> ThreadRecord:
-    return msgspec.structs.replace(
-        record,
-        messages=_clone(record.messages),
-        state=_clone(record.state),
-        open_receipt=_clone_cohort(record.open_receipt),
-        closed_receipt=_clone_cohort(record.closed_receipt),
-    )

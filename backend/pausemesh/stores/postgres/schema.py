@@ -11,6 +11,7 @@ import re
 
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres.schema_messages import THREAD_MESSAGES, THREAD_MESSAGES_OBJECTS
 from pausemesh.stores.postgres.schema_queue import THREAD_QUEUE, THREAD_QUEUE_OBJECTS
 
 __all__ = (
@@ -625,6 +626,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
     _OUTBOX_CHANNELS,
+    THREAD_MESSAGES,
     THREAD_QUEUE,
 )
 
@@ -723,6 +725,7 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
             "pausemesh_continuation_erasures_no_truncate",
         ),
     },
+    42: THREAD_MESSAGES_OBJECTS,
     44: THREAD_QUEUE_OBJECTS,
 }
 

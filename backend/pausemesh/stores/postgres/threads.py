@@ -26,10 +26,11 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.keepalive import KeepAlive
-from pausemesh.core.large_json import LARGE_BYTES, decode_lines, encode_lines, encode_lines_now
+from pausemesh.core.large_json import LARGE_BYTES, decode_lines, sliced
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
     RunLease,
+    StoredMessage,
     ThreadCursor,
     ThreadLogEntry,
     ThreadRecord,
@@ -42,6 +43,9 @@ from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDat
 from pausemesh.stores.postgres.listen import ThreadListener
 
 __all__ = ("PostgresThreadStore", "list_threads_sql")
+
+# Up to this many messages are decoded in one go; more, a piece at a time (``sliced``).
+_DECODE_AT_ONCE = 100
 
 # The fields ``save`` writes live in one JSON body, so a new one needs no migration.
 _IDENTITY = frozenset(
@@ -56,6 +60,8 @@ _IDENTITY = frozenset(
         "title",
         "title_source",
         "stored_bytes",
+        "messages_from",
+        "message_count",
     }
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
@@ -65,13 +71,16 @@ _REQUIRED = frozenset(f.name for f in msgspec.structs.fields(ThreadRecord) if f.
 _COLUMNS = (
     "thread_id, owner, convert_to(body_json, 'UTF8'), version, last_sequence, created_at,"
     " updated_at, lease_id, lease_run_id, lease_expires_at, title, title_source,"
-    " octet_length(body_json)"
+    " octet_length(body_json), message_count, messages_bytes"
 )
+_COUNT = 13
 # What ``save`` returns besides what it was given (it does not read the body back).
 _SAVED = (
     "version, updated_at, title, title_source, last_sequence, lease_id, lease_run_id,"
-    " lease_expires_at, octet_length(body_json)"
+    " lease_expires_at, octet_length(body_json) + messages_bytes, message_count"
 )
+# A message row's size in the running total (with its separator, as SQLite counts it).
+_MESSAGE_SIZE = "octet_length(message_json) + 2"
 # Protocol threads (A2A tasks) are neither listed nor purged by retention.
 _NOT_PROTOCOL = " AND ".join(
     f"left(thread_id, {len(p)}) <> '{p}'" for p in PROTOCOL_THREAD_PREFIXES
@@ -105,12 +114,20 @@ def _with_messages(head: bytes, messages: bytes) -> bytes:
 
 
 def _body(record: ThreadRecord) -> bytes:
-    return _with_messages(_head(record), encode_lines_now(record.messages))
+    """The record's body: the messages are rows of their own (migration 42), the body keeps
+    an empty list where they were."""
+    return _with_messages(_head(record), b"[]")
 
 
-async def _body_sliced(record: ThreadRecord) -> bytes:
-    prefix = _head(record)[:-1] + b',"messages":'
-    return await encode_lines(record.messages, prefix=prefix, suffix=b"}")
+def _message_rows(messages: list[Any]) -> tuple[list[str | None], list[str]]:
+    """The ids and JSON texts of messages to store, in order."""
+    ids: list[str | None] = []
+    texts: list[str] = []
+    for message in messages:
+        found = message.get("id") if isinstance(message, dict) else None
+        ids.append(found if isinstance(found, str) else None)
+        texts.append(msgspec.json.encode(message).decode())
+    return ids, texts
 
 
 async def _body_fields(data: bytes) -> dict[str, Any]:
@@ -134,7 +151,11 @@ async def _body_fields(data: bytes) -> dict[str, Any]:
     return fields
 
 
-async def _record(row: Any) -> ThreadRecord:
+async def _record(
+    row: Any, messages: Sequence[str] | None = None, messages_from: int | None = None
+) -> ThreadRecord:
+    """The record of a ``_COLUMNS`` row with ``messages`` (their JSON texts, from position
+    ``messages_from`` on; None: none read, the record starts after the last)."""
     lease = None
     if row[7] is not None:
         lease = RunLease(lease_id=row[7], run_id=row[8], expires_at=row[9])
@@ -151,6 +172,13 @@ async def _record(row: Any) -> ThreadRecord:
     for name in ("open_receipt", "closed_receipt"):
         if fields.get(name) is not None:
             fields[name] = decode_cohort(msgspec.json.encode(fields[name]))
+    count: int = row[_COUNT]
+    texts = list(messages or ())
+    fields["messages"] = (
+        await sliced(texts, msgspec.json.decode)
+        if len(texts) > _DECODE_AT_ONCE
+        else [msgspec.json.decode(t) for t in texts]
+    )
     return ThreadRecord(
         thread_id=row[0],
         owner=row[1],
@@ -161,7 +189,9 @@ async def _record(row: Any) -> ThreadRecord:
         lease=lease,
         title=row[10],
         title_source=row[11],
-        stored_bytes=row[12],
+        stored_bytes=row[12] + row[14],
+        messages_from=count if messages_from is None else messages_from,
+        message_count=count,
         **fields,
     )
 
@@ -181,6 +211,7 @@ def _saved(record: ThreadRecord, row: Any) -> ThreadRecord:
         last_sequence=row[4],
         lease=lease,
         stored_bytes=row[8],
+        message_count=row[9],
     )
 
 
@@ -224,15 +255,59 @@ class PostgresThreadStore(SharedDatabaseStore):
         agent_wins = (
             "$7::text IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
         )
+        # The CAS on the record, and the messages from $8 on upserted (the runtime role
+        # deletes nothing: rows past the new count are dead until overwritten), in one
+        # statement: the size of the rows replaced comes off the running total, measured
+        # before the upsert (every part of the statement sees the same snapshot).
         self._sql_save = f"""
-            UPDATE {q}.agui_threads SET body_json = convert_from($2, 'UTF8'),
-                version = version + 1, updated_at = $3,
-                title = CASE WHEN {agent_wins} THEN $7 ELSE coalesce(title, $5) END,
-                title_source = CASE WHEN {agent_wins} THEN 'agent'
-                    WHEN title IS NULL AND $5::text IS NOT NULL THEN 'derived'
-                    ELSE title_source END,
-                open_deadline = $6
-            WHERE thread_id = $1 AND version = $4 RETURNING {_SAVED}
+            WITH head AS (
+                UPDATE {q}.agui_threads SET body_json = convert_from($2, 'UTF8'),
+                    version = version + 1, updated_at = $3,
+                    title = CASE WHEN {agent_wins} THEN $7 ELSE coalesce(title, $5) END,
+                    title_source = CASE WHEN {agent_wins} THEN 'agent'
+                        WHEN title IS NULL AND $5::text IS NOT NULL THEN 'derived'
+                        ELSE title_source END,
+                    open_deadline = $6,
+                    messages_bytes = messages_bytes + $11 - coalesce((
+                        SELECT sum({_MESSAGE_SIZE}) FROM {q}.agui_thread_messages m
+                        WHERE m.thread_id = $1 AND m.position >= $8
+                          AND m.position < agui_threads.message_count), 0),
+                    message_count = $8 + cardinality($10::text[])
+                WHERE thread_id = $1 AND version = $4 AND message_count >= $8
+                RETURNING {_SAVED}
+            ), written AS (
+                INSERT INTO {q}.agui_thread_messages AS m
+                    (thread_id, position, message_id, message_json)
+                SELECT $1, $8 + u.n - 1, u.message_id, u.message_json
+                FROM head, unnest($9::text[], $10::text[]) WITH ORDINALITY
+                    AS u (message_id, message_json, n)
+                ON CONFLICT (thread_id, position) DO UPDATE
+                    SET message_id = excluded.message_id, message_json = excluded.message_json
+            )
+            SELECT * FROM head
+        """
+        # A record and its messages: all ($2 NULL) or the last $2, in one statement (one
+        # snapshot).
+        self._sql_get_tail = f"""
+            SELECT {_COLUMNS}, (
+                SELECT coalesce(array_agg(m.message_json ORDER BY m.position), '{{}}')
+                FROM {q}.agui_thread_messages m
+                WHERE m.thread_id = t.thread_id
+                  AND m.position >= greatest(t.message_count - coalesce($2, t.message_count), 0)
+                  AND m.position < t.message_count
+            ), greatest(t.message_count - coalesce($2, t.message_count), 0)
+            FROM {q}.agui_threads t WHERE t.thread_id = $1
+        """
+        self._sql_page = f"""
+            SELECT m.position, m.message_json FROM {q}.agui_thread_messages m
+            WHERE m.thread_id = $1 AND m.position < least(coalesce($2, 2147483647),
+                (SELECT message_count FROM {q}.agui_threads WHERE thread_id = $1))
+            ORDER BY m.position DESC LIMIT $3
+        """
+        self._sql_known = f"""
+            SELECT m.message_id FROM {q}.agui_thread_messages m
+            WHERE m.thread_id = $1 AND m.message_id = ANY($2::text[])
+              AND m.position < (SELECT message_count FROM {q}.agui_threads WHERE thread_id = $1)
         """
         self._sql_list = {after: list_threads_sql(q, after=after) for after in (True, False)}
         self._sql_title = (
@@ -301,9 +376,38 @@ class PostgresThreadStore(SharedDatabaseStore):
             ORDER BY updated_at DESC, thread_id DESC LIMIT $5
         """
 
-    async def get(self, thread_id: str) -> ThreadRecord | None:
-        row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
-        return None if row is None else await _record(row)
+    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+        if tail is not None and tail <= 0:
+            row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
+            return None if row is None else await _record(row)
+        row = await self.database.fetchrow(self._sql_get_tail, thread_id, tail, read=True)
+        return None if row is None else await _record(row, row[15], row[16])
+
+    async def read_messages(
+        self, thread_id: str, *, before: int | None, limit: int
+    ) -> list[StoredMessage]:
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_page, thread_id, before, max(limit, 0)))
+
+        rows = await self.database.run(op, read=True)
+        texts = [r[1] for r in rows]
+        messages = (
+            await sliced(texts, msgspec.json.decode)
+            if len(texts) > _DECODE_AT_ONCE
+            else [msgspec.json.decode(t) for t in texts]
+        )
+        return [
+            StoredMessage(position=r[0], message=m) for r, m in zip(rows, messages, strict=True)
+        ]
+
+    async def known_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_known, thread_id, list(ids)))
+
+        return {r[0] for r in await self.database.run(op, read=True)}
 
     async def list_records(
         self,
@@ -320,7 +424,13 @@ class PostgresThreadStore(SharedDatabaseStore):
                 await conn.fetch(self._sql_list_records, prefix, owner, at, after_id, limit)
             )
 
-        return [await _record(row) for row in await self.database.run(op, read=True)]
+        records = []
+        for row in await self.database.run(op, read=True):
+            # Protocol records hold no messages as a rule; one that does comes whole.
+            record = await self.get(row[0]) if row[_COUNT] else await _record(row, [], 0)
+            if record is not None:
+                records.append(record)
+        return records
 
     async def _load(self, thread_id: str) -> ThreadRecord:
         record = await self.get(thread_id)
@@ -339,19 +449,28 @@ class PostgresThreadStore(SharedDatabaseStore):
         # None: another replica created it first; its row is committed and visible now.
         return await _record(row) if row is not None else await self._load(thread_id)
 
-    async def save(
-        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
-    ) -> ThreadRecord:
-        await self.database.ensure_schema()
-        row = await self.database.fetchrow(
-            self._sql_save,
+    def _save_args(self, record: ThreadRecord, now: datetime, agent_title: str | None) -> list[Any]:
+        ids, texts = _message_rows(record.messages)
+        return [
             record.thread_id,
-            await _body_sliced(record),
+            _body(record),
             now,
             record.version,
             derive_title(record.messages),
             cohort_deadline(record.open_receipt),
             agent_title,
+            max(record.messages_from, 0),
+            ids,
+            texts,
+            sum(len(t.encode()) + 2 for t in texts),
+        ]
+
+    async def save(
+        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+    ) -> ThreadRecord:
+        await self.database.ensure_schema()
+        row = await self.database.fetchrow(
+            self._sql_save, *self._save_args(record, now, agent_title)
         )
         if row is None:
             actual = await self._version(record.thread_id)
@@ -368,16 +487,7 @@ class PostgresThreadStore(SharedDatabaseStore):
     async def save_on(self, conn: Conn, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         """``save`` on the caller's connection, inside the caller's transaction (the push
         outbox commits with it)."""
-        row = await conn.fetchrow(
-            self._sql_save,
-            record.thread_id,
-            _body(record),
-            now,
-            record.version,
-            derive_title(record.messages),
-            cohort_deadline(record.open_receipt),
-            None,
-        )
+        row = await conn.fetchrow(self._sql_save, *self._save_args(record, now, None))
         if row is None:
             actual = await conn.fetchval(
                 f"SELECT version FROM {self.database.q}.agui_threads WHERE thread_id = $1",

@@ -422,6 +422,13 @@ class SqliteDatabase:
         except sqlite3.Error as error:
             raise _store_error(error) from error
 
+    async def read_snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a few short indexed reads ``fn`` on the loop's reader inside one read
+        transaction: every statement sees the same snapshot (a thread row and its messages)."""
+        self._require_open()
+        assert self._reader is not None  # noqa: S101 - guarded by _require_open
+        return _in_snapshot(self._reader, fn)
+
     async def read_large(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run the read ``fn`` on a connection and a thread of their own, inside one read
         transaction (one snapshot): for rows of megabytes, which ``Blob.read`` copies with the

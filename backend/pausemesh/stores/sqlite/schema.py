@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.sqlite.schema_messages import THREAD_MESSAGES
 from pausemesh.stores.sqlite.schema_queue import THREAD_QUEUE
 
 __all__ = ("SQLITE_MIGRATIONS",)
@@ -473,6 +474,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _CONTINUATION_ERASURE,
     _RESEND_NUMBERS,
     _STORED_BYTES,
+    THREAD_MESSAGES,
     _OUTBOX_CHANNELS,
     THREAD_QUEUE,
 )

@@ -23,11 +23,12 @@ from pausemesh.core.errors import (
     VersionConflictError,
 )
 from pausemesh.core.keepalive import KeepAlive
-from pausemesh.core.large_json import LARGE_BYTES, decode_lines, encode_lines, encode_lines_now
+from pausemesh.core.large_json import LARGE_BYTES, sliced
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
     IssuedCohort,
     RunLease,
+    StoredMessage,
     ThreadCursor,
     ThreadLogEntry,
     ThreadRecord,
@@ -43,31 +44,39 @@ from pausemesh.stores.thread_notify import ThreadNotifier
 
 __all__ = ("SqliteThreadStore", "save_op")
 
+# Up to this many messages are decoded in one go; more, a piece at a time (``sliced``).
+_DECODE_AT_ONCE = 100
+
 
 def _select(messages: str, state: str, table: str = "agui_threads") -> str:
     return (
         f"SELECT thread_id, owner, {messages}, {state}, open_receipt_json, version,"
         " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id,"
-        " lease_expires_at_us, closed_receipt_json, title, title_source, stored_bytes, rowid"
-        f" FROM {table}"
+        " lease_expires_at_us, closed_receipt_json, title, title_source, stored_bytes, rowid,"
+        f" message_count, messages_bytes FROM {table}"
     )
 
 
-# A record whose JSON is larger than LARGE_BYTES is read on the large-read thread
-# (``_large_row``), not the loop's. The loop tells it apart by the size index alone: every
-# column stored after a long thread's messages (the version, the lease...) is reached only by
-# walking the row's overflow pages, milliseconds for megabytes.
-_BY_SIZE = "agui_threads INDEXED BY agui_threads_by_size"
-_SELECT_SMALL = (
-    _select("messages_json", "state_json", _BY_SIZE)
-    + f" WHERE thread_id = ? AND stored_bytes <= {LARGE_BYTES}"
+# A row whose JSON (state and receipts: the messages are rows of their own) is larger than
+# LARGE_BYTES is read on the large-read thread, and so is a read of more than LARGE_BYTES of
+# messages. The loop tells them apart by the sizes index alone: every column stored after a
+# large state is reached only by walking the row's overflow pages.
+_SIZES = (
+    "SELECT stored_bytes, message_count, messages_bytes"
+    " FROM agui_threads INDEXED BY agui_threads_by_sizes WHERE thread_id = ?"
 )
-_SIZE_OF = f"SELECT stored_bytes FROM {_BY_SIZE} WHERE thread_id = ?"
-# Listing (protocol records, small as a rule): a large one comes without messages and state.
-_SMALL_ONLY = f"CASE WHEN stored_bytes <= {LARGE_BYTES} THEN {{}} END"
-_SELECT_ALL = _select(_SMALL_ONLY.format("messages_json"), _SMALL_ONLY.format("state_json"))
+_SELECT_ROW = _select("NULL", "state_json") + " WHERE thread_id = ?"
+_SELECT_ALL = _select("NULL", f"CASE WHEN stored_bytes <= {LARGE_BYTES} THEN state_json END")
 _SELECT_META = _select("NULL", "NULL") + " WHERE thread_id = ?"
+_MESSAGES_FROM = (
+    "SELECT message_json FROM agui_thread_messages"
+    " WHERE thread_id = ? AND position >= ? ORDER BY position"
+)
+_MESSAGE_SIZE = "length(CAST(message_json AS BLOB)) + 2"
+# Each stored message is counted with its separator (``,\n`` in the old one-column form).
+_SEPARATOR = 2
 _ROWID = 16
+_COUNT = 17
 _EMPTY_BYTES = len(b"[]") + len(b"{}")
 # Protocol threads (A2A tasks) are neither listed nor purged by retention.
 _NOT_PROTOCOL = " AND ".join(
@@ -93,7 +102,9 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...], messages: list[Any], state: Any) -> ThreadRecord:
+def _record(
+    row: sqlite3.Row | tuple[Any, ...], messages: list[Any], state: Any, messages_from: int
+) -> ThreadRecord:
     lease = None
     if row[9] is not None:
         lease = RunLease(lease_id=row[9], run_id=row[10], expires_at=from_epoch_us(row[11]))
@@ -111,23 +122,46 @@ def _record(row: sqlite3.Row | tuple[Any, ...], messages: list[Any], state: Any)
         lease=lease,
         title=row[13],
         title_source=row[14],
-        stored_bytes=row[15],
+        stored_bytes=row[15] + row[18],
+        messages_from=messages_from,
+        message_count=row[_COUNT],
     )
 
 
-def _large_row(thread_id: str) -> Callable[[sqlite3.Connection], tuple[Any, ...] | None]:
-    """The row with its messages and state as bytes, read through blobs (with the GIL
-    released) in one snapshot; None if the thread is gone."""
+class _Read(NamedTuple):
+    """A record as read in one snapshot: the row, its state's JSON, the messages' JSON texts
+    from ``start`` on."""
 
-    def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-        row = conn.execute(_SELECT_META, (thread_id,)).fetchone()
+    row: tuple[Any, ...]
+    state: bytes | str
+    start: int
+    messages: list[str]
+
+
+def _read_record(
+    thread_id: str, tail: int | None, *, blob_state: bool
+) -> Callable[[sqlite3.Connection], _Read | None]:
+    """The row and its messages (all, or the last ``tail``) in the caller's snapshot; None if
+    the thread is gone. ``blob_state``: the state is read through a blob (with the GIL
+    released), for a row of megabytes."""
+
+    def read(conn: sqlite3.Connection) -> _Read | None:
+        row = conn.execute(_SELECT_META if blob_state else _SELECT_ROW, (thread_id,)).fetchone()
         if row is None:
             return None
-        values = []
-        for column in ("messages_json", "state_json"):
-            with conn.blobopen("agui_threads", column, row[_ROWID], readonly=True) as blob:
-                values.append(blob.read())
-        return (row[0], row[1], *values, *row[4:])
+        if blob_state:
+            with conn.blobopen("agui_threads", "state_json", row[_ROWID], readonly=True) as blob:
+                state: bytes | str = blob.read()
+        else:
+            state = row[3]
+        count: int = row[_COUNT]
+        start = 0 if tail is None else max(count - max(tail, 0), 0)
+        texts = (
+            [r[0] for r in conn.execute(_MESSAGES_FROM, (thread_id, start))]
+            if start < count
+            else []
+        )
+        return _Read(tuple(row), state, start, texts)
 
     return read
 
@@ -154,14 +188,19 @@ def _version(conn: sqlite3.Connection, thread_id: str) -> int:
 class _Texts(NamedTuple):
     """A record's JSON as ``save`` stores it (bytes: SQL casts them to TEXT, no copy here)."""
 
-    messages: bytes
+    messages: list[bytes]
     state: bytes
     receipt: bytes | None
     closed: bytes | None
 
     @property
     def size(self) -> int:
-        return sum(len(t) for t in self if t is not None)
+        """What the row itself holds: an empty ``messages_json``, the state, the receipts."""
+        return len(b"[]") + sum(len(t) for t in (self.state, self.receipt, self.closed) if t)
+
+    @property
+    def messages_size(self) -> int:
+        return sum(len(m) + _SEPARATOR for m in self.messages)
 
 
 def _cohort_json(cohort: IssuedCohort | None) -> bytes | None:
@@ -170,7 +209,7 @@ def _cohort_json(cohort: IssuedCohort | None) -> bytes | None:
 
 def _texts_now(record: ThreadRecord) -> _Texts:
     return _Texts(
-        encode_lines_now(record.messages),
+        [msgspec.json.encode(m) for m in record.messages],
         msgspec.json.encode(record.state),
         _cohort_json(record.open_receipt),
         _cohort_json(record.closed_receipt),
@@ -178,30 +217,42 @@ def _texts_now(record: ThreadRecord) -> _Texts:
 
 
 async def _texts(record: ThreadRecord) -> _Texts:
-    # The messages a piece at a time between the loop's other work (``core/large_json.py``).
+    # Many messages (a whole history rewritten) are encoded a piece at a time between the
+    # loop's other work (``core/large_json.py``); a run's own few in one go.
     return _Texts(
-        await encode_lines(record.messages),
+        await sliced(record.messages, msgspec.json.encode),
         msgspec.json.encode(record.state),
         _cohort_json(record.open_receipt),
         _cohort_json(record.closed_receipt),
     )
 
 
+def _message_id(message: Any) -> str | None:
+    found = message.get("id") if isinstance(message, dict) else None
+    return found if isinstance(found, str) else None
+
+
 # The title rule of ``ThreadStore.save``, on the stored row: an agent's title replaces a
 # derived or agent one (or none), never the owner's nor one of unknown source (NULL).
 _AGENT_TITLE_WINS = ":agent IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
+# The messages from :start on are replaced: their stored size comes off the running total
+# (an indexed range: what the run rewrites, never the history before it).
 _SAVE_SQL = (
-    "UPDATE agui_threads SET messages_json = CAST(:messages AS TEXT),"
+    "UPDATE agui_threads SET"
     " state_json = CAST(:state AS TEXT), open_receipt_json = CAST(:receipt AS TEXT),"
     " closed_receipt_json = CAST(:closed AS TEXT), stored_bytes = :size,"
+    " messages_bytes = messages_bytes + :added - coalesce((SELECT sum("
+    f"{_MESSAGE_SIZE}) FROM agui_thread_messages m WHERE m.thread_id = :thread_id"
+    " AND m.position >= :start), 0),"
+    " message_count = :start + :count,"
     " version = version + 1, updated_at_us = :now,"
     f" title = CASE WHEN {_AGENT_TITLE_WINS} THEN :agent ELSE coalesce(title, :derived) END,"
     f" title_source = CASE WHEN {_AGENT_TITLE_WINS} THEN 'agent'"
     " WHEN title IS NULL AND :derived IS NOT NULL THEN 'derived' ELSE title_source END,"
     " open_deadline_us = :deadline"
-    " WHERE thread_id = :thread_id AND version = :version"
+    " WHERE thread_id = :thread_id AND version = :version AND message_count >= :start"
     " RETURNING version, updated_at_us, title, title_source, last_sequence, lease_id,"
-    " lease_run_id, lease_expires_at_us"
+    " lease_run_id, lease_expires_at_us, stored_bytes + messages_bytes, message_count"
 )
 
 
@@ -216,12 +267,15 @@ def _save_op(
     record: ThreadRecord, texts: _Texts, now: datetime, agent_title: str | None
 ) -> Callable[[sqlite3.Connection], ThreadRecord]:
     deadline = cohort_deadline(record.open_receipt)
+    start = max(record.messages_from, 0)
     params = {
-        "messages": texts.messages,
         "state": texts.state,
         "receipt": texts.receipt,
         "closed": texts.closed,
         "size": texts.size,
+        "added": texts.messages_size,
+        "start": start,
+        "count": len(texts.messages),
         "now": epoch_us(now),
         "agent": agent_title,
         "derived": derive_title(record.messages),
@@ -229,17 +283,26 @@ def _save_op(
         "thread_id": record.thread_id,
         "version": record.version,
     }
+    rows = [
+        (record.thread_id, start + i, _message_id(m), text)
+        for i, (m, text) in enumerate(zip(record.messages, texts.messages, strict=True))
+    ]
 
     def op(conn: sqlite3.Connection) -> ThreadRecord:
         row = conn.execute(_SAVE_SQL, params).fetchone()
         if row is None:
             actual = _version(conn, record.thread_id)
             raise VersionConflictError(record.thread_id, record.version, actual)
+        conn.execute(
+            "DELETE FROM agui_thread_messages WHERE thread_id = ? AND position >= ?",
+            (record.thread_id, start),
+        )
+        conn.executemany("INSERT INTO agui_thread_messages VALUES (?, ?, ?, CAST(? AS TEXT))", rows)
         lease = None
         if row[5] is not None:
             lease = RunLease(lease_id=row[5], run_id=row[6], expires_at=from_epoch_us(row[7]))
         # What was just stored is the caller's messages and state: not read back (nor decoded
-        # again, which for a long thread would cost as much as the write).
+        # again).
         return msgspec.structs.replace(
             record,
             version=row[0],
@@ -248,7 +311,9 @@ def _save_op(
             title_source=row[3],
             last_sequence=row[4],
             lease=lease,
-            stored_bytes=texts.size,
+            stored_bytes=row[8],
+            messages_from=start,
+            message_count=row[9],
         )
 
     return op
@@ -287,40 +352,73 @@ class SqliteThreadStore:
         await self.database.write(op)
         return await self._require(thread_id)
 
-    async def _require(self, thread_id: str) -> ThreadRecord:
-        record = await self.get(thread_id)
+    async def _require(self, thread_id: str, tail: int | None = None) -> ThreadRecord:
+        record = await self.get(thread_id, tail=tail)
         if record is None:
             raise ThreadNotFoundError(thread_id)
         return record
-
-    async def _full(self, row: sqlite3.Row | tuple[Any, ...]) -> ThreadRecord | None:
-        """The record of a row read on the loop (a large one came without its messages and
-        state: ``_large``); None if the thread is gone meanwhile."""
-        if row[2] is None:
-            return await self._large(row[0])
-        self._large_ids.discard(row[0])
-        return _record(row, msgspec.json.decode(row[2]), msgspec.json.decode(row[3]))
-
-    async def _large(self, thread_id: str) -> ThreadRecord | None:
-        """A large record: read on the large-read thread, its messages decoded between the
-        loop's other work."""
-        large = await self.database.read_large(_large_row(thread_id))
-        if large is None:
-            return None
-        self._large_ids.add(thread_id)
-        return _record(large, await decode_lines(large[2]), msgspec.json.decode(large[3]))
 
     def _known_large(self, thread_id: str) -> bool:
         """Whether a write to the thread's row is ``large`` (see ``_large_ids``)."""
         return thread_id in self._large_ids
 
-    async def get(self, thread_id: str) -> ThreadRecord | None:
-        rows = await self.database.read(_SELECT_SMALL, (thread_id,))
-        if rows:
-            return await self._full(rows[0])
-        if not await self.database.read(_SIZE_OF, (thread_id,)):
+    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+        sizes = await self.database.read(_SIZES, (thread_id,))
+        if not sizes:
             return None
-        return await self._large(thread_id)
+        inline, count, messages_bytes = sizes[0]
+        wanted = count if tail is None else min(max(tail, 0), count)
+        # The messages asked for, estimated from the running size (rows are alike enough).
+        many = wanted and messages_bytes * wanted // max(count, 1) > LARGE_BYTES
+        large_row = inline > LARGE_BYTES
+        if large_row:
+            self._large_ids.add(thread_id)
+        else:
+            self._large_ids.discard(thread_id)
+        read = _read_record(thread_id, tail, blob_state=large_row)
+        if large_row or many:
+            found = await self.database.read_large(read)
+        else:
+            found = await self.database.read_snapshot(read)
+        if found is None:
+            return None
+        if len(found.messages) > _DECODE_AT_ONCE:
+            messages = await sliced(found.messages, msgspec.json.decode)
+        else:
+            messages = [msgspec.json.decode(m) for m in found.messages]
+        return _record(found.row, messages, msgspec.json.decode(found.state), found.start)
+
+    async def read_messages(
+        self, thread_id: str, *, before: int | None, limit: int
+    ) -> list[StoredMessage]:
+        sql = "SELECT position, message_json FROM agui_thread_messages WHERE thread_id = ?"
+        params: list[Any] = [thread_id]
+        if before is not None:
+            sql += " AND position < ?"
+            params.append(before)
+        sql += " ORDER BY position DESC LIMIT ?"
+        params.append(max(limit, 0))
+
+        def read(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            return conn.execute(sql, params).fetchall()
+
+        if limit > _DECODE_AT_ONCE:
+            rows = await self.database.read_large(read)
+            decoded = await sliced(rows, lambda r: msgspec.json.decode(r[1]))
+        else:
+            rows = await self.database.read(sql, params)
+            decoded = [msgspec.json.decode(r[1]) for r in rows]
+        return [StoredMessage(position=r[0], message=m) for r, m in zip(rows, decoded, strict=True)]
+
+    async def known_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        rows = await self.database.read(
+            "SELECT message_id FROM agui_thread_messages WHERE thread_id = ?"
+            " AND message_id IN (SELECT value FROM json_each(?))",
+            (thread_id, msgspec.json.encode(list(ids)).decode()),
+        )
+        return {r[0] for r in rows}
 
     async def list_records(
         self,
@@ -339,17 +437,26 @@ class SqliteThreadStore:
             params += [at, at, before[1]]
         sql += " ORDER BY updated_at_us DESC, thread_id DESC LIMIT ?"
         rows = await self.database.read(sql, [*params, limit])
-        records = [await self._full(row) for row in rows]
-        return [r for r in records if r is not None]
+        records = []
+        for row in rows:
+            # A large one (rare for protocol records) comes whole from ``get``.
+            record = (
+                await self.get(row[0])
+                if row[3] is None or row[_COUNT]
+                else _record(row, [], msgspec.json.decode(row[3]), 0)
+            )
+            if record is not None:
+                records.append(record)
+        return records
 
     async def save(
         self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
     ) -> ThreadRecord:
         texts = await _texts(record)
         op = _save_op(record, texts, now, agent_title)
-        large = texts.size > LARGE_BYTES
+        large = texts.size > LARGE_BYTES or texts.messages_size > LARGE_BYTES
         saved = await self.database.write(op, large=large or self._known_large(record.thread_id))
-        if large:
+        if texts.size > LARGE_BYTES:
             self._large_ids.add(record.thread_id)
         else:
             self._large_ids.discard(record.thread_id)
@@ -370,9 +477,9 @@ class SqliteThreadStore:
                 raise ThreadBusyError(thread_id)
 
         await self.database.write(op, large=self._known_large(thread_id))
-        # Read after the write (not in it: a long thread is read on the large-read thread).
-        # The lease holds the thread, so no other run's save comes in between.
-        return await self._require(thread_id)
+        # Read after the write, without its messages (``get(tail=0)``). The lease holds the
+        # thread, so no other run's save comes in between.
+        return await self._require(thread_id, tail=0)
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
         await self.database.write(
@@ -538,6 +645,7 @@ class SqliteThreadStore:
                 (thread_id, epoch_us(now)),
             )
             conn.execute("DELETE FROM agui_thread_events WHERE thread_id = ?", (thread_id,))
+            conn.execute("DELETE FROM agui_thread_messages WHERE thread_id = ?", (thread_id,))
             cursor = conn.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
             return cursor.rowcount == 1
 

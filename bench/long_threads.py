@@ -1,0 +1,274 @@
+# ruff: noqa: E402 - sys.path is fixed before the imports (see below)
+"""What a run costs as its thread grows (issue 42).
+
+One real server (``pausemesh serve --agent``) per store (SQLite file, then PostgreSQL in a
+fresh schema), an agent that answers "ok" and never reads the history (``ok_agent`` below),
+and one client. On each store, two threads: one whose every run adds a 1 KB user message, one
+whose every run adds 20 KB. At each checkpoint (10, 100, 400, 1,000 runs; ``--quick``: 10, 50,
+100) the bench reports, for the ``--window`` runs that end there, the run latency (p50, p99)
+and the server's CPU per run, then one snapshot (``GET /agui/threads/{id}``) and one reload
+(``POST /agui/connect``) with their time and bytes. A probe in a process of its own sends
+``GET /healthz`` every 5 ms throughout the runs: its p99 is the loop's responsiveness while
+long threads are served.
+
+Goals (issue 42), in one run: run p50 at 400 runs of 20 KB <= 1.5x the p50 at 10 runs; at
+1,000 runs of 1 KB <= 1.3x; connect bytes bounded by the snapshot page; /healthz p99 <= 20 ms.
+
+Usage: .venv/bin/python bench/long_threads.py [--quick] [--stores sqlite,postgres]
+       [--window 10] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+# Run as a script, this directory would come first on sys.path and bench/http.py would
+# shadow the stdlib's ``http``: put the repository root there instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import secrets
+import socket
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as EventType
+from typing import Any
+
+from pausemesh.agui import (
+    AgentOutput,
+    RunContext,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    lazy_history,
+)
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PROBE_INTERVAL = 0.005
+_AGENT = "bench.long_threads:ok_agent"
+DEFAULT_URL = os.environ.get(
+    "PAUSEMESH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+@lazy_history
+async def ok_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """Answers "ok" and never reads ``ctx``'s history (``lazy_history``: none is read for it)."""
+    message_id = f"ok-{ctx.run_id}"
+    yield TextMessageStartEvent(message_id=message_id, role="assistant")
+    yield TextMessageContentEvent(message_id=message_id, delta="ok")
+    yield TextMessageEndEvent(message_id=message_id)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat (fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def probe(host: str, port: int, stop: EventType, out: Connection) -> None:
+    """``GET /healthz`` every ``_PROBE_INTERVAL`` on one connection until ``stop`` is set;
+    sends the latencies in seconds."""
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+    samples: list[float] = []
+    with socket.create_connection((host, port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while not stop.is_set():
+            began = time.monotonic()
+            sock.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the server closed the probe's connection")
+                data += chunk
+            samples.append(time.monotonic() - began)
+            time.sleep(_PROBE_INTERVAL)
+    out.send(samples)
+
+
+def _ms(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+
+
+def _run(http: Any, thread_id: str, n: int, text: str) -> float:
+    """One run adding one user message; its latency (request to the stream's end)."""
+    body = {
+        "threadId": thread_id,
+        "runId": f"r{n}",
+        "messages": [{"id": f"u{n}", "role": "user", "content": f"{n} {text}"}],
+    }
+    began = time.perf_counter()
+    with http.stream("POST", "/agui", json=body) as response:
+        data = response.read()
+    elapsed = time.perf_counter() - began
+    if response.status_code != 200 or b"RUN_ERROR" in data or b"RUN_FINISHED" not in data:
+        raise RuntimeError(data[:500])
+    return elapsed
+
+
+def _read(http: Any, thread_id: str, *, connect: bool) -> tuple[float, int]:
+    """One snapshot or one reload: (seconds, bytes)."""
+    began = time.perf_counter()
+    if connect:
+        body = {"threadId": thread_id, "runId": "reload", "messages": []}
+        response = http.post("/agui/connect", json=body)
+    else:
+        response = http.get(f"/agui/threads/{thread_id}")
+    elapsed = time.perf_counter() - began
+    if response.status_code != 200:
+        raise RuntimeError(response.content[:500])
+    return elapsed, len(response.content)
+
+
+def measure(server: Any, kib: int, checkpoints: list[int], window: int) -> list[dict[str, Any]]:
+    import httpx  # noqa: PLC0415 - only the client needs it, not the server importing the agent
+
+    text = ("All work and no play makes a long thread. " * (kib * 25))[: kib * 1024]
+    thread_id = f"long-{kib}k"
+    rows: list[dict[str, Any]] = []
+    with httpx.Client(base_url=server.base_url, timeout=300) as http:
+        done = 0
+        for checkpoint in checkpoints:
+            first = max(done, checkpoint - window)
+            while done < first:
+                done += 1
+                _run(http, thread_id, done, text)
+            cpu_before = cpu_seconds(server.pid)
+            latencies = []
+            while done < checkpoint:
+                done += 1
+                latencies.append(_run(http, thread_id, done, text))
+            cpu = cpu_seconds(server.pid) - cpu_before
+            snapshot_s, snapshot_bytes = _read(http, thread_id, connect=False)
+            connect_s, connect_bytes = _read(http, thread_id, connect=True)
+            rows.append(
+                {
+                    "message_kib": kib,
+                    "runs": checkpoint,
+                    "run_p50_ms": _ms(latencies, 0.5),
+                    "run_p99_ms": _ms(latencies, 0.99),
+                    "server_cpu_ms_per_run": round(cpu / len(latencies) * 1000, 2),
+                    "snapshot_ms": round(snapshot_s * 1000, 1),
+                    "snapshot_bytes": snapshot_bytes,
+                    "connect_ms": round(connect_s * 1000, 1),
+                    "connect_bytes": connect_bytes,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def bench_store(store: str, args: argparse.Namespace) -> dict[str, Any]:
+    from tests.support.server import ServerProcess  # noqa: PLC0415 - repository helper
+
+    env = {
+        "PAUSEMESH_ACCESS_LOG": "false",
+        "PAUSEMESH_LOG_LEVEL": "warning",
+        # Room for 1,000 runs of 20 KB: the bound is not what is measured here.
+        "PAUSEMESH_MAX_THREAD_BYTES": str(64 * 1024 * 1024),
+        "PAUSEMESH_SECRET_KEY": "bench-" + "k" * 40,
+    }
+    schema = f"pm_long_{secrets.token_hex(4)}"
+    with tempfile.TemporaryDirectory(prefix="pm-long-threads-") as tmp:
+        env["PAUSEMESH_DATA_DIR"] = tmp
+        if store == "sqlite":
+            command = ["serve", "--agent", _AGENT, "--database-path", str(Path(tmp) / "pm.db")]
+        else:
+            from pausemesh.stores.postgres.migrate import migrate  # noqa: PLC0415
+
+            asyncio.run(migrate(args.database_url, schema=schema))
+            env["PAUSEMESH_DATABASE_SCHEMA"] = schema
+            command = ["serve", "--agent", _AGENT, "--database-url", args.database_url]
+        try:
+            with ServerProcess(command, env=env) as server:
+                context = multiprocessing.get_context("spawn")
+                stop = context.Event()
+                receive, send = context.Pipe(duplex=False)
+                prober = context.Process(target=probe, args=(server.host, server.port, stop, send))
+                prober.start()
+                rows = []
+                for kib, checkpoints in ((20, args.checkpoints_20k), (1, args.checkpoints_1k)):
+                    rows += measure(server, kib, checkpoints, args.window)
+                stop.set()
+                samples = receive.recv()
+                prober.join()
+        finally:
+            if store == "postgres":
+                asyncio.run(_drop(args.database_url, schema))
+    return {
+        "store": store,
+        "rows": rows,
+        "healthz_samples": len(samples),
+        "healthz_p50_ms": _ms(samples, 0.5),
+        "healthz_p99_ms": _ms(samples, 0.99),
+        "healthz_max_ms": _ms(samples, 1.0),
+    }
+
+
+async def _drop(url: str, schema: str) -> None:
+    import asyncpg  # noqa: PLC0415
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+def _ratio(rows: list[dict[str, Any]], kib: int, runs: int) -> float | None:
+    by = {r["runs"]: r for r in rows if r["message_kib"] == kib}
+    first = min(by) if by else None
+    if first is None or runs not in by:
+        return None
+    return round(by[runs]["run_p50_ms"] / by[first]["run_p50_ms"], 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="checkpoints 10, 50, 100")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--window", type=int, default=10, help="runs measured per checkpoint")
+    parser.add_argument("--database-url", default=DEFAULT_URL)
+    args = parser.parse_args()
+    if args.quick:
+        args.checkpoints_20k = args.checkpoints_1k = [10, 50, 100]
+    else:
+        args.checkpoints_20k = [10, 100, 400]
+        args.checkpoints_1k = [10, 100, 400, 1000]
+    results = []
+    for store in args.stores.split(","):
+        result = bench_store(store, args)
+        top20, top1 = args.checkpoints_20k[-1], args.checkpoints_1k[-1]
+        result[f"p50_ratio_20k_{top20}_vs_10"] = _ratio(result["rows"], 20, top20)
+        result[f"p50_ratio_1k_{top1}_vs_10"] = _ratio(result["rows"], 1, top1)
+        print(json.dumps({k: v for k, v in result.items() if k != "rows"}), flush=True)
+        results.append(result)
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    cpus = os.cpu_count()
+    print(f"measured {started} on {cpus} CPUs shared with the server; window {args.window} runs")
+    for result in results:
+        print(f"\n{result['store']}: /healthz p99 {result['healthz_p99_ms']} ms")
+        print(
+            "| KB | runs | run p50 ms | p99 ms | CPU ms/run | snapshot ms / KB | connect ms / KB |"
+        )
+        for r in result["rows"]:
+            print(
+                f"| {r['message_kib']} | {r['runs']} | {r['run_p50_ms']} | {r['run_p99_ms']} |"
+                f" {r['server_cpu_ms_per_run']} | {r['snapshot_ms']} /"
+                f" {r['snapshot_bytes'] // 1000} | {r['connect_ms']} / {r['connect_bytes'] // 1000} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
