@@ -85,7 +85,7 @@ def replicas(
     gates.mkdir()
     env = {
         "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
-        "PAUSEMESH_LEASE_SECONDS": "3",
+        "PAUSEMESH_LEASE_SECONDS": "5",
         "PAUSEMESH_KEEPALIVE_SECONDS": "1",
         "PAUSEMESH_SWEEP_INTERVAL_SECONDS": "0.5",
         "PAUSEMESH_THREAD_QUEUE_LIMIT": str(QUEUE_LIMIT),
