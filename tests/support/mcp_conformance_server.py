@@ -26,7 +26,7 @@ import wave
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
 from mcp_types import (
     AudioContent,
     CallToolResult,
@@ -338,6 +338,57 @@ def _register_state_tools(server: MCPServer, pauses: McpPauses) -> None:
         return _text(f"region={region}")
 
 
+def _register_diagnostic_tools(server: MCPServer, pauses: McpPauses) -> None:
+    """The stateless era's diagnostic tools (``server-stateless``)."""
+
+    @server.tool(name="test_streaming_elicitation", description="Asks on its response stream")
+    async def streaming_elicitation(ctx: Context[Any, Any]) -> Any:
+        answer = await pauses.ask(
+            ctx,
+            tool="test_streaming_elicitation",
+            arguments={},
+            message="What is your name?",
+            schema=_NAME_FORM,
+        )
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return _text(f"Hello: {_said(answer)}")
+
+    @server.tool(name="test_logging_tool", description="Logs, unless no level was asked for")
+    async def logging_tool(ctx: Context[Any, Any]) -> CallToolResult:
+        await ctx.info("A log line nobody asked for")
+        return _text("logged")
+
+    @server.tool(name="test_trigger_tool_change", description="Adds or removes a tool")
+    async def trigger_tool_change(ctx: Context[Any, Any]) -> CallToolResult:
+        if server._tool_manager.get_tool("test_dynamic_tool") is None:
+            server.add_tool(_dynamic, name="test_dynamic_tool", description="Comes and goes")
+        else:
+            server.remove_tool("test_dynamic_tool")
+        await ctx.notify_tools_changed()
+        return _text("tools changed")
+
+    @server.tool(name="test_trigger_prompt_change", description="Adds or removes a prompt")
+    async def trigger_prompt_change(ctx: Context[Any, Any]) -> CallToolResult:
+        if "test_dynamic_prompt" in {p.name for p in await server.list_prompts()}:
+            server.remove_prompt("test_dynamic_prompt")
+        else:
+            prompt = Prompt.from_function(
+                _dynamic_prompt, name="test_dynamic_prompt", description="Comes and goes"
+            )
+            server.add_prompt(prompt)
+        await ctx.notify_prompts_changed()
+        return _text("prompts changed")
+
+
+async def _dynamic() -> CallToolResult:
+    return _text("dynamic")
+
+
+def _dynamic_prompt() -> list[UserMessage]:
+    return [UserMessage("dynamic")]
+
+
 def _register_question_prompt(server: MCPServer, pauses: McpPauses) -> None:
     @server.prompt(name="test_input_required_result_prompt", description="Asks for context")
     async def question_prompt(ctx: Context[Any, Any]) -> Any:
@@ -448,6 +499,7 @@ def register_conformance_fixtures(
     _register_question_tools(server, pauses)
     _register_state_tools(server, pauses)
     _register_question_prompt(server, pauses)
+    _register_diagnostic_tools(server, pauses)
     _register_resources_and_prompts(server)
 
 
