@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
+.PHONY: install demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -27,6 +27,9 @@ install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
 	$(BIN)/pausemesh demo
+
+demo-webhooks: install  ## the demo, its approvals sent to examples/approval_webhooks.py (chat messages with decision links on stdout)
+	$(BIN)/python examples/approval_webhooks.py --with-demo
 
 serve: install
 	$(BIN)/pausemesh serve

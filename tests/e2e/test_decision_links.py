@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
+import socket
+import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -27,7 +31,7 @@ from standardwebhooks.webhooks import Webhook
 from tests.e2e.agui_helpers import ask, bookings, new_thread, pending_ids, resolved, resume_body
 from tests.support.agui import post_run
 from tests.support.push_receiver import Delivery, Receiver
-from tests.support.server import ServerProcess
+from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +51,35 @@ class Demo:
         return httpx.Client(base_url=self.server.base_url, timeout=30, headers=headers)
 
 
+@pytest.fixture(name="example", scope="module")
+def example_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """examples/approval_webhooks.py as its own process: its URL and the file it writes."""
+    out = tmp_path_factory.mktemp("example") / "messages.jsonl"
+    port = free_port()
+    command = [sys.executable, "examples/approval_webhooks.py", "--port", str(port)]
+    env = {**os.environ, "PAUSEMESH_WEBHOOK_SECRET": SECRET}
+    process = subprocess.Popen([*command, "--out", str(out)], env=env, cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(port):
+            assert process.poll() is None, "the example receiver exited"
+            assert time.monotonic() < deadline, "the example receiver never listened"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/hooks", out
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 @pytest.fixture(name="demo", scope="module")
-def demo_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+def demo_fixture(
+    tmp_path_factory: pytest.TempPathFactory, example: tuple[str, Path]
+) -> Iterator[Demo]:
     folder = tmp_path_factory.mktemp("decision-links")
     with Receiver() as receiver:
         hook = {
@@ -58,7 +89,8 @@ def demo_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
             "secrets": [SECRET],
             "filters": {"roles": ["manager"]},
         }
-        (folder / "webhooks.json").write_text(json.dumps({"webhooks": [hook]}))
+        sample = {**hook, "id": "example", "url": example[0], "events": ["pause.created"]}
+        (folder / "webhooks.json").write_text(json.dumps({"webhooks": [hook, sample]}))
         env = {
             "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
             "PAUSEMESH_DEMO_AIRLINE_PATH": str(folder / "airline.db"),
@@ -96,7 +128,8 @@ def approval_asked(demo: Demo, alice: httpx.Client) -> tuple[str, str, dict[str,
 def link_of(body: dict[str, Any]) -> str:
     [link] = body["data"]["links"]
     assert link["approver"] == "role:manager"
-    assert link["choices"] == ["Approve", "Reject"]
+    assert [c["label"] for c in link["choices"]] == ["Approve", "Reject"]
+    assert [c["url"] for c in link["choices"]] == [f"{link['url']}?choice={n}" for n in (0, 1)]
     return str(link["url"])
 
 
@@ -135,6 +168,8 @@ def test_a_link_page_changes_nothing_its_button_decides_once_and_the_thread_cont
         assert "Approve the booking" in page.text or "PM404" in page.text
     assert pending_ids(alice, thread_id) == [pause_id]
     approve, _reject = buttons(page)
+    # A chat message's "Approve" button opens the page with that choice alone.
+    assert buttons(web.get(f"{url}?choice=0")) == [approve]
 
     decided = web.post(urllib.parse.urljoin(url, approve))
     assert decided.status_code == 200, decided.text
@@ -186,3 +221,29 @@ def test_an_altered_link_is_no_link_and_decides_nothing(demo: Demo, alice: httpx
     stored = b"".join(p.read_bytes() for p in demo.database.parent.glob("demo.db*"))
     assert mac.encode() not in stored
     assert mac not in demo.server.output()
+
+
+def test_the_example_receiver_turns_the_request_into_a_chat_message_with_its_links(
+    demo: Demo, alice: httpx.Client, example: tuple[str, Path]
+) -> None:
+    _, pause_id, body = approval_asked(demo, alice)
+    out = example[1]
+    deadline = time.monotonic() + 60
+    while not (found := [m for m in messages(out) if m["thread"] == pause_id]):
+        assert time.monotonic() < deadline, "the example wrote no message"
+        time.sleep(0.05)
+    [message] = found
+    [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+    buttons_ = [(e["text"]["text"], e["url"]) for e in actions["elements"]]
+    assert [label for label, _ in buttons_] == ["Approve", "Reject"]
+    assert [url for _, url in buttons_] == [c["url"] for c in body["data"]["links"][0]["choices"]]
+    # "Approve" in the chat opens the server's page offering that one choice.
+    page = demo.web.get(buttons_[0][1])
+    assert page.status_code == 200
+    assert len(buttons(page)) == 1
+
+
+def messages(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,6 +1,7 @@
 """One-click decision links: one per approver of a pause, good for that pause and approver only.
 
-A link is ``<public URL>/v1/links/<pause id>/<slot>/<mac>``: ``slot`` is the approver's
+A link is ``<public URL>/v1/links/<pause id>/<slot>/<mac>`` (``?choice=N``: the page offers
+that choice alone, for a chat message's one button per choice): ``slot`` is the approver's
 position among the pause's approvers and ``mac`` an HMAC-SHA256 of the pause id and that
 approver's text form under a key derived from the server key (HMAC with its own label). Nothing
 of a link is stored: the database holds neither the link nor a hash of it, and every replica
@@ -95,12 +96,20 @@ class DecisionLinks:
         offered = choices(data.get("responseSchema"))
         if not offered or not isinstance(approvers, list):
             return None
-        return [
-            {
-                "approver": approver,
-                "url": self.base_url + self.path(pause_id, slot, approver),
-                "choices": [label for label, _ in offered],
-            }
-            for slot, approver in enumerate(approvers)
-            if isinstance(approver, str) and not approver.startswith(OPERATION_PREFIX)
-        ] or None
+        out: list[dict[str, Any]] = []
+        for slot, approver in enumerate(approvers):
+            if not isinstance(approver, str) or approver.startswith(OPERATION_PREFIX):
+                continue
+            url = self.base_url + self.path(pause_id, slot, approver)
+            out.append(
+                {
+                    "approver": approver,
+                    "url": url,
+                    # One per button of a chat message: the page then offers that choice alone.
+                    "choices": [
+                        {"label": label, "url": f"{url}?choice={n}"}
+                        for n, (label, _) in enumerate(offered)
+                    ],
+                }
+            )
+        return out or None

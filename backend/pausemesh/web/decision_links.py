@@ -1,7 +1,7 @@
 """One-click decision links (``core/links.py``): a confirmation page, then one decision.
 
 ``GET /v1/links/{pause}/{slot}/{mac}`` shows the terms (the question, who asked, the deadline)
-and one button per choice, and changes nothing: mail scanners and link previews fetch links.
+and one button per choice (``?choice=N``: that one alone), and changes nothing: mail scanners and link previews fetch links.
 Each button POSTs, with no body, to ``.../{choice}/{csrf}``: the token is on the page only,
 and ``BrowserGuard`` refuses a POST from another origin. The POST decides exactly once as the
 approver the link names; the thread continues as after any approver's decision. A link whose
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import PathParameter
+from litestar.params import PathParameter, QueryParameter
 
 from pausemesh.bootstrap import Runtime
 from pausemesh.core.approvers import ROLE_PREFIX
@@ -99,7 +99,12 @@ class DecisionLinkController(Controller):
 
     @get("/{pause_id:str}/{slot:int}/{mac:str}")
     async def confirm(
-        self, pause_id: PauseId, slot: int, mac: Mac, pausemesh_runtime: RuntimeDep
+        self,
+        pause_id: PauseId,
+        slot: int,
+        mac: Mac,
+        pausemesh_runtime: RuntimeDep,
+        choice: Annotated[int | None, QueryParameter(name="choice", ge=0, le=7)] = None,
     ) -> Response[str]:
         found = await _pause(pausemesh_runtime, pause_id, slot, mac)
         if isinstance(found, Response):
@@ -114,6 +119,7 @@ class DecisionLinkController(Controller):
             f"/{n}/{links.csrf(pause_id, slot, n)}' style='display:inline'>"
             f"<button type='submit'>{html.escape(label)}</button></form>"
             for n, (label, _) in enumerate(choices(payload.get("responseSchema")))
+            if choice is None or n == choice
         )
         body = (
             f"<p>{html.escape(str(payload.get('message', '')))}</p>"
