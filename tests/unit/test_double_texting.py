@@ -128,3 +128,21 @@ def test_the_requested_policy_is_read_from_forwarded_props_and_checked() -> None
     with pytest.raises(InvalidInputError) as refused:
         requested_policy(convert_run_input(_body("r", "x", "later")))
     assert refused.value.code == "INVALID_DOUBLE_TEXTING"
+
+
+async def test_an_input_waiting_on_a_thread_that_is_erased_ends_with_its_refusal() -> None:
+    agent = Held()
+    queue = Watched()
+    host = _host(agent, "enqueue", queue)
+    held = asyncio.create_task(_run(host, _body("r1", "hold")))
+    await agent.holding.wait()
+    waiting = asyncio.create_task(_run(host, _body("r2", "next")))
+    await queue.queued.wait()
+    await host.threads.erase("t1", now=host.clock.now())
+    agent.release.set()
+    await held
+    dropped = await waiting
+    assert dropped.types == ["RUN_ERROR"]
+    assert dropped.error_code == "PAUSEMESH_AGUI_QUEUED_INPUT_DROPPED"
+    assert await queue.head("t1") is None
+    await host.close()

@@ -67,6 +67,11 @@ _KINDS: dict[str, QueueKind] = {
 }
 
 
+def _dropped() -> bytes:
+    msg = "The thread was erased before the queued input ran"
+    return encode_frame(AguiRunError(QUEUED_INPUT_DROPPED, msg).to_event())
+
+
 class MakeRun(Protocol):
     """``RunHost.lease_run``: the leased run of ``run_input`` under a lease just taken."""
 
@@ -194,8 +199,11 @@ class QueuedInputs:
         if stored.kind in INTERRUPTING:
             self.leases.signal(thread_id, [QueueSignal(entry_id=stored.entry_id, kind=stored.kind)])
         self.kick(thread_id)
-        async for frame in self.relay(stored):
-            yield frame
+        try:
+            async for frame in self.relay(stored):
+                yield frame
+        except ThreadNotFoundError:
+            yield _dropped()
 
     async def relay(self, entry: QueuedInput) -> AsyncGenerator[bytes, None]:
         """The frames of ``entry``'s run as logged (whichever replica runs it), keep-alives
@@ -222,8 +230,7 @@ class QueuedInputs:
                 await self.threads.read_events(thread_id, after_sequence=after, limit=1)
             ):
                 # Gone from the queue with no run in the log after it: the thread was erased.
-                msg = "The queued input was dropped before it ran"
-                yield encode_frame(AguiRunError(QUEUED_INPUT_DROPPED, msg).to_event())
+                yield _dropped()
                 return
             yield KEEPALIVE_FRAME
 
