@@ -93,8 +93,8 @@ def as_seen(response: httpx.Response) -> tuple[int, str | None, bytes]:
 def status_notices(lines: Iterator[str], task_id: str) -> dict[str, Any]:
     """The first ``notifications/tasks/status`` of ``task_id`` on a session's GET stream."""
     for line in lines:
-        if not line.startswith("data:"):
-            continue
+        if not line.startswith("data:") or not line[len("data:") :].strip():
+            continue  # the stream's priming event has an empty data field (SEP-1699)
         message = json.loads(line[len("data:") :])
         if message.get("method") == "notifications/tasks/status":
             params: dict[str, Any] = message["params"]

@@ -10,6 +10,8 @@ client answers it, the tool books once. Raw JSON-RPC covers the refusals.
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.protocols.test_mcp_router import TOOL, bookings
 from tests.support.mcp_tasks_client import TasksClient, tasks_client_python
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, read_response
 
 pytestmark = pytest.mark.slow
 
@@ -413,8 +415,9 @@ async def _modern_rpc(server: ServerProcess, method: str, params: dict[str, Any]
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": method,
     }
-    if "name" in params:
-        headers["mcp-name"] = params["name"]
+    named = params.get("name", params.get("uri"))
+    if isinstance(named, str):
+        headers["mcp-name"] = named
     body = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {**params, "_meta": meta}}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         return await http.post(server.url("/mcp"), json=body)
@@ -454,3 +457,128 @@ async def test_a_2026_task_augmented_call_runs_as_a_plain_call(server: ServerPro
     assert result["resultType"] == "input_required"
     assert "task" not in result
     assert result["requestState"]
+
+
+# -- any client: trimmed headers, unknown names, primed streams --------------------------------
+
+
+def _modern_body(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    return {"jsonrpc": "2.0", "id": 9, "method": method, "params": {**params, "_meta": meta}}
+
+
+def test_an_mcp_name_header_with_surrounding_whitespace_is_accepted(server: ServerProcess) -> None:
+    # httpx refuses to send such a value, so the request is written by hand.
+    body = json.dumps(
+        _modern_body("tools/call", {"name": TOOL, "arguments": {"destination": "Bergen"}})
+    ).encode()
+    head = (
+        "POST /mcp HTTP/1.1\r\n"
+        f"Host: {server.host}:{server.port}\r\n"
+        "X-Principal: alice\r\n"
+        "Content-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\n"
+        "MCP-Protocol-Version:  2026-07-28 \r\n"
+        "Mcp-Method: tools/call \r\n"
+        f"Mcp-Name:   {TOOL}  \r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection((server.host, server.port), timeout=30) as sock:
+        sock.sendall(head + body)
+        status, _, reply = read_response(sock)
+
+    assert status == 200, reply
+    assert json.loads(reply)["result"]["resultType"] == "input_required"
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("prompts/get", {"name": "no_such_prompt"}),
+        ("tools/call", {"name": "no_such_tool", "arguments": {}}),
+        ("resources/read", {"uri": "file:///no/such/resource"}),
+    ],
+    ids=["prompt", "tool", "resource"],
+)
+async def test_an_unknown_name_is_invalid_params_and_logs_no_error(
+    server: ServerProcess, method: str, params: dict[str, Any]
+) -> None:
+    start = len(server.output())
+    response = await _modern_rpc(server, method, params)
+    request_id = response.headers["x-request-id"]
+    logged = server.wait_for_output(f"requestId={request_id} method=POST")[start:]
+
+    assert response.json()["error"]["code"] == -32602
+    assert " ERROR " not in logged
+    assert "Traceback" not in logged
+
+
+def _first_event(lines: list[str]) -> dict[str, str]:
+    """The fields of the first SSE event in ``lines``."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        fields[name] = value.removeprefix(" ")
+    return fields
+
+
+async def test_every_mcp_stream_starts_with_a_priming_event_and_a_retry(
+    server: ServerProcess,
+) -> None:
+    headers = _raw_headers()
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "generic", "version": "1"},
+        },
+    }
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        opened = await http.post(server.url("/mcp"), json=initialize)
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        await http.post(
+            server.url("/mcp"),
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers=session,
+        )
+        listed = await http.post(
+            server.url("/mcp"),
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers=session,
+        )
+        async with http.stream(
+            "GET", server.url("/mcp"), headers={**session, "accept": "text/event-stream"}
+        ) as get_stream:
+            get_lines: list[str] = []
+            async for line in get_stream.aiter_lines():
+                get_lines.append(line)
+                if not line:
+                    break
+        resumed = await http.get(
+            server.url("/mcp"),
+            headers={
+                **session,
+                "accept": "text/event-stream",
+                "last-event-id": _first_event(listed.text.splitlines())["id"],
+            },
+        )
+
+    for response, lines in ((opened, None), (listed, None), (get_stream, get_lines)):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event = _first_event(lines if lines is not None else response.text.splitlines())
+        assert event["id"]
+        assert int(event["retry"]) > 0
+        assert event["data"] == ""
+    assert json.loads(listed.text.split("data: ")[-1])["result"]["tools"]
+    # A request's stream is not replayed: its reconnection is refused at once.
+    assert resumed.status_code == 409
+    assert resumed.json()["code"] == "STREAM_NOT_RESUMABLE"

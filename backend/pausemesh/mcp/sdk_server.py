@@ -13,11 +13,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult
 
 from pausemesh.core.principal_handoff import principal_in_scope
 
-__all__ = ("principal_binding", "quietly_build_server")
+__all__ = ("StrictNames", "principal_binding", "quietly_build_server")
 
 ServerT = TypeVar("ServerT", bound=MCPServer)
 
@@ -40,3 +42,31 @@ def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
             if handler not in handlers:
                 root.removeHandler(handler)
         root.setLevel(level)
+
+
+class StrictNames(MCPServer[Any]):
+    """``MCPServer`` that answers a call naming no tool or prompt it has with the protocol's
+    invalid params (-32602, the MCP spec's "Unknown tool"): the SDK answers an unknown tool
+    with an ``isError`` result, and an unknown prompt on the 2026-07-28 path with -32603 and an
+    ERROR traceback in the log. (An unknown resource is -32602 in the SDK already.)"""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name not in {tool.name for tool in await self.list_tools()}:
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown tool: {name}", data={"name": name}
+            )
+        return await super().call_tool(name, arguments, context)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        context: Context[Any, Any] | None = None,
+    ) -> GetPromptResult | InputRequiredResult:
+        if name not in {prompt.name for prompt in await self.list_prompts()}:
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown prompt: {name}", data={"name": name}
+            )
+        return await super().get_prompt(name, arguments, context)

@@ -94,11 +94,12 @@ class GatewayMount(McpRules):
                 return
             # The same body limit, JSON-RPC checks, rate limit and stream cap as /mcp.
             checked = await mount.read_json_body(scope, receive, send)
-            if checked is None:
+            streamed = None if checked is None else await mount.stream_send(scope, send)
+            if checked is None or streamed is None:
                 return
             async with mount.stream_slot(scope, send) as admitted:
                 if admitted:
-                    await mount.server.session_manager.handle_request(scope, checked, send)  # type: ignore[arg-type]
+                    await mount.server.session_manager.handle_request(scope, checked, streamed)  # type: ignore[arg-type]
 
         return gateway_endpoint
 

@@ -34,11 +34,12 @@ from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.mcp.elicitation import McpProjectionPolicy
 from pausemesh.mcp.pauses import McpPauses
-from pausemesh.mcp.sdk_server import principal_binding, quietly_build_server
+from pausemesh.mcp.sdk_server import StrictNames, principal_binding, quietly_build_server
 from pausemesh.mcp.state import KeyedRequestStateCodec
 from pausemesh.mcp.task_feed import TaskFeed, TaskStatusObserver
 from pausemesh.mcp.tasks import McpTasks, TaskSupport
 from pausemesh.web.mcp_sessions import bind_session_owner
+from pausemesh.web.mcp_streams import primed, resume_or_refuse, trim_header_values
 from pausemesh.web.mcp_tasks import McpTaskEndpoint, declare_tasks_capability
 from pausemesh.web.plugin import PauseMeshPlugin
 from pausemesh.web.protocol_mount import (
@@ -83,7 +84,7 @@ def transport_security() -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-class TaskAwareServer(MCPServer[Any]):
+class TaskAwareServer(StrictNames):
     """``MCPServer`` whose ``tools/list`` shows each tool's ``execution.taskSupport``.
 
     The SDK's tool registration has no field for it (``mcp_types.Tool`` has), so the public
@@ -117,12 +118,21 @@ class McpRules(ProtocolMount):
     __slots__ = ()
 
     async def admit(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """``ProtocolMount.admit``, then the caller handed to the SDK as the owner of the
-        sessions it opens: another principal's session id is a 404 (``bind_session_owner``)."""
+        """``ProtocolMount.admit`` (on header values trimmed of whitespace, as HTTP reads them),
+        then the caller handed to the SDK as the owner of the sessions it opens: another
+        principal's session id is a 404 (``bind_session_owner``)."""
+        trim_header_values(scope)
         if not await super().admit(scope, receive, send):
             return False
         bind_session_owner(scope)
         return True
+
+    async def stream_send(self, scope: Scope, send: Send) -> Send | None:
+        """The ``send`` to hand the SDK: its SSE streams primed (``web.mcp_streams``); None once
+        a GET resuming a request stream has been refused here."""
+        if await resume_or_refuse(scope, send):
+            return None
+        return primed(send, scope, scope.get(MESSAGE_SCOPE_KEY))
 
     def opens_stream(self, scope: Scope, rpc_method: str | None) -> bool:
         # The standalone GET stream, and a task's result stream (it waits for the answer).
@@ -269,8 +279,10 @@ class McpPlugin(McpRules):
             if not await plugin.admit(scope, receive, send):
                 return
             checked = await plugin.read_json_body(scope, receive, send)
-            if checked is None:
+            streamed = None if checked is None else await plugin.stream_send(scope, send)
+            if checked is None or streamed is None:
                 return
+            send = streamed
             # Tasks (2025-11-25) are answered here: the SDK does not route them.
             exchange = plugin.tasks.claims(scope, scope.get(MESSAGE_SCOPE_KEY))
             async with plugin.stream_slot(scope, send) as admitted:
