@@ -92,6 +92,17 @@ def test_the_served_agent_examples_pass_every_rule(
         assert_every_rule_passes(capsys, server.url("/agui"), "--scenario", str(scenario_file))
 
 
+def test_an_agent_asking_two_questions_at_once_refuses_an_answer_to_one_of_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["serve", "--agent", "tests.support.cohort_agent:agent"]
+    with ServerProcess([*args, "--database-path", str(tmp_path / "cohort.db")]) as server:
+        code, verdicts, output = conformance(capsys, server.url("/agui"), "--message", "Go")
+    assert "a resume answering 1 of 2 interrupts: refused" in verdicts["partial-cohort-refused"]
+    assert all(line.startswith("PASS ") for line in verdicts.values()), output
+    assert code == 0, output
+
+
 @pytest.fixture(name="pydantic_ai_app", scope="module")
 def pydantic_ai_app_fixture() -> Iterator[UvicornApp]:
     with UvicornApp(["bench.pydantic_ai_agui_app:app"]) as server:
