@@ -83,20 +83,19 @@ def _file_in_the_way(path: Path) -> Path:
     return path
 
 
-def bind_listener(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+def bind_listener(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (not listening yet), or a ``CliError`` saying why not:
-    the port in use, a port the user may not bind, an address not on this machine."""
+    the port in use, a port the user may not bind, an address not on this machine. Not
+    inheritable (Python's default): a child the app spawns (a gateway's stdio upstream) must
+    not hold the port after this process dies."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family=family)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
     except OSError as error:
         sock.close()
         raise CliError(bind_refusal(host, port, error)) from None
-    sock.set_inheritable(True)
     return sock
 
 
