@@ -260,3 +260,24 @@ def test_each_gateway_config_error_is_printed_once(
     assert stderr.splitlines()[0] == (
         f"pausemesh: GATEWAY_CONFIG_INVALID: the gateway config {config} is invalid:"
     )
+
+
+# -- ops -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", [["list"], ["status", "op-1"], ["why", "op-1"]])
+def test_ops_refuses_a_database_that_does_not_exist_and_creates_none(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    action: list[str],
+) -> None:
+    for name in [n for n in os.environ if n.startswith("PAUSEMESH_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    config = _gateway_config(tmp_path, REPO_ROOT / "tests" / "support" / "upstream_mcp.py")
+    assert main(["ops", *action, "--config", str(config), "--env-file", os.devnull]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("pausemesh: error: no PauseMesh database at ./data/pausemesh.db")
+    assert "pass the --database-path (or --database-url) the gateway was served with" in line
+    assert not (tmp_path / "data").exists()

@@ -1,8 +1,12 @@
 """``pausemesh ops list|status|why|resolve``: the operator's view of the gateway's operations.
 
-Takes ``--config`` (or ``--domain``) and the store flags of ``pausemesh gateway``. Errors are
-printed with their code and exit 2 (usage/config) or 1 (refused); ``resolve`` records what a
-person found out and never dispatches an upstream call.
+Takes ``--config`` (or ``--domain``) and the store flags of ``pausemesh gateway``: a gateway
+config names no store, so ``ops`` reads the one the flags (or PAUSEMESH_DATABASE_*) name, the
+same the gateway was served with. ``list``, ``status`` and ``why`` open it for reading only;
+no command creates a database: a SQLite file that does not exist is refused (exit 2), where an
+empty new one would answer ``[]`` and ``NOT_STARTED``. Errors are printed with their code and
+exit 2 (usage/config) or 1 (refused); ``resolve`` records what a person found out and never
+dispatches an upstream call.
 """
 
 from __future__ import annotations
@@ -10,12 +14,15 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from pausemesh.cli.options import (
+    CliError,
     add_config_arguments,
     ledger_storage,
     run_refusing,
@@ -27,6 +34,7 @@ from pausemesh.core.operations import begun
 from pausemesh.gateway.config import MAX_TIMEOUT_SECONDS
 from pausemesh.gateway.config_load import load_gateway_config
 from pausemesh.gateway.inspect import describe, explain, inspect_operation
+from pausemesh.settings import Settings
 
 __all__ = ("add_ops_arguments", "run_ops")
 
@@ -66,12 +74,43 @@ def _print(body: Any) -> None:
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(body), indent=2).decode() + "\n")
 
 
+def _require_database(settings: Settings) -> None:
+    """Refuse a SQLite file that does not exist: opening it would create an empty store."""
+    if not settings.uses_postgres and not Path(settings.database_path).is_file():
+        msg = (
+            f"no PauseMesh database at {settings.database_path}: ops reads the store the"
+            " gateway wrote; pass the --database-path (or --database-url) the gateway was"
+            " served with (a gateway config does not name its store)"
+        )
+        raise CliError(msg)
+
+
+@asynccontextmanager
+async def _ops_storage(settings: Settings, *, writes: bool) -> AsyncIterator[Any]:
+    """The gateway's store (``_require_database`` first): for reading only unless ``writes``."""
+    if writes:
+        async with ledger_storage(settings) as storage:
+            yield storage
+        return
+    from pausemesh.bootstrap import open_read_only_storage  # noqa: PLC0415 - the stores load only when opened
+
+    storage, _ = await open_read_only_storage(settings)
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
 def run_ops(args: argparse.Namespace) -> None:
+    settings = settings_from(args)
+    _require_database(settings)
+
     async def main() -> None:
         # An agent's operations (``--domain``) have no gateway config: no job, no worker.
         config = None if args.domain else load_gateway_config(args.config)
         domain: str = args.domain if config is None else config.domain
-        async with ledger_storage(settings_from(args)) as storage:
+        writes = args.ops_action == "resolve"
+        async with _ops_storage(settings, writes=writes) as storage:
             if args.ops_action == "list":
                 records = await storage.operations.list(domain, limit=args.limit)
                 _print([describe(r.operation_id, r) for r in records])
