@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
+.PHONY: install test-tools demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -14,7 +14,9 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-install: $(STAMP)  ## create .venv with every pinned dependency (idempotent)
+install: $(STAMP)  ## create .venv with every pinned dependency (idempotent): all `make demo` needs
+
+test-tools: install  ## what only the tests need (built by `make test`, never by `make demo`)
 	@# The official @ag-ui/client for the Node conformance test (pinned by its lockfile).
 	@test -d tests/protocols/node/node_modules || ! command -v npm >/dev/null \
 		|| (cd tests/protocols/node && npm ci --no-audit --no-fund --silent)
@@ -89,7 +91,7 @@ mcp-conformance:  ## the MCP conformance suite for the tests (needs npm; `make d
 # Test processes: most tests wait on server processes, so more workers than cores pays.
 TEST_WORKERS ?= 3
 
-test: install lint typecheck browser examples-build mcp-conformance  ## every test: lint, types, unit, contract, e2e
+test: install test-tools lint typecheck browser examples-build mcp-conformance  ## every test: lint, types, unit, contract, e2e
 	@# In parallel (one file per worker keeps module fixtures together), then the tests that
 	@# stop shared services alone: they would cut every other worker's PostgreSQL.
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15
