@@ -3,7 +3,7 @@
 // a run in this tab; other tabs' runs arrive through the tail and trigger a quiet restore.
 
 import { buildResumeArray, type Interrupt, type Message, randomUUID, type RunErrorEvent } from "@ag-ui/client";
-import { PauseMeshAgent } from "./agent";
+import { PauseMeshAgent, PauseMeshOffline, PauseMeshRefusal, type TailStatus } from "./pausemesh-agent";
 import { type Booking, bookingsIn, recordedOutcome } from "./bookings";
 import {
   APPROVAL_REASON,
@@ -25,7 +25,7 @@ import {
 import { QuestionForm } from "./question";
 import type { Json } from "./schema";
 import { Sidebar } from "./sidebar";
-import { type TailStatus, ThreadTail } from "./sse";
+import type { ThreadTail } from "./sse";
 import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread";
 
 /** The server's expiry run on the thread log (``pausemesh.agui.run.expiry``). */
@@ -66,7 +66,6 @@ export class ChatApp {
   private readonly fresh: boolean;
   private readonly forwardedProps: Record<string, unknown>;
   private readonly agent: PauseMeshAgent;
-  private readonly endpoints: { threads: URL };
   private tail: ThreadTail | undefined;
   private queue: Promise<void> = Promise.resolve();
   private running = false;
@@ -101,11 +100,12 @@ export class ChatApp {
     if (existing === undefined) {
       history.replaceState(null, "", urlWithThread(location, this.threadId));
     }
-    this.endpoints = { threads: new URL(`agui/threads/${encodeURIComponent(this.threadId)}`, base) };
+    // The reconnecting client (src/pausemesh-agent.ts): connect on load, the tail resumed with
+    // Last-Event-ID after backoff with jitter, the server's refusals as typed errors.
     this.agent = new PauseMeshAgent({
       url: new URL("agui", base).href,
-      connectUrl: new URL("agui/connect", base).href,
       threadId: this.threadId,
+      backoff: { initialMs: 250, maxMs: 3_000, factor: 2, jitter: 0.5 },
       onSequence: (sequence) => {
         this.seen = Math.max(this.seen, sequence);
       },
@@ -301,17 +301,22 @@ export class ChatApp {
     this.runError = undefined;
     this.clearNotice();
     this.setBusy(true);
-    let failure: Notice | undefined;
+    let notice: Notice | undefined;
+    let offline = false;
     try {
-      await this.agent.runAgent({ ...parameters, forwardedProps: this.forwardedProps });
+      await this.agent.runChecked({ ...parameters, forwardedProps: this.forwardedProps });
     } catch (error) {
-      failure = noticeForFailure(error);
+      offline = error instanceof PauseMeshOffline;
+      notice =
+        error instanceof PauseMeshRefusal
+          ? noticeFor(error.code, error.message)
+          : offline
+            ? noticeForFailure(error)
+            : noticeFor(undefined, error instanceof Error ? error.message : String(error));
     } finally {
       this.running = false;
       this.setBusy(false);
     }
-    const error = this.lastRunError();
-    const notice = failure ?? (error === undefined ? undefined : noticeFor(error.code, error.message));
     const lost = notice !== undefined && (notice.kind === "conflict" || notice.kind === "busy");
     if (lost && this.race !== undefined) {
       // Another tab's answer won: say what it recorded, not "busy, try again".
@@ -325,7 +330,7 @@ export class ChatApp {
       this.race = undefined;
       if (this.tailMaxDuringRun > this.seen) await this.restore();
     }
-    const reached = failure?.kind !== "offline";
+    const reached = !offline;
     // The thread exists once a run reached the server; only then is there a log to follow.
     if (reached) {
       forget(this.threadId);
@@ -385,17 +390,12 @@ export class ChatApp {
     return this.runError;
   }
 
+  /** The thread's record; undefined when it is not this person's, "offline" otherwise. */
   private async fetchSnapshot(): Promise<unknown> {
     try {
-      const response = await fetch(this.endpoints.threads, {
-        headers: { Accept: "application/json" },
-        cache: "no-store",
-      });
-      if (response.status === 404) return undefined;
-      if (!response.ok) return "offline";
-      return (await response.json()) as unknown;
-    } catch {
-      return "offline";
+      return await this.agent.snapshot();
+    } catch (error) {
+      return error instanceof PauseMeshRefusal && error.kind === "not_found" ? undefined : "offline";
     }
   }
 
@@ -424,9 +424,7 @@ export class ChatApp {
 
   private startTail(): void {
     if (this.tail !== undefined) return;
-    this.tail = new ThreadTail({
-      url: `${this.endpoints.threads.href}/events`,
-      after: this.seen,
+    this.tail = this.agent.follow({
       onEvent: ({ sequence, event }) => {
         if (this.running) {
           this.tailMaxDuringRun = Math.max(this.tailMaxDuringRun, sequence);
@@ -447,7 +445,6 @@ export class ChatApp {
       },
       onStatus: (status, detail) => this.onTailStatus(status, detail),
     });
-    this.tail.start();
   }
 
   private onTailStatus(status: TailStatus, detail?: string): void {

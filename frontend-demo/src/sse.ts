@@ -101,6 +101,8 @@ export interface TailOptions {
   readonly fetch?: typeof fetch;
   /** Delays between reconnect attempts, in ms; the last one repeats. */
   readonly backoff?: readonly number[];
+  /** The delay before reconnect attempt `attempt` (0-based), instead of `backoff`. */
+  readonly delay?: (attempt: number) => number;
 }
 
 const DEFAULT_BACKOFF = [250, 500, 1000, 2000, 3000] as const;
@@ -184,6 +186,7 @@ export class ThreadTail {
   }
 
   private delay(): number {
+    if (this.options.delay !== undefined) return this.options.delay(this.attempt++);
     const backoff = this.options.backoff ?? DEFAULT_BACKOFF;
     const value = backoff[Math.min(this.attempt, backoff.length - 1)] ?? 1000;
     this.attempt += 1;
