@@ -128,15 +128,15 @@ class _Checker:
         self.endpoints = endpoints
         self.scenario = scenario
 
-    def post(self, thread: ClientThread, body: Mapping[str, Any]) -> Reply:
-        del thread  # the body names it
+    def post(self, body: Mapping[str, Any]) -> Reply:
+        """One run on the run endpoint (the body names its thread)."""
         return self.target.post(self.endpoints.run, body)
 
     def ask(self) -> _Asked:
         """A new thread on the scenario's message, whose run must end with questions."""
         thread = ClientThread(self.scenario.state, self.scenario.forwarded_props)
         thread.say(self.scenario.message)
-        reply = self.target.post(self.endpoints.run, thread.body())
+        reply = self.post(thread.body())
         if reply.outcome != "interrupt" or not reply.interrupts:
             msg = (
                 f"the scenario's run did not end with an interrupt ({reply.describe()}): give a"
@@ -257,7 +257,7 @@ class _Checker:
     ) -> Verdict:
         """The probe ``body`` on an open cohort must be refused or re-ask every open question;
         then the scenario's answer must still be taken."""
-        reply = self.post(asked.thread, body)
+        reply = self.post(body)
         refused = reply.refusal
         reasked = reply.outcome == "interrupt" and set(asked.interrupt_ids) <= {
             str(i.get("id")) for i in reply.interrupts
@@ -267,7 +267,7 @@ class _Checker:
             return Verdict(rule, "FAIL", f"{what} was taken ({reply.describe()}){left}")
         still_open = reply.interrupts if reasked else asked.reply.interrupts
         seen = f"refused ({refused})" if refused is not None else "re-asked the open interrupts"
-        answer = self.post(asked.thread, asked.thread.body(self.answers(still_open)))
+        answer = self.post(asked.thread.body(self.answers(still_open)))
         if answer.refusal is not None or answer.terminal is None:
             return Verdict(
                 rule,
@@ -319,7 +319,7 @@ class _Checker:
         thread = asked.thread
         entries = self.answers(asked.reply.interrupts)
         body = thread.body(entries)
-        answer = self.post(thread, body)
+        answer = self.post(body)
         verdict = _same_thread(thread.thread_id, answer)
         yield verdict
         if verdict.status != "PASS":
@@ -328,9 +328,9 @@ class _Checker:
             yield Verdict("stale-resume-refused", "N/A", why)
             return
         thread.apply(answer)
-        yield _replay_safe(answer, self.post(thread, {**body, "runId": f"{body['runId']}-again"}))
+        yield _replay_safe(answer, self.post({**body, "runId": f"{body['runId']}-again"}))
         flipped = [{"interruptId": e["interruptId"], "status": "cancelled"} for e in entries]
-        stale = self.post(thread, thread.body(flipped))
+        stale = self.post(thread.body(flipped))
         if stale.refusal is not None and not stale.agent_output():
             yield Verdict(
                 "stale-resume-refused",
