@@ -111,6 +111,9 @@ class Settings:
     # The most an AG-UI thread's stored record (messages, state, open questions) may hold: a run
     # whose input would grow it past this is refused (RUN_ERROR THREAD_TOO_LARGE). 8 MiB.
     max_thread_bytes: Annotated[int, Meta(ge=65_536, le=268_435_456)] = 8_388_608
+    # How many of a thread's newest messages a reload carries (the snapshot, /connect); older
+    # ones come a page at a time from GET /agui/threads/{id}/messages.
+    snapshot_messages: Annotated[int, Meta(ge=1, le=10_000)] = 100
     # What an AG-UI input that arrives while a run holds its thread gets (docs/agui.md, "Double
     # texting"): reject (THREAD_BUSY), enqueue, interrupt or rollback; a request may choose
     # for itself in forwardedProps.pausemesh.doubleTexting.

@@ -29,6 +29,11 @@ from pausemesh.agui.conversations import (
 from pausemesh.agui.double_texting import requested_policy
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
+from pausemesh.agui.run.snapshots import (
+    DEFAULT_SNAPSHOT_MESSAGES,
+    MAX_MESSAGE_PAGE,
+    MessagePage,
+)
 from pausemesh.agui.sse import MEDIA_TYPE, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.core.large_json import LARGE_BYTES
 from pausemesh.web.context import PauseMeshCaller
@@ -160,18 +165,35 @@ class AguiController(Controller):
 
     @get(
         "/threads/{thread_id:str}",
-        summary="Thread snapshot: messages, state, open interrupts",
+        summary="Thread snapshot: the newest messages, state, open interrupts",
         responses=problem_responses(400, 401, 404),
     )
     async def thread(self, thread_id: FromPath[str], agui: Agui) -> dict[str, Any]:
         check_thread_id(thread_id)
-        record = await agui.host.load(thread_id, agui.principal)
+        record = await agui.host.snapshot(thread_id, agui.principal)
         if record.stored_bytes <= LARGE_BYTES:
             return thread_snapshot(record)
         # A long thread's snapshot goes out in pieces, each write its own turn of the loop (the
         # same JSON: Litestar sends a returned response as it is, whatever the annotation).
         pieces = await snapshot_pieces(record)
         return cast("dict[str, Any]", Stream(each(pieces), media_type=MediaType.JSON))
+
+    @get(
+        "/threads/{thread_id:str}/messages",
+        summary="A page of the thread's messages, newest first, before a cursor",
+        responses=problem_responses(400, 401, 404),
+    )
+    async def messages(
+        self,
+        thread_id: FromPath[str],
+        agui: Agui,
+        limit: Annotated[
+            int, QueryParameter(name="limit", ge=1, le=MAX_MESSAGE_PAGE)
+        ] = DEFAULT_SNAPSHOT_MESSAGES,
+        before: Annotated[str | None, QueryParameter(name="before")] = None,
+    ) -> MessagePage:
+        check_thread_id(thread_id)
+        return await agui.host.messages(thread_id, agui.principal, before=before, limit=limit)
 
     @get(
         "/threads/{thread_id:str}/events",
@@ -227,6 +249,7 @@ def host_factory(runtime: Callable[[], Any], agent: Agent) -> Callable[[], RunHo
                 run_timeout_seconds=current.settings.run_timeout_seconds,
                 drain=current.drain,
                 max_thread_bytes=current.settings.max_thread_bytes,
+                snapshot_messages=current.settings.snapshot_messages,
                 double_texting=current.settings.double_texting,
                 run_queue=current.storage.run_queue,
                 queue_limit=current.settings.thread_queue_limit,

@@ -38,6 +38,7 @@ from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conve
 from pausemesh.agui.double_texting import requested_policy
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
 from pausemesh.agui.run import RunHost, each, snapshot_pieces, thread_snapshot
+from pausemesh.agui.run.snapshots import DEFAULT_SNAPSHOT_MESSAGES, MAX_MESSAGE_PAGE
 from pausemesh.agui.sse import LINE_SEPARATOR, SSE_HEADERS, counted_stream, replay_cursor
 from pausemesh.bootstrap import open_runtime
 from pausemesh.core.errors import (
@@ -80,6 +81,18 @@ def _page_size(raw: str | None) -> int:
     limit = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 3 else 0
     if not 1 <= limit <= MAX_PAGE_SIZE:
         msg = f"limit must be a whole number between 1 and {MAX_PAGE_SIZE}"
+        raise InvalidInputError(msg, code="INVALID_REQUEST")
+    return limit
+
+
+def _message_limit(raw: str | None) -> int:
+    """``?limit=`` of a messages page: within the Litestar route's bounds, refused with its
+    code."""
+    if raw is None:
+        return DEFAULT_SNAPSHOT_MESSAGES
+    limit = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 4 else 0
+    if not 1 <= limit <= MAX_MESSAGE_PAGE:
+        msg = f"limit must be a whole number between 1 and {MAX_MESSAGE_PAGE}"
         raise InvalidInputError(msg, code="INVALID_REQUEST")
     return limit
 
@@ -161,6 +174,7 @@ class StarletteAgui:
                 run_timeout_seconds=runtime.settings.run_timeout_seconds,
                 drain=runtime.drain,
                 max_thread_bytes=runtime.settings.max_thread_bytes,
+                snapshot_messages=runtime.settings.snapshot_messages,
                 double_texting=runtime.settings.double_texting,
                 run_queue=runtime.storage.run_queue,
                 queue_limit=runtime.settings.thread_queue_limit,
@@ -206,7 +220,8 @@ class StarletteAgui:
 
     def routes(self, prefix: str = "/agui") -> list[BaseRoute]:
         """``POST {prefix}``, ``POST {prefix}/connect``, ``GET {prefix}/threads`` (the list),
-        ``GET|PATCH|DELETE {prefix}/threads/{id}`` and ``GET {prefix}/threads/{id}/events``."""
+        ``GET|PATCH|DELETE {prefix}/threads/{id}``, ``GET {prefix}/threads/{id}/messages`` (older
+        pages) and ``GET {prefix}/threads/{id}/events``."""
         prefix = prefix.rstrip("/")
         # The Litestar routes' send timeout, one guard per route: a stalled reader is dropped
         # with one warning (sse-starlette's own ``send_timeout`` raises out of the app instead).
@@ -220,6 +235,11 @@ class StarletteAgui:
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._thread), methods=["GET"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._rename), methods=["PATCH"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._erase), methods=["DELETE"]),
+            Route(
+                f"{prefix}/threads/{{thread_id}}/messages",
+                self._guard(self._messages),
+                methods=["GET"],
+            ),
             Route(
                 f"{prefix}/threads/{{thread_id}}/events",
                 self._guard(self._events),
@@ -253,12 +273,22 @@ class StarletteAgui:
     async def _thread(self, request: Request) -> Response:
         host = self.host
         thread_id = check_thread_id(request.path_params["thread_id"])
-        record = await host.load(thread_id, await self._principal(request))
+        record = await host.snapshot(thread_id, await self._principal(request))
         if record.stored_bytes <= LARGE_BYTES:
             return JSONResponse(thread_snapshot(record))
         # A long thread's snapshot goes out in pieces, each write its own turn of the loop.
         pieces = await snapshot_pieces(record)
         return StreamingResponse(each(pieces), media_type="application/json")
+
+    async def _messages(self, request: Request) -> Response:
+        thread_id = check_thread_id(request.path_params["thread_id"])
+        page = await self.host.messages(
+            thread_id,
+            await self._principal(request),
+            before=request.query_params.get("before"),
+            limit=_message_limit(request.query_params.get("limit")),
+        )
+        return Response(msgspec.json.encode(page), media_type="application/json")
 
     async def _threads(self, request: Request) -> Response:
         page = await self._conversations().page(

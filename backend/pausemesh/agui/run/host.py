@@ -34,8 +34,13 @@ from pausemesh.agui.run.leased import LeasedRun
 from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.queued import QueuedInputs
 from pausemesh.agui.run.snapshots import (
+    DEFAULT_SNAPSHOT_MESSAGES,
+    MessagePage,
+    check_message_limit,
+    decode_message_cursor,
     each,
     message_chunks,
+    message_page,
     open_interrupts,
     restored_frames,
 )
@@ -95,6 +100,7 @@ class RunHost:
         run_timeout_seconds: float | None = None,
         drain: Drain | None = None,
         max_thread_bytes: int = DEFAULT_MAX_THREAD_BYTES,
+        snapshot_messages: int = DEFAULT_SNAPSHOT_MESSAGES,
         double_texting: DoubleTexting = "reject",
         run_queue: RunQueue | None = None,
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
@@ -105,8 +111,11 @@ class RunHost:
         self.operations = operations
         self.schemas = schemas or SchemaValidatorCache()
         self.clock: Clock = clock or service.clock
-        if keepalive_seconds <= 0 or lease_seconds <= 0 or max_thread_bytes <= 0:
-            msg = "keepalive_seconds, lease_seconds and max_thread_bytes must be positive"
+        if min(keepalive_seconds, lease_seconds, max_thread_bytes, snapshot_messages) <= 0:
+            msg = (
+                "keepalive_seconds, lease_seconds, max_thread_bytes and snapshot_messages must"
+                " be positive"
+            )
             raise ValueError(msg)
         # The process's keeper (``Runtime.leases``: the expiry sweep and A2A follow-ups hold
         # their leases through it too). A host built without one (tests, embedding) gets a
@@ -125,6 +134,8 @@ class RunHost:
         self.drain = drain
         # What a run's input may grow a thread's stored record to (``run/thread_size.py``).
         self.max_thread_bytes = max_thread_bytes
+        # How many of the newest messages a reload carries (``/connect``, the snapshot).
+        self.snapshot_messages = snapshot_messages
         if drain is not None:
             drain.watch(threads.stop_waiting)
         self._reads = SharedReads(threads, page=_TAIL_PAGE)
@@ -144,21 +155,42 @@ class RunHost:
 
     # -- reads ----------------------------------------------------------------------------
 
-    async def _current(self, thread_id: str) -> ThreadRecord | None:
-        """The record, with an open cohort whose deadlines all passed closed first (so no read
-        shows a lapsed question as pending, even between two sweeps)."""
-        record = await self.threads.get(thread_id)
+    async def _current(self, thread_id: str, tail: int | None) -> ThreadRecord | None:
+        """The record with its last ``tail`` messages, with an open cohort whose deadlines all
+        passed closed first (so no read shows a lapsed question as pending, even between two
+        sweeps)."""
+        record = await self.threads.get(thread_id, tail=tail)
         if record is not None and has_lapsed(record, self.clock.now()):
             await close_lapsed(self.leases, self.service, thread_id, clock=self.clock)
-            record = await self.threads.get(thread_id)
+            record = await self.threads.get(thread_id, tail=tail)
         return record
 
-    async def load(self, thread_id: str, principal: str | None) -> ThreadRecord:
-        """The thread as ``principal`` may see it; ``ThreadNotFoundError`` otherwise."""
-        record = await self._current(thread_id)
+    async def load(
+        self, thread_id: str, principal: str | None, *, tail: int | None = 0
+    ) -> ThreadRecord:
+        """The thread as ``principal`` may see it, with its last ``tail`` messages (None: all);
+        ``ThreadNotFoundError`` otherwise."""
+        record = await self._current(thread_id, tail)
         if record is None or record.owner != principal:
             raise ThreadNotFoundError(thread_id)
         return record
+
+    async def snapshot(self, thread_id: str, principal: str | None) -> ThreadRecord:
+        """What ``GET /agui/threads/{id}`` shows: the record with its newest page of messages
+        (``snapshot_messages``; ``messages_from`` says where older ones start)."""
+        return await self.load(thread_id, principal, tail=self.snapshot_messages)
+
+    async def messages(
+        self, thread_id: str, principal: str | None, *, before: str | None, limit: int
+    ) -> MessagePage:
+        """``GET /agui/threads/{id}/messages``: ``limit`` messages before the ``before`` cursor
+        (None: the newest), newest first; 404 for a thread the caller may not see or that was
+        erased, ``INVALID_CURSOR``/``INVALID_LIMIT`` for a bad query."""
+        limit = check_message_limit(limit)
+        position = None if before is None else decode_message_cursor(before)
+        await self.load(thread_id, principal)
+        rows = await self.threads.read_messages(thread_id, before=position, limit=limit)
+        return message_page(thread_id, rows)
 
     async def check_access(self, thread_id: str, principal: str | None) -> None:
         """Refuse (before any stream starts) a thread that belongs to someone else."""
@@ -174,7 +206,7 @@ class RunHost:
         An unknown thread (or one of another principal, which looks the same) echoes the
         client's own messages and state, so a first visit loses nothing.
         """
-        record = await self._current(run_input.thread_id)
+        record = await self._current(run_input.thread_id, self.snapshot_messages)
         if record is None or record.owner != principal:
             messages = [_ENCODE_MESSAGES(list(run_input.messages))]
             state = run_input.state

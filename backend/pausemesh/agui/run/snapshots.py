@@ -1,5 +1,11 @@
 """Thread reads: what a reload, ``/connect`` and a replayed resume send back.
 
+A reload carries a page, not the thread's whole life: the newest ``PAUSEMESH_SNAPSHOT_MESSAGES``
+messages (100 by default), and a cursor (``messagesCursor``) to the older ones, which
+``GET /agui/threads/{id}/messages?before=CURSOR&limit=N`` returns newest first
+(``message_page``). A cursor names a position in the thread, so it stays valid while new
+messages arrive after it.
+
 A long thread's messages are converted and encoded a piece at a time between the loop's other
 work (``core/large_json.py``), and sent in pieces of about ``CHUNK_BYTES``: a snapshot is
 never one megabytes-long encode, copy or write that holds the loop. Each form is byte for
@@ -9,6 +15,8 @@ byte what encoding the whole typed list at once gives.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final, cast
 
@@ -27,13 +35,21 @@ from pausemesh.agui.events import (
     StateSnapshotEvent,
 )
 from pausemesh.agui.sse import encode_frame
+from pausemesh.core.errors import InvalidInputError
 from pausemesh.core.large_json import encode_chunks, joined, sliced
-from pausemesh.core.threads import IssuedCohort, ThreadRecord
+from pausemesh.core.threads import IssuedCohort, StoredMessage, ThreadRecord
 
 __all__ = (
+    "DEFAULT_SNAPSHOT_MESSAGES",
+    "MAX_MESSAGE_PAGE",
+    "MessagePage",
+    "check_message_limit",
     "cohort_interrupts",
+    "decode_message_cursor",
     "each",
+    "encode_message_cursor",
     "message_chunks",
+    "message_page",
     "open_interrupts",
     "restored",
     "restored_frames",
@@ -43,6 +59,12 @@ __all__ = (
     "typed_messages",
     "wire_messages",
 )
+
+DEFAULT_SNAPSHOT_MESSAGES: Final = 100
+"""How many of the newest messages a snapshot and ``/connect`` carry by default."""
+MAX_MESSAGE_PAGE: Final = 1000
+_CURSOR_PREFIX: Final = b"m:"
+_CURSOR_MAX_CHARS: Final = 64
 
 _MESSAGES: Final = msgspec.json.Decoder(list[Message])
 _MESSAGE: Final[msgspec.json.Decoder[Message]] = msgspec.json.Decoder(Message)
@@ -155,4 +177,61 @@ def thread_snapshot(record: ThreadRecord) -> dict[str, Any]:
         if record.open_receipt is None
         else list(record.open_receipt.interrupts),
         "lastSequence": record.last_sequence,
+        # The messages above are the newest page: older ones from here (None: all are there).
+        "messagesCursor": encode_message_cursor(record.messages_from)
+        if record.messages_from > 0
+        else None,
     }
+
+
+# --- Pages of a thread's messages -----------------------------------------------------------
+
+
+def encode_message_cursor(position: int) -> str:
+    """The cursor to the messages before ``position`` (opaque to clients)."""
+    return base64.urlsafe_b64encode(_CURSOR_PREFIX + str(position).encode()).decode().rstrip("=")
+
+
+def decode_message_cursor(text: str) -> int:
+    """A cursor back into its position; ``INVALID_CURSOR`` for anything this server did not
+    return."""
+    try:
+        if len(text) > _CURSOR_MAX_CHARS:
+            raise ValueError(text)
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        if not raw.startswith(_CURSOR_PREFIX):
+            raise ValueError(text)
+        digits = raw[len(_CURSOR_PREFIX) :]
+        if not digits.isdigit():
+            raise ValueError(text)
+        position = int(digits)
+    except (ValueError, binascii.Error):
+        msg = "cursor is not one this server returned"
+        raise InvalidInputError(msg, code="INVALID_CURSOR") from None
+    return position
+
+
+def check_message_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_MESSAGE_PAGE:
+        msg = f"limit must be between 1 and {MAX_MESSAGE_PAGE}"
+        raise InvalidInputError(msg, code="INVALID_LIMIT")
+    return limit
+
+
+class MessagePage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """``GET /agui/threads/{id}/messages``: messages newest first; ``next_cursor`` continues
+    with older ones (None: this page holds the thread's first message)."""
+
+    thread_id: str
+    messages: list[Any]
+    next_cursor: str | None
+
+
+def message_page(thread_id: str, rows: list[StoredMessage]) -> MessagePage:
+    """A page of ``read_messages`` rows (newest first) as the route sends it."""
+    last = rows[-1].position if rows else 0
+    return MessagePage(
+        thread_id=thread_id,
+        messages=[r.message for r in rows],
+        next_cursor=encode_message_cursor(last) if last > 0 else None,
+    )

@@ -1,0 +1,151 @@
+"""A reload fetches a page, not the thread's whole life (issue 42, item 3), through both web
+bindings in-process (SQLite files): the snapshot and ``/connect`` carry the newest
+``PAUSEMESH_SNAPSHOT_MESSAGES`` messages, ``GET /agui/threads/{id}/messages`` pages back
+through all of them newest first with a cursor that holds while new messages arrive, an erased
+thread's pages are 404 and a bad cursor or limit is a 400 with a stable code."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from litestar import Litestar
+from starlette.applications import Starlette
+
+from pausemesh.agui.agent import AgentOutput, RunContext, lazy_history
+from pausemesh.agui.events import TextMessageContentEvent, TextMessageStartEvent
+from pausemesh.settings import Settings
+from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
+from pausemesh.web.agui_starlette import StarletteAgui
+from tests.http.test_starlette_conversations import client_for
+from tests.support.agui import RunResult, StreamChecker, read_frames
+
+PAGE = 3
+
+
+@lazy_history
+async def says_ok(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    yield TextMessageStartEvent(message_id=f"a-{ctx.run_id}", role="assistant")
+    yield TextMessageContentEvent(message_id=f"a-{ctx.run_id}", delta="ok")
+
+
+def _settings(database: Path) -> Settings:
+    return Settings(database_path=str(database), snapshot_messages=PAGE)
+
+
+def starlette_host(database: Path) -> Any:
+    pausemesh = StarletteAgui(_settings(database), agent=says_ok)
+    return Starlette(routes=pausemesh.routes(), lifespan=pausemesh.lifespan)
+
+
+def litestar_host(database: Path) -> Any:
+    config = PauseMeshConfig(settings=_settings(database), agent=says_ok)
+    return Litestar(plugins=[PauseMeshPlugin(config)])
+
+
+HOSTS = pytest.mark.parametrize(
+    "make_host", [starlette_host, litestar_host], ids=["starlette", "litestar"]
+)
+
+
+async def _turn(client: httpx.AsyncClient, n: int) -> None:
+    body = {
+        "threadId": "t1",
+        "runId": f"r{n}",
+        "messages": [{"id": f"u{n}", "role": "user", "content": f"turn {n}"}],
+    }
+    ran = await client.post("/agui", json=body)
+    assert ran.status_code == 200
+    assert '"RUN_FINISHED"' in ran.text, ran.text[:500]
+
+
+def _ids(turns: range) -> list[str]:
+    return [i for n in turns for i in (f"u{n}", f"a-r{n}")]
+
+
+async def _all_pages(client: httpx.AsyncClient, cursor: str | None, limit: int) -> list[str]:
+    seen: list[str] = []
+    while cursor is not None:
+        page = await client.get(f"/agui/threads/t1/messages?before={cursor}&limit={limit}")
+        assert page.status_code == 200, page.text
+        body = page.json()
+        assert len(body["messages"]) <= limit
+        seen += [m["id"] for m in body["messages"]]
+        cursor = body["nextCursor"]
+    return seen
+
+
+@HOSTS
+async def test_a_reload_carries_the_newest_page_and_older_pages_follow_back_to_the_first(
+    tmp_path: Path, make_host: Callable[[Path], Any]
+) -> None:
+    async with client_for(make_host(tmp_path / "p.db")) as client:
+        for n in range(4):
+            await _turn(client, n)
+        snapshot = (await client.get("/agui/threads/t1")).json()
+        connect = await client.post(
+            "/agui/connect", json={"threadId": "t1", "runId": "c1", "messages": []}
+        )
+        older = await _all_pages(client, snapshot["messagesCursor"], 2)
+        newest = (await client.get("/agui/threads/t1/messages")).json()
+
+    assert [m["id"] for m in snapshot["messages"]] == _ids(range(4))[-PAGE:]
+    restored = RunResult(list(read_frames(iter(connect.text.split("\n")), StreamChecker())))
+    (messages,) = (e["messages"] for e in restored.events if e["type"] == "MESSAGES_SNAPSHOT")
+    assert [m["id"] for m in messages] == _ids(range(4))[-PAGE:]
+    # Newest first, every message once, down to the first.
+    assert older == list(reversed(_ids(range(4))[:-PAGE]))
+    assert [m["id"] for m in newest["messages"]] == list(reversed(_ids(range(4))))
+    assert newest["nextCursor"] is None
+
+
+@HOSTS
+async def test_a_cursor_holds_while_new_messages_arrive(
+    tmp_path: Path, make_host: Callable[[Path], Any]
+) -> None:
+    async with client_for(make_host(tmp_path / "c.db")) as client:
+        for n in range(3):
+            await _turn(client, n)
+        first = (await client.get("/agui/threads/t1/messages?limit=2")).json()
+        for n in range(3, 5):  # two more turns while the reader pages back
+            await _turn(client, n)
+        rest = await _all_pages(client, first["nextCursor"], 3)
+
+    assert [m["id"] for m in first["messages"]] == ["a-r2", "u2"]
+    assert rest == list(reversed(_ids(range(2))))
+
+
+@HOSTS
+async def test_an_erased_threads_pages_are_not_found_and_bad_queries_are_refused(
+    tmp_path: Path, make_host: Callable[[Path], Any]
+) -> None:
+    async with client_for(make_host(tmp_path / "e.db")) as client:
+        await _turn(client, 0)
+        refused = {
+            query: await client.get(f"/agui/threads/t1/messages?{query}")
+            for query in (
+                "before=not-a-cursor",
+                "before=bTp4",
+                "limit=0",
+                "limit=1001",
+                "limit=ten",
+            )
+        }
+        other = await client.get("/agui/threads/nobody/messages")
+        assert (await client.delete("/agui/threads/t1")).status_code == 204
+        erased = await client.get("/agui/threads/t1/messages")
+
+    codes = {query: (r.status_code, r.json()["code"]) for query, r in refused.items()}
+    assert codes == {
+        "before=not-a-cursor": (400, "INVALID_CURSOR"),
+        "before=bTp4": (400, "INVALID_CURSOR"),
+        "limit=0": (400, "INVALID_REQUEST"),
+        "limit=1001": (400, "INVALID_REQUEST"),
+        "limit=ten": (400, "INVALID_REQUEST"),
+    }
+    assert other.status_code == 404
+    assert erased.status_code == 404
+    assert erased.headers["content-type"] == "application/problem+json"

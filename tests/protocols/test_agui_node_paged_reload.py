@@ -1,0 +1,81 @@
+"""The official ``@ag-ui/client`` ``HttpAgent`` (Node) reloads a thread longer than the reload's
+page (issue 42): ``POST /agui/connect`` restores the newest ``PAUSEMESH_SNAPSHOT_MESSAGES``
+messages and the open question, the client answers it from there, and the server's pages
+(``GET /agui/threads/{id}/messages``) still hold the whole conversation, newest first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.agui import NODE, NODE_DIR, needs_node
+from tests.support.server import ServerProcess
+
+pytestmark = needs_node
+
+PAGE = 1
+
+
+@pytest.fixture(name="server", scope="module")
+def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    database = tmp_path_factory.mktemp("agui-node-paged") / "demo.db"
+    env = {"PAUSEMESH_SNAPSHOT_MESSAGES": str(PAGE)}
+    command = ["demo", "--no-browser", "--database-path", str(database)]
+    with ServerProcess(command, env=env) as server:
+        yield server
+
+
+def _harness(server: ServerProcess, thread_id: str) -> dict[str, Any]:
+    assert NODE is not None
+    completed = subprocess.run(
+        [NODE, str(NODE_DIR / "harness.mjs"), server.base_url, thread_id],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.stdout, completed.stderr
+    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert completed.returncode == 0, report.get("error", completed.stderr)
+    return report
+
+
+def test_the_official_client_reloads_the_newest_page_and_answers_from_it(
+    server: ServerProcess,
+) -> None:
+    report = _harness(server, "node-paged-1")
+    assert report["ok"] is True
+    assert report["warnings"] == [], report["warnings"]
+
+    ask = report["ask"]
+    assert len(ask["messages"]) > PAGE
+    reload = report["reload"]
+    assert reload["types"] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert reload["errors"] == []
+    assert reload["messages"] == ask["messages"][-PAGE:]
+    assert reload["pendingInterrupts"] == ask["pendingInterrupts"]
+
+    answer = report["answer"]
+    assert answer["errors"] == []
+    assert answer["types"][-1] == "RUN_FINISHED"
+    assert answer["pendingInterrupts"] == []
+    assert [b["flight"] for b in answer["state"]["bookings"]] == [answer["flight"]]
+
+    # The server kept the whole conversation: paged back, it is what the client saw, in order.
+    seen: list[dict[str, Any]] = []
+    cursor: str | None = ""
+    while cursor is not None:
+        query = f"?before={cursor}&limit=2" if cursor else "?limit=2"
+        page = httpx.get(server.url(f"/agui/threads/node-paged-1/messages{query}"), timeout=30)
+        assert page.status_code == 200, page.text
+        seen += page.json()["messages"]
+        cursor = page.json()["nextCursor"]
+    history = list(reversed(seen))
+    assert history[: len(ask["messages"])] == ask["messages"]
+    assert history[len(ask["messages"]) :] == answer["messages"][PAGE:]
