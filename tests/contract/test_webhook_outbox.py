@@ -25,7 +25,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from pausemesh.core.approvers import Approver
 from pausemesh.core.clock import ManualClock
 from pausemesh.core.ports import EventStore
-from pausemesh.core.push import PushStore
+from pausemesh.core.push import PushStore, delivery_id
 from pausemesh.core.resume import NamedApprover, Resume
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer
@@ -282,3 +282,29 @@ def test_the_webhooks_file_is_checked_whole() -> None:
             parse_webhooks(json.dumps({"webhooks": [bad]}).encode())
     with pytest.raises(ValueError, match="own id"):
         parse_webhooks(json.dumps({"webhooks": [good, good]}).encode())
+
+
+async def test_a_destination_that_is_down_rests_while_the_others_are_served(
+    stores: tuple[EventStore, PushStore],
+) -> None:
+    refused = f"http://127.0.0.1:{free_port()}/hook"
+    with Receiver() as good:
+        hooks = Hooks(stores, [subscription(refused, id="down"), subscription(good.url, id="up")])
+        pauses = [await hooks.ask() for _ in range(12)]
+        await hooks.round()  # five of each destination (a quarter of a round per URL)
+        await hooks.round()
+        await hooks.round()
+        good.wait_for(12)
+        states = [
+            await stores[1].delivery_state(delivery_id(f"{pause}:1", "down")) for pause in pauses
+        ]
+        # The down destination was tried once per delivery of its first round, then rested:
+        # its other deliveries stay due, unattempted, while the good one got all twelve.
+        assert sorted(s.attempts for s in states if s is not None) == [0] * 7 + [1] * 5
+        assert all(s is not None and s.status == "pending" for s in states)
+        hooks.clock.advance(61)  # past the longest rest
+        await hooks.round()
+        states = [
+            await stores[1].delivery_state(delivery_id(f"{pause}:1", "down")) for pause in pauses
+        ]
+        assert sum(s.attempts for s in states if s is not None) > 5

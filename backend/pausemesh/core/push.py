@@ -22,6 +22,7 @@ A claim is bounded and fair, the same on every store:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -158,10 +159,12 @@ class PushStore(Protocol):
         max_attempts: int,
         per_key: int,
         channel: str = A2A_CHANNEL,
+        skip_urls: Sequence[str] = (),
     ) -> PushClaim:
         """Lease up to ``limit`` due deliveries of ``channel`` to ``holder`` (none held by a
-        live lease), at most ``per_key`` per task and per URL, each with fewer than
-        ``max_attempts`` attempts; give up the due ones of ``channel`` that have had them. Each claimed delivery's attempt count goes
+        live lease), at most ``per_key`` per task and per URL, none to ``skip_urls`` (resting
+        destinations: they stay due), each with fewer than ``max_attempts`` attempts; give
+        up the due ones of ``channel`` that have had them. Each claimed delivery's attempt count goes
         up by one and its next attempt moves to ``lease_until``."""
         ...
 

@@ -234,11 +234,14 @@ class WebhookRoutes:
     __slots__ = ("by_id", "subscriptions", "wake")
 
     def __init__(
-        self, subscriptions: Sequence[WebhookSubscription], wake: Callable[[], None] | None = None
+        self,
+        subscriptions: Sequence[WebhookSubscription],
+        wake: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.subscriptions = tuple(subscriptions)
         self.by_id = {s.id: s for s in self.subscriptions}
-        # Called after a write queued deliveries: the dispatcher looks now, not at its poll.
+        # Called after a write queued deliveries (with their URLs): the dispatcher looks now,
+        # not at its poll.
         self.wake = wake
 
     def entries(

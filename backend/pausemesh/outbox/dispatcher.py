@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Collection
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import httpx
@@ -99,12 +99,39 @@ class OutboxDispatcher:
         self._clock = clock or SystemClock()
         self._wake = asyncio.Event()
         self._store_failing = False
+        # Whether the last round may have left due deliveries of keys it did not try.
+        self._more_due = False
+        # Destinations resting after a failed attempt: URL -> (until, failures in a row).
+        self._resting: dict[str, tuple[datetime, int]] = {}
         self._what = what
         self._log = logging.getLogger(logger)
 
-    def wake(self) -> None:
-        """A delivery was just queued: look now rather than at the next poll."""
+    def wake(self, urls: Collection[str] = ()) -> None:
+        """A delivery was just queued (to ``urls``, when known): look now rather than at the
+        next poll, unless every one of them goes to a resting destination."""
+        if urls and all(url in self._resting for url in urls):
+            return
         self._wake.set()
+
+    def _rest(self, url: str, failed: bool) -> None:
+        """A destination that failed rests (its deliveries stay due, unclaimed) for the
+        backoff of its failures in a row, so a destination that is down costs a few attempts
+        per backoff instead of one per queued delivery; one that answered is awake again."""
+        if not failed:
+            self._resting.pop(url, None)
+            return
+        _, failures = self._resting.get(url, (None, 0))
+        options = self._options
+        delay = retry_delay(failures + 1, options.backoff_seconds, options.backoff_max_seconds)
+        self._resting[url] = (self._clock.now() + timedelta(seconds=delay), failures + 1)
+
+    def _resting_urls(self, now: datetime) -> list[str]:
+        # A destination quiet for a whole maximum backoff is forgotten (the map stays small
+        # however many client-chosen URLs failed once).
+        forget = now - timedelta(seconds=self._options.backoff_max_seconds)
+        for url in [url for url, (until, _) in self._resting.items() if until < forget]:
+            del self._resting[url]
+        return [url for url, (until, _) in self._resting.items() if until > now]
 
     async def run(self) -> None:
         """Deliver until cancelled (the app lifespan runs it as a task)."""
@@ -120,8 +147,9 @@ class OutboxDispatcher:
                     claimed = 0
                 else:
                     self._round_worked()
-                # A fair claim may leave due deliveries behind: look again until none is.
-                if claimed:
+                # A fair claim may leave due deliveries behind: look again until none is, unless
+                # what is left belongs only to destinations that just failed (see deliver_due).
+                if claimed and self._more_due:
                     continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), options.poll_seconds)
@@ -152,13 +180,20 @@ class OutboxDispatcher:
             max_attempts=options.max_attempts,
             per_key=_PER_KEY,
             channel=self._channel,
+            skip_urls=self._resting_urls(now),
         )
         for failure in claim.given_up:
             self._gave_up(failure)
-        await asyncio.gather(*(self._deliver(client, d) for d in claim.deliveries))
+        outcomes = await asyncio.gather(*(self._deliver(client, d) for d in claim.deliveries))
+        # A round that took less than a whole batch gave every due key its share: what is
+        # left is more of the same keys. When all of them failed, the next round waits for the
+        # poll (or a wake-up) instead of spinning on a destination that is down: a backlog of
+        # undeliverable deliveries costs one round per poll, not the store's every write.
+        self._more_due = len(claim.deliveries) >= _BATCH or any(outcomes) or bool(claim.given_up)
         return len(claim.deliveries) + len(claim.given_up)
 
-    async def _deliver(self, client: httpx.AsyncClient, delivery: PushDelivery) -> None:
+    async def _deliver(self, client: httpx.AsyncClient, delivery: PushDelivery) -> bool:
+        """One attempt, settled; whether it was delivered."""
         try:
             async with asyncio.timeout(self._options.timeout_seconds):
                 outcome = await self._sender(client, delivery)
@@ -166,6 +201,8 @@ class OutboxDispatcher:
             outcome = SendOutcome(type(failure).__name__)
         now = self._clock.now()
         options = self._options
+        if not outcome.final:
+            self._rest(str(delivery.config.get("url", "")), failed=outcome.error is not None)
         retry_at = None
         retry = not outcome.final and delivery.attempts < options.max_attempts
         if outcome.error is not None and retry:
@@ -186,13 +223,14 @@ class OutboxDispatcher:
             self._log.debug(
                 "%s %s: could not settle", self._what, delivery.delivery_id, exc_info=True
             )
-            return
+            return False
         if not settled:
             self._log.warning(
                 "%s %s: lease lapsed before it settled", self._what, delivery.delivery_id
             )
-            return
+            return False
         self._report(delivery, outcome, retry_at is not None)
+        return outcome.error is None
 
     def _report(self, delivery: PushDelivery, outcome: SendOutcome, retrying: bool) -> None:
         if outcome.error is None:

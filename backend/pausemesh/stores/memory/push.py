@@ -111,7 +111,9 @@ class InMemoryPushStore:
         max_attempts: int,
         per_key: int,
         channel: str = A2A_CHANNEL,
+        skip_urls: Sequence[str] = (),
     ) -> PushClaim:
+        skipped = set(skip_urls)
         due = sorted(
             (
                 row
@@ -134,7 +136,7 @@ class InMemoryPushStore:
         by_url: Counter[str] = Counter()
         chosen = []
         for row in due:
-            if row.next_attempt_at is None:
+            if row.next_attempt_at is None or str(row.delivery.config.get("url")) in skipped:
                 continue
             by_task[row.delivery.task_id] += 1
             by_url[str(row.delivery.config.get("url"))] += 1

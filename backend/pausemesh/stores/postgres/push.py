@@ -9,6 +9,7 @@ the same delivery; a lease left by a dead replica lapses and the row is taken ag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -89,6 +90,7 @@ class PostgresPushStore:
                                 ORDER BY next_attempt_at, delivery_id COLLATE "C") AS by_url
                         FROM {q}.a2a_push_deliveries
                         WHERE channel = $7 AND {due} AND attempts < $5
+                            AND (config_json::json ->> 'url') <> ALL($8::text[])
                     ) ranked WHERE by_task <= $6 AND by_url <= $6
                     ORDER BY next_attempt_at, delivery_id COLLATE "C" LIMIT $4
                 ) fair USING (delivery_id)
@@ -171,6 +173,7 @@ class PostgresPushStore:
         max_attempts: int,
         per_key: int,
         channel: str = A2A_CHANNEL,
+        skip_urls: Sequence[str] = (),
     ) -> PushClaim:
         async def op(conn: Conn) -> tuple[list[Any], list[Any]]:
             async with conn.transaction():
@@ -178,7 +181,15 @@ class PostgresPushStore:
                     self._sql_give_up, now, max_attempts, NO_OUTCOME, channel
                 )
                 rows = await conn.fetch(
-                    self._sql_claim, now, holder, lease_until, limit, max_attempts, per_key, channel
+                    self._sql_claim,
+                    now,
+                    holder,
+                    lease_until,
+                    limit,
+                    max_attempts,
+                    per_key,
+                    channel,
+                    list(skip_urls),
                 )
                 return list(given_up), list(rows)
 

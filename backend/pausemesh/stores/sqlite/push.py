@@ -9,6 +9,7 @@ delivery is sent again under the same id.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -55,6 +56,7 @@ _CLAIM = (
     "   ROW_NUMBER() OVER (PARTITION BY json_extract(config_json, '$.url')"
     "     ORDER BY next_attempt_at_us, delivery_id) AS by_url"
     "   FROM a2a_push_deliveries WHERE channel = :channel AND next_attempt_at_us <= :now"
+    "   AND json_extract(config_json, '$.url') NOT IN (SELECT value FROM json_each(:skip))"
     "   AND (lease_until_us IS NULL OR lease_until_us <= :now) AND attempts < :max)"
     " WHERE by_task <= :per_key AND by_url <= :per_key"
     " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit)"
@@ -152,6 +154,7 @@ class SqlitePushStore:
         max_attempts: int,
         per_key: int,
         channel: str = A2A_CHANNEL,
+        skip_urls: Sequence[str] = (),
     ) -> PushClaim:
         at = epoch_us(now)
         # A read first: an idle poll (the usual case) then costs no write transaction.
@@ -171,6 +174,7 @@ class SqlitePushStore:
             "limit": limit,
             "no_outcome": NO_OUTCOME,
             "channel": channel,
+            "skip": msgspec.json.encode(list(skip_urls)).decode(),
         }
 
         def op(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
