@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pausemesh import __version__
 from tests.support.agui import NODE, NODE_DIR, needs_node
 from tests.support.server import ServerProcess
 
@@ -78,3 +79,37 @@ def test_official_http_agent_asks_reloads_through_connect_and_answers(
     assert snapshot["pendingInterrupts"] == []
     assert snapshot["state"] == answer["state"]
     assert snapshot["messages"] == answer["messages"]
+
+
+def test_a_client_subclass_discovers_the_capabilities_in_the_official_shape(
+    server: ServerProcess,
+) -> None:
+    assert NODE is not None
+    completed = subprocess.run(
+        [NODE, str(NODE_DIR / "capabilities.mjs"), server.base_url],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.stdout, completed.stderr
+    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["ok"] is True, report.get("error")
+
+    # Parsed by @ag-ui/core's AgentCapabilitiesSchema with nothing stripped or altered.
+    assert report["unchanged"] is True
+    # The documented descriptor (docs/agui.md, "Capability discovery") for the demo's agent.
+    assert report["capabilities"] == {
+        "identity": {"type": "pausemesh", "name": "travel_agent"},
+        "transport": {
+            "streaming": True,
+            "resumable": True,
+            "websocket": False,
+            "httpBinary": False,
+            "pushNotifications": False,
+        },
+        "state": {"snapshots": True, "deltas": True, "persistentState": True},
+        "humanInTheLoop": {"supported": True, "interrupts": True, "approveWithEdits": False},
+        "custom": {"pausemesh": {"version": __version__}},
+    }

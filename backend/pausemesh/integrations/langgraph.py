@@ -323,6 +323,8 @@ class LangGraphAgent:
     default one on PauseMesh's database.
     """
 
+    framework = "langgraph"  # AG-UI capability discovery's identity.type
+
     def __init__(
         self,
         graph: Pregel[Any, Any, Any, Any],

@@ -386,6 +386,11 @@ class PydanticAIAgent:
     ledger domain of approved tool calls.
     """
 
+    # What AG-UI capability discovery declares (``pausemesh.agui.capabilities``): an approval
+    # answer's ``editedArgs`` replace the tool call's arguments.
+    framework = "pydantic-ai"
+    accepts_edited_args = True
+
     def __init__(
         self,
         agent: PydanticAgent[Any, Any] | AbstractAgent[Any, Any],

@@ -32,6 +32,7 @@ from pausemesh.core.errors import NotStartedError, PauseMeshError
 from pausemesh.core.service import ContinuationService
 from pausemesh.observability.telemetry import set_metrics
 from pausemesh.stores.storage import Storage
+from pausemesh.web.agui_capabilities import capabilities_route
 from pausemesh.web.agui_routes import AguiController, agui_dependencies, host_factory
 from pausemesh.web.approvals import ApprovalController
 from pausemesh.web.auth import configured_resolver, resolve_identity, resolve_principal
@@ -186,6 +187,7 @@ class PauseMeshPlugin(InitPlugin):
             )
             # A pydantic-ai Agent or a LangGraph graph is adapted here; a bad one fails at start.
             agent = served_agent(config.agent, config.settings)
+            handlers.append(capabilities_route(agent))
             hosts = host_factory(runtime, agent)
             extra.update(agui_dependencies(hosts))
             self._owed = OwedRuns(hosts)
