@@ -31,6 +31,15 @@ import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread
 /** The server's expiry run on the thread log (``pausemesh.agui.run.expiry``). */
 const EXPIRED_EVENT = "pausemesh.interrupts_expired";
 const EXPIRY_RUN = "pausemesh-expiry-";
+/** Double texting: a new message stops a run still going on the thread (docs/agui.md). */
+const INTERRUPT = { pausemesh: { doubleTexting: "interrupt" } };
+const INTERRUPTED_EVENT = "pausemesh.run_interrupted";
+const STOPPED: Notice = {
+  kind: "info",
+  message: "The assistant stopped that answer because a newer message came in; it answers the newer one.",
+  resync: false,
+};
+
 /** Thread ids this browser minted for a new conversation (not on the server until sent). */
 const MINTED_KEY = "pausemesh.minted";
 
@@ -82,6 +91,7 @@ export class ChatApp {
   private race: Race | undefined;
   private waitingCard: HTMLElement | undefined;
   private loaded = false;
+  private stopped = false;
   /** The thread in the URL is not this person's (or no longer exists): nothing can be sent. */
   private unavailable = false;
   private readonly cards = new Map<string, HTMLLIElement>();
@@ -131,6 +141,10 @@ export class ChatApp {
       onStateChanged: () => this.renderMessages(),
       onRunErrorEvent: ({ event }) => {
         this.runError = event;
+      },
+      onCustomEvent: ({ event }) => {
+        // This tab's run was stopped by a newer message (double texting, `interrupt`).
+        if (event.name === INTERRUPTED_EVENT) this.stopped = true;
       },
     });
   }
@@ -233,7 +247,9 @@ export class ChatApp {
     this.enqueue(async () => {
       this.agent.addMessage(message);
       this.renderMessages();
-      const sent = await this.run({});
+      // A new message interrupts a run still going on this thread (another tab's, another
+      // device's): the server stops it, keeps its partial answer marked, and runs this one.
+      const sent = await this.run({}, INTERRUPT);
       if (!sent) {
         // Nothing reached the server: take the message back so it can be sent again.
         this.agent.setMessages(this.agent.messages.filter((m) => m.id !== message.id));
@@ -295,8 +311,12 @@ export class ChatApp {
   }
 
   /** Runs the agent once; false when the request never reached the server. */
-  private async run(parameters: { resume?: ReturnType<typeof buildResumeArray> }): Promise<boolean> {
+  private async run(
+    parameters: { resume?: ReturnType<typeof buildResumeArray> },
+    props: Record<string, unknown> = {},
+  ): Promise<boolean> {
     this.running = true;
+    this.stopped = false;
     this.tailMaxDuringRun = 0;
     this.runError = undefined;
     this.clearNotice();
@@ -304,7 +324,7 @@ export class ChatApp {
     let notice: Notice | undefined;
     let offline = false;
     try {
-      await this.agent.runChecked({ ...parameters, forwardedProps: this.forwardedProps });
+      await this.agent.runChecked({ ...parameters, forwardedProps: { ...this.forwardedProps, ...props } });
     } catch (error) {
       offline = error instanceof PauseMeshOffline;
       notice =
@@ -329,6 +349,7 @@ export class ChatApp {
     } else {
       this.race = undefined;
       if (this.tailMaxDuringRun > this.seen) await this.restore();
+      if (this.stopped) this.showNotice(STOPPED);
     }
     const reached = !offline;
     // The thread exists once a run reached the server; only then is there a log to follow.
@@ -688,10 +709,15 @@ function pendingKey(interrupts: readonly { id: string }[]): string {
   return interrupts.map((i) => i.id).join(" ");
 }
 
-/** `?questionTtl=<seconds>` asks the demo agent for a short deadline, to see expiry. */
+/** `?questionTtl=<seconds>` asks the demo agent for a short deadline, to see expiry;
+ * `?searchDelay=<seconds>` for a slow flight search, to see a newer message interrupt it. */
 function forwardedPropsFrom(location: URL): Record<string, unknown> {
+  const props: Record<string, unknown> = {};
   const ttl = Number(location.searchParams.get("questionTtl"));
-  return Number.isInteger(ttl) && ttl >= 1 && ttl <= 86_400 ? { questionTtlSeconds: ttl } : {};
+  if (Number.isInteger(ttl) && ttl >= 1 && ttl <= 86_400) props["questionTtlSeconds"] = ttl;
+  const search = Number(location.searchParams.get("searchDelay"));
+  if (Number.isInteger(search) && search >= 1 && search <= 60) props["searchSeconds"] = search;
+  return props;
 }
 
 function messageText(message: Message): string | undefined {

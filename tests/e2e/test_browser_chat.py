@@ -346,3 +346,32 @@ async def _book_everywhere(server: ServerProcess) -> dict[str, dict[str, Any]]:
         found["a2a"] = artifact["parts"][0]["data"]
 
     return found
+
+
+def test_a_newer_message_from_another_tab_interrupts_a_running_answer(
+    server: ServerProcess, desktop: BrowserContext
+) -> None:
+    """Double texting: the demo sends new messages with the ``interrupt`` policy."""
+    shots = Shots("chat-double-texting")
+    # A slow search (20 s, on request) keeps the first run going while the second tab types.
+    first = open_demo(desktop, server.url("/?searchDelay=20"))
+    first.get_by_role("textbox", name="Message").fill("A flight to Porto")
+    first.get_by_role("button", name="Send", exact=True).click()
+    expect(first.get_by_text("The assistant is typing…")).to_be_visible()
+    thread = thread_of(first)
+    second = open_demo(desktop, server.url(f"/?thread={thread}"))
+    second.get_by_role("textbox", name="Message").fill("no, Madrid")
+    second.get_by_role("button", name="Send", exact=True).click()
+
+    # The second message is answered, not refused as busy; the first tab says its answer stopped.
+    expect(transcript(second).get_by_text("I found 3 flights to Madrid.")).to_be_visible()
+    expect(second.locator("#notice")).to_be_hidden()
+    expect(first.locator("#notice")).to_contain_text("stopped that answer")
+    expect(transcript(first).get_by_text("I found 3 flights to Madrid.")).to_be_visible()
+    expect(transcript(first).get_by_text("I found 4 flights to Porto.")).to_have_count(0)
+    expect(flight(first, "PM121")).to_be_enabled()
+    shots.take(first, "interrupted-tab")
+    shots.take(second, "interrupting-tab")
+    pending = httpx.get(server.url(f"/agui/threads/{thread}"), timeout=10).json()
+    [question] = pending["pendingInterrupts"]
+    assert question["responseSchema"]["properties"]["flight"]["enum"][0] == "PM121"

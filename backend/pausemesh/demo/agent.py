@@ -29,11 +29,14 @@ The AG-UI state holds ``bookings``: one entry per real booking, ``[]`` from the 
 (its first event is that ``STATE_SNAPSHOT``), so a client never finds the key missing.
 
 A client may pass ``forwardedProps.questionTtlSeconds`` (1-86400) to give the question a
-shorter deadline, to see expiry without waiting for the server's default.
+shorter deadline, to see expiry without waiting for the server's default, and
+``forwardedProps.searchSeconds`` (0-60) to make the flight search take that long, to see a
+newer message interrupt a run (double texting).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -94,6 +97,7 @@ _APPROVAL: Final = "approval"
 _OPERATION: Final = "operation"
 UNKNOWN_EVENT: Final = "pausemesh.operation_unknown"
 _MAX_TTL = 86_400
+_MAX_SEARCH = 60
 _threshold: int = DEFAULT_APPROVAL_THRESHOLD
 
 
@@ -162,6 +166,14 @@ def _question_ttl(ctx: RunContext) -> float | None:
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 1 <= ttl <= _MAX_TTL:
         return None
     return float(ttl)
+
+
+def _search_seconds(ctx: RunContext) -> float:
+    props = ctx.forwarded_props
+    seconds = props.get("searchSeconds") if isinstance(props, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return 0.0
+    return float(seconds) if 0 < seconds <= _MAX_SEARCH else 0.0
 
 
 def _unconfirmed(state: Any) -> list[dict[str, Any]]:
@@ -420,6 +432,10 @@ async def _offer(ctx: RunContext, text: str) -> AsyncIterator[AgentOutput]:
     city = understood
     # Once there is a trip, the list shows it by destination (the UI adds the date).
     yield ThreadTitle(f"Flight to {city.name}")
+    searching = _search_seconds(ctx)
+    if searching:
+        # A slow search on request; a newer message may interrupt the run meanwhile.
+        await asyncio.sleep(searching)
     # The flights themselves are the question's choices (listed once, as buttons).
     for event in _say(f"I found {len(city.flights)} flights to {city.name}."):
         yield event
