@@ -1,6 +1,7 @@
 """``pausemesh conformance agui URL`` against real servers, one process per target.
 
-PauseMesh's demo and the two ``serve --agent`` examples pass every rule (exit 0).
+PauseMesh's demo (on SQLite and on PostgreSQL) and the two ``serve --agent`` examples pass
+every rule (exit 0).
 pydantic-ai's own AG-UI app (``bench/pydantic_ai_agui_app.py``, the scripted offline model of
 ``examples/pydantic_ai_refund.py``) is pinned: which rules it breaks, which do not apply, and
 exit 1; ``docs/agui.md`` ("Conformance") records the same as a fact.
@@ -8,6 +9,8 @@ exit 1; ``docs/agui.md`` ("Conformance") records the same as a fact.
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,8 @@ import pytest
 
 from pausemesh.cli.main import main
 from pausemesh.conformance import RULES
+from pausemesh.stores.postgres.migrate import migrate
+from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -64,14 +69,33 @@ def assert_every_rule_passes(capsys: pytest.CaptureFixture[str], url: str, *args
     assert code == 0, output
 
 
+def _demo_store(store: str, tmp_path: Path) -> tuple[list[str], str | None]:
+    """The demo's store flags, and the PostgreSQL schema to drop afterwards."""
+    if store == "sqlite":
+        return ["--database-path", str(tmp_path / "demo.db")], None
+    asyncio.run(require_postgres())
+    schema = fresh_schema("pm_conformance")
+    asyncio.run(migrate(DATABASE_URL, schema=schema))
+    return ["--database-url", DATABASE_URL, "--database-schema", schema], schema
+
+
+# PostgreSQL needs the key every replica shares (a SQLite demo makes its own file).
+_KEY_ENV = {"PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48)}
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_the_demo_passes_every_rule_of_the_interrupt_contract_and_resumability(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    database = str(tmp_path / "demo.db")
-    with ServerProcess(["demo", "--no-browser", "--database-path", database]) as server:
-        # The cheapest flight: a dearer one would wait for a manager's approval.
-        args = ["--message", "A flight to Lisbon, please", "--answer", '{"flight": "PM101"}']
-        assert_every_rule_passes(capsys, server.url("/agui"), *args)
+    flags, schema = _demo_store(store, tmp_path)
+    try:
+        with ServerProcess(["demo", "--no-browser", *flags], env=_KEY_ENV) as server:
+            # The cheapest flight: a dearer one would wait for a manager's approval.
+            args = ["--message", "A flight to Lisbon, please", "--answer", '{"flight": "PM101"}']
+            assert_every_rule_passes(capsys, server.url("/agui"), *args)
+    finally:
+        if schema is not None:
+            asyncio.run(drop_schema(schema))
 
 
 @pytest.fixture(name="scenario_file")
