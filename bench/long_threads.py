@@ -9,13 +9,14 @@ whose every run adds 20 KB. At each checkpoint (10, 100, 400, 1,000 runs; ``--qu
 and the server's CPU per run, then one snapshot (``GET /agui/threads/{id}``) and one reload
 (``POST /agui/connect``) with their time and bytes. A probe in a process of its own sends
 ``GET /healthz`` every 5 ms throughout the runs: its p99 is the loop's responsiveness while
-long threads are served.
+long threads are served; the same probe against an idle server on the same machine, at the
+same moments, says what the machine itself adds (other work on a shared machine).
 
 Goals (issue 42), in one run: run p50 at 400 runs of 20 KB <= 1.5x the p50 at 10 runs; at
 1,000 runs of 1 KB <= 1.3x; connect bytes bounded by the snapshot page; /healthz p99 <= 20 ms.
 
 Usage: .venv/bin/python bench/long_threads.py [--quick] [--stores sqlite,postgres]
-       [--window 10] [--database-url URL]
+       [--window 20] [--database-url URL]
 """
 
 from __future__ import annotations
@@ -131,11 +132,19 @@ def _read(http: Any, thread_id: str, *, connect: bool) -> tuple[float, int]:
     return elapsed, len(response.content)
 
 
-def measure(server: Any, kib: int, checkpoints: list[int], window: int) -> list[dict[str, Any]]:
+def measure(
+    server: Any,
+    kib: int,
+    checkpoints: list[int],
+    window: int,
+    *,
+    thread_id: str | None = None,
+    quiet: bool = False,
+) -> list[dict[str, Any]]:
     import httpx  # noqa: PLC0415 - only the client needs it, not the server importing the agent
 
     text = ("All work and no play makes a long thread. " * (kib * 25))[: kib * 1024]
-    thread_id = f"long-{kib}k"
+    thread_id = thread_id or f"long-{kib}k"
     rows: list[dict[str, Any]] = []
     with httpx.Client(base_url=server.base_url, timeout=300) as http:
         done = 0
@@ -165,7 +174,8 @@ def measure(server: Any, kib: int, checkpoints: list[int], window: int) -> list[
                     "connect_bytes": connect_bytes,
                 }
             )
-            print(json.dumps(rows[-1]), flush=True)
+            if not quiet:
+                print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -191,18 +201,30 @@ def bench_store(store: str, args: argparse.Namespace) -> dict[str, Any]:
             env["PAUSEMESH_DATABASE_SCHEMA"] = schema
             command = ["serve", "--agent", _AGENT, "--database-url", args.database_url]
         try:
-            with ServerProcess(command, env=env) as server:
+            control_command = ["serve", "--database-path", str(Path(tmp) / "control.db")]
+            with (
+                ServerProcess(command, env=env) as server,
+                ServerProcess(control_command, env=env) as control,
+            ):
+                # Warm-up: a thread of its own, so the first checkpoint is not a cold start.
+                measure(server, 1, [10], 10, thread_id="warm-up", quiet=True)
                 context = multiprocessing.get_context("spawn")
                 stop = context.Event()
-                receive, send = context.Pipe(duplex=False)
-                prober = context.Process(target=probe, args=(server.host, server.port, stop, send))
-                prober.start()
+                probes = []
+                for target in (server, control):
+                    receive, send = context.Pipe(duplex=False)
+                    prober = context.Process(
+                        target=probe, args=(target.host, target.port, stop, send)
+                    )
+                    prober.start()
+                    probes.append((prober, receive))
                 rows = []
                 for kib, checkpoints in ((20, args.checkpoints_20k), (1, args.checkpoints_1k)):
                     rows += measure(server, kib, checkpoints, args.window)
                 stop.set()
-                samples = receive.recv()
-                prober.join()
+                samples, idle = (receive.recv() for _, receive in probes)
+                for prober, _ in probes:
+                    prober.join()
         finally:
             if store == "postgres":
                 asyncio.run(_drop(args.database_url, schema))
@@ -213,6 +235,7 @@ def bench_store(store: str, args: argparse.Namespace) -> dict[str, Any]:
         "healthz_p50_ms": _ms(samples, 0.5),
         "healthz_p99_ms": _ms(samples, 0.99),
         "healthz_max_ms": _ms(samples, 1.0),
+        "idle_server_healthz_p99_ms": _ms(idle, 0.99),
     }
 
 
@@ -231,14 +254,15 @@ def _ratio(rows: list[dict[str, Any]], kib: int, runs: int) -> float | None:
     first = min(by) if by else None
     if first is None or runs not in by:
         return None
-    return round(by[runs]["run_p50_ms"] / by[first]["run_p50_ms"], 2)
+    ratio: float = by[runs]["run_p50_ms"] / by[first]["run_p50_ms"]
+    return round(ratio, 2)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="checkpoints 10, 50, 100")
     parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--window", type=int, default=10, help="runs measured per checkpoint")
+    parser.add_argument("--window", type=int, default=20, help="runs measured per checkpoint")
     parser.add_argument("--database-url", default=DEFAULT_URL)
     args = parser.parse_args()
     if args.quick:
@@ -258,7 +282,10 @@ def main() -> None:
     cpus = os.cpu_count()
     print(f"measured {started} on {cpus} CPUs shared with the server; window {args.window} runs")
     for result in results:
-        print(f"\n{result['store']}: /healthz p99 {result['healthz_p99_ms']} ms")
+        print(
+            f"\n{result['store']}: /healthz p99 {result['healthz_p99_ms']} ms"
+            f" (an idle server on the same machine: {result['idle_server_healthz_p99_ms']} ms)"
+        )
         print(
             "| KB | runs | run p50 ms | p99 ms | CPU ms/run | snapshot ms / KB | connect ms / KB |"
         )

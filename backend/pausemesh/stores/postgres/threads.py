@@ -119,15 +119,20 @@ def _body(record: ThreadRecord) -> bytes:
     return _with_messages(_head(record), b"[]")
 
 
-def _message_rows(messages: list[Any]) -> tuple[list[str | None], list[str]]:
-    """The ids and JSON texts of messages to store, in order."""
-    ids: list[str | None] = []
-    texts: list[str] = []
-    for message in messages:
-        found = message.get("id") if isinstance(message, dict) else None
-        ids.append(found if isinstance(found, str) else None)
-        texts.append(msgspec.json.encode(message).decode())
-    return ids, texts
+def _message_row(message: Any) -> tuple[str | None, str]:
+    found = message.get("id") if isinstance(message, dict) else None
+    return (found if isinstance(found, str) else None), msgspec.json.encode(message).decode()
+
+
+async def _message_rows(messages: list[Any]) -> tuple[list[str | None], list[str]]:
+    """The ids and JSON texts of messages to store, in order; many (a whole history
+    rewritten) a piece at a time between the loop's other work."""
+    rows = (
+        await sliced(messages, _message_row)
+        if len(messages) > _DECODE_AT_ONCE
+        else [_message_row(m) for m in messages]
+    )
+    return [r[0] for r in rows], [r[1] for r in rows]
 
 
 async def _body_fields(data: bytes) -> dict[str, Any]:
@@ -449,8 +454,10 @@ class PostgresThreadStore(SharedDatabaseStore):
         # None: another replica created it first; its row is committed and visible now.
         return await _record(row) if row is not None else await self._load(thread_id)
 
-    def _save_args(self, record: ThreadRecord, now: datetime, agent_title: str | None) -> list[Any]:
-        ids, texts = _message_rows(record.messages)
+    async def _save_args(
+        self, record: ThreadRecord, now: datetime, agent_title: str | None
+    ) -> list[Any]:
+        ids, texts = await _message_rows(record.messages)
         return [
             record.thread_id,
             _body(record),
@@ -470,7 +477,7 @@ class PostgresThreadStore(SharedDatabaseStore):
     ) -> ThreadRecord:
         await self.database.ensure_schema()
         row = await self.database.fetchrow(
-            self._sql_save, *self._save_args(record, now, agent_title)
+            self._sql_save, *await self._save_args(record, now, agent_title)
         )
         if row is None:
             actual = await self._version(record.thread_id)
@@ -487,7 +494,7 @@ class PostgresThreadStore(SharedDatabaseStore):
     async def save_on(self, conn: Conn, record: ThreadRecord, *, now: datetime) -> ThreadRecord:
         """``save`` on the caller's connection, inside the caller's transaction (the push
         outbox commits with it)."""
-        row = await conn.fetchrow(self._sql_save, *self._save_args(record, now, None))
+        row = await conn.fetchrow(self._sql_save, *await self._save_args(record, now, None))
         if row is None:
             actual = await conn.fetchval(
                 f"SELECT version FROM {self.database.q}.agui_threads WHERE thread_id = $1",
