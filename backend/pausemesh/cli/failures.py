@@ -53,7 +53,7 @@ def failure_line(error: BaseException) -> str | None:
     return None
 
 
-def _os_error_line(error: OSError) -> str | None:
+def _os_error_line(error: OSError) -> str | None:  # noqa: PLR0911 - one return per refusal
     name = error.filename
     if name is None:
         return None
@@ -70,6 +70,10 @@ def _os_error_line(error: OSError) -> str | None:
             f"cannot create {path}: {blocker} is a file, not a directory"
             " (choose another --database-path or PAUSEMESH_DATA_DIR)"
         )
+    if error.errno == errno.ENOENT:
+        if not path.parent.is_dir():
+            return f"cannot use {path}: the directory {path.parent} does not exist"
+        return f"{path} does not exist"
     if error.errno == errno.ENOSPC:
         return f"cannot write {path}: no space left on its device"
     return None

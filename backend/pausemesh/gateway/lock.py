@@ -104,6 +104,7 @@ async def pin(config: GatewayConfig) -> GatewayLock:
 def write_lock(lock: GatewayLock, path: Path) -> None:
     """Write atomically (temp file, fsync, rename): a crash leaves the old lock or the new."""
     data = msgspec.json.format(msgspec.json.encode(lock), indent=2) + b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a --lock in a directory not made yet
     fd, temp = tempfile.mkstemp(prefix=".gateway-lock-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
