@@ -43,7 +43,13 @@ import httpx
 import uvloop
 from tests.support.server import ServerProcess
 
-from pausemesh.agui import PauseRequest, RunContext
+from pausemesh.agui import (
+    PauseRequest,
+    RunContext,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
 from pausemesh.core.approvers import Approver
 from pausemesh.core.links import DecisionLinks
 from pausemesh.core.service import ContinuationService
@@ -66,7 +72,9 @@ IN_FLIGHT = 16
 async def agent(ctx: RunContext) -> AsyncIterator[Any]:
     """A pausing agent for the links half: every run without a decision asks a manager."""
     if ctx.decisions:
-        yield "Done."
+        yield TextMessageStartEvent(message_id=f"m-{ctx.run_id}")
+        yield TextMessageContentEvent(message_id=f"m-{ctx.run_id}", delta="Done.")
+        yield TextMessageEndEvent(message_id=f"m-{ctx.run_id}")
         return
     yield PauseRequest(
         message="Approve the booking?",

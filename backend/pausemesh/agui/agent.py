@@ -75,6 +75,11 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     # Their decision continues the owner's thread.
     approvers: tuple[Approver, ...] = ()
     allow_requester: bool = False
+    # At the deadline, instead of lapsing: "cancel", "deny" (the schema's denying choice) or
+    # an answer; the thread then continues with it, decided by "expiry" (docs/approvals.md).
+    on_expiry: Any = None
+    # Labels for the approvals inbox and the webhooks' filters (docs/approvals.md).
+    tags: tuple[str, ...] = ()
 
 
 class ThreadTitle(msgspec.Struct, frozen=True):

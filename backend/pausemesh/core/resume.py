@@ -39,6 +39,7 @@ import msgspec
 
 from pausemesh.core.approvers import Approver, caller_entries, is_requester, may_decide, names_any
 from pausemesh.core.canonical import canonical_json
+from pausemesh.core.default_outcomes import EXPIRY_DECIDER
 from pausemesh.core.errors import (
     ContinuationCancelledError,
     ContinuationExpiredError,
@@ -321,6 +322,9 @@ def _settled(state: Continuation, idempotency_key: str, payload: Any) -> Continu
     """A settled continuation's answer to a resume: the stored envelope for an exact retry,
     otherwise the error that says what settled it."""
     if state.status == "resumed":
+        if state.resolved_by == EXPIRY_DECIDER and state.idempotency_key != idempotency_key:
+            # Its default outcome, at the deadline: too late, as for a lapsed pause.
+            raise ContinuationExpiredError(state.continuation_id)
         if state.idempotency_key != idempotency_key:
             raise TokenAlreadyUsedError(state.continuation_id)
         # Canonical text only here: a first resume never needs it (checked above).

@@ -9,17 +9,21 @@ approver sees in ``core/resume.py``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Final, TypeVarTuple
 
 import msgspec
 
+from pausemesh.core.default_outcomes import EXPIRED_REASON, EXPIRY_DECIDER, on_expiry_of
 from pausemesh.core.errors import ContinuationNotFoundError, VersionConflictError
 from pausemesh.core.model import (
     CONTINUATION_SCHEMA_VERSION,
     Continuation,
+    ContinuationCancelled,
     ContinuationCreated,
     ContinuationEvent,
     ContinuationExpired,
+    ContinuationResumed,
 )
 from pausemesh.core.ports import Clock, EventStore, Observer
 from pausemesh.core.reducer import apply_event, replay
@@ -134,12 +138,7 @@ class Streams:
         now = self.clock.now()
         if state.status != "pending" or now < state.expires_at:
             return state
-        event = ContinuationExpired(
-            schema_version=CONTINUATION_SCHEMA_VERSION,
-            continuation_id=state.continuation_id,
-            version=state.version + 1,
-            occurred_at=now,
-        )
+        event = _at_deadline(state, now)
         with span(
             "continuation.expire",
             continuation_id=state.continuation_id,
@@ -150,6 +149,38 @@ class Streams:
         count(EXPIRIES, by)
         observe(EXPIRY_LAG_SECONDS, (now - state.expires_at).total_seconds())
         return expired
+
+
+def _at_deadline(state: Continuation, now: datetime) -> ContinuationEvent:
+    """What a pending pause becomes at its deadline: expired, or its default outcome
+    (``core/default_outcomes.py``), which continues its thread."""
+    cid, version = state.continuation_id, state.version + 1
+    has_default, outcome = on_expiry_of(state.metadata)
+    if not has_default:
+        return ContinuationExpired(
+            schema_version=CONTINUATION_SCHEMA_VERSION,
+            continuation_id=cid,
+            version=version,
+            occurred_at=now,
+        )
+    if outcome == "cancel":
+        return ContinuationCancelled(
+            schema_version=CONTINUATION_SCHEMA_VERSION,
+            continuation_id=cid,
+            version=version,
+            occurred_at=now,
+            reason=EXPIRED_REASON,
+        )
+    return ContinuationResumed(
+        schema_version=CONTINUATION_SCHEMA_VERSION,
+        continuation_id=cid,
+        version=version,
+        occurred_at=now,
+        idempotency_key=f"{EXPIRY_DECIDER}-{cid}",
+        resume_payload=outcome,
+        resolved_by=EXPIRY_DECIDER,
+        continues_thread=state.correlation_id,
+    )
 
 
 def _loaded(continuation_id: str, events: Sequence[ContinuationEvent]) -> LoadedStream:

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import msgspec
 
+from pausemesh.core.default_outcomes import EXPIRED_REASON, EXPIRY_DECIDER
 from pausemesh.core.model import (
     Continuation,
     ContinuationCancelled,
@@ -190,9 +191,10 @@ def event_type(event: ContinuationEvent) -> str:
         case ContinuationCreated():
             return "pause.created"
         case ContinuationResumed():
-            return "pause.decided"
+            # A default outcome at the deadline (core/default_outcomes.py) is an expiry.
+            return "pause.expired" if event.resolved_by == EXPIRY_DECIDER else "pause.decided"
         case ContinuationCancelled():
-            return "pause.cancelled"
+            return "pause.expired" if event.reason == EXPIRED_REASON else "pause.cancelled"
         case ContinuationExpired():
             return "pause.expired"
 

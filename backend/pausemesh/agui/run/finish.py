@@ -27,6 +27,7 @@ from pausemesh.agui.run.snapshots import wire_messages
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.approvers import check_approvers
+from pausemesh.core.default_outcomes import ON_EXPIRY, default_answer
 from pausemesh.core.errors import PauseMeshError, VersionConflictError
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload, pause_payload
@@ -34,6 +35,7 @@ from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import IssuedCohort, ThreadRecord, ThreadStore
+from pausemesh.core.webhooks import INBOX_METADATA
 
 __all__ = ("Finished", "RunFinish")
 
@@ -155,10 +157,34 @@ class RunFinish:
             return None
         return self.service.check_expiry(expires_at, now)
 
+    def _metadata(self, pause: PauseRequest) -> dict[str, Any]:
+        """The continuation's metadata: the agent's own, and what the inbox reads (its tags,
+        its default outcome: ``core/default_outcomes.py``); ``ValueError`` for a default
+        outcome the pause's schema refuses."""
+        metadata: dict[str, Any] = {} if pause.metadata is None else {"agent": pause.metadata}
+        inbox: dict[str, Any] = {}
+        if pause.tags:
+            inbox["tags"] = list(pause.tags)
+        if pause.on_expiry is not None:
+            answer = default_answer(pause.on_expiry, pause.response_schema)
+            schema = pause.response_schema
+            if (
+                answer != "cancel"
+                and schema is not None
+                and not self.schemas.is_valid(schema, answer)
+            ):
+                msg = "on_expiry is not an answer the responseSchema accepts"
+                raise ValueError(msg)
+            inbox[ON_EXPIRY] = answer
+        if inbox:
+            metadata[INBOX_METADATA] = inbox
+        return metadata
+
     async def _create(self, pauses: Sequence[PauseRequest], now: datetime) -> list[Continuation]:
         # Every pause is checked before any continuation exists: all of the cohort or none.
         payloads: list[dict[str, Any]] = []
         deadlines: list[datetime | None] = []
+        metadatas: list[dict[str, Any]] = []
         for pause in pauses:
             payload = pause_payload(
                 pause.message,
@@ -172,18 +198,21 @@ class RunFinish:
                 check_approvers(pause.approvers)
                 if pause.response_schema is not None:
                     self.schemas.check_schema(pause.response_schema)
+                metadatas.append(self._metadata(pause))
             except (ValueError, TypeError) as error:
                 message = error.message if isinstance(error, PauseMeshError) else str(error)
                 raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None
             payloads.append(payload)
         created: list[Continuation] = []
-        for pause, payload, expires_at in zip(pauses, payloads, deadlines, strict=True):
+        for pause, payload, expires_at, metadata in zip(
+            pauses, payloads, deadlines, metadatas, strict=True
+        ):
             try:
                 result = await self.service.create(
                     payload=payload,
                     correlation_id=self.lease.thread_id,
                     expires_at=expires_at,
-                    metadata={} if pause.metadata is None else {"agent": pause.metadata},
+                    metadata=metadata,
                     owner=self.principal,
                     keyed=True,
                     approvers=pause.approvers,

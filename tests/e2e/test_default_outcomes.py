@@ -1,0 +1,124 @@
+"""A pause's default outcome at its deadline, against a real ``pausemesh serve`` on SQLite.
+
+``tests.support.approval_agent`` asks ``role:manager`` with ``on_expiry="deny"`` and a short
+deadline. Nobody answers: at the deadline the sweeper decides the pause with the schema's
+denying choice, recorded as decided by ``expiry``, and the owner's thread continues with it
+(the agent says the booking was not made), visible to a tab that reads the thread; the
+webhook says ``pause.expired`` with the decision; the manager's late decision and the pause's
+decision link are refused as too late.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from tests.e2e.agui_helpers import new_thread, snapshot
+from tests.support.agui import post_run, run_body
+from tests.support.push_receiver import Delivery, Receiver
+from tests.support.rest import assert_problem
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+DENIAL = "The manager did not answer in time; the booking was not made."
+
+
+@pytest.fixture(name="server", scope="module")
+def server_fixture(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ServerProcess, Receiver]]:
+    folder = tmp_path_factory.mktemp("default-outcomes")
+    with Receiver() as receiver:
+        hook = {
+            "id": "ops",
+            "url": receiver.url,
+            "events": ["pause.created", "pause.expired", "pause.decided"],
+            "secrets": [SECRET],
+            "filters": {"tags": ["travel"]},
+        }
+        (folder / "webhooks.json").write_text(json.dumps({"webhooks": [hook]}))
+        env = {
+            "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
+            "PAUSEMESH_SWEEP_INTERVAL_SECONDS": "0.1",
+            "PAUSEMESH_WEBHOOKS_FILE": str(folder / "webhooks.json"),
+            "PAUSEMESH_DECISION_LINKS": "1",
+            "PAUSEMESH_A2A_PUSH_ALLOW": "loopback",
+            "PAUSEMESH_A2A_PUSH_POLL_SECONDS": "0.1",
+            "PAUSEMESH_LOG_LEVEL": "warning",
+        }
+        args = [
+            "serve",
+            "--agent",
+            "tests.support.approval_agent:agent",
+            "--principal-resolver",
+            "tests.support.agui:header_identity",
+            "--database-path",
+            str(folder / "d.db"),
+        ]
+        with ServerProcess(args, env=env) as server:
+            yield server, receiver
+
+
+def client(server: ServerProcess, principal: str, roles: str = "") -> httpx.Client:
+    headers = {"X-Principal": principal, "X-Roles": roles}
+    return httpx.Client(base_url=server.base_url, timeout=30, headers=headers)
+
+
+def texts(state: dict[str, Any]) -> list[str]:
+    return [m.get("content") for m in state["messages"] if m.get("role") == "assistant"]
+
+
+def of_pause(pause_id: str, kind: str) -> Any:
+    def match(delivery: Delivery) -> bool:
+        body = json.loads(delivery.body)
+        return bool(body["type"] == kind and body["data"]["pauseId"] == pause_id)
+
+    return match
+
+
+def test_an_unanswered_approval_is_denied_at_its_deadline_and_the_thread_continues(
+    server: tuple[ServerProcess, Receiver],
+) -> None:
+    process, receiver = server
+    thread_id = new_thread()
+    message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "book, expires 2"}
+    with client(process, "alice") as alice, client(process, "boss", "manager") as boss:
+        run = post_run(alice, run_body(thread_id, f"run-{uuid.uuid4()}", messages=[message]))
+        [pause] = run.interrupts
+        [created] = receiver.wait_for(1, where=of_pause(pause["id"], "pause.created"))
+        link = json.loads(created.body)["data"]["links"][0]["url"]
+
+        # Nobody decides. The thread continues by itself once the deadline has passed.
+        deadline = time.monotonic() + 60
+        while DENIAL not in texts(snapshot(alice, thread_id)):
+            assert time.monotonic() < deadline, snapshot(alice, thread_id)
+            time.sleep(0.05)
+
+        [expired] = receiver.wait_for(1, where=of_pause(pause["id"], "pause.expired"))
+        data = Webhook(SECRET).verify(expired.body, expired.headers)["data"]
+        assert data["decision"]["resolvedBy"] == "expiry"
+        assert data["decision"]["answer"] == {"decision": "reject"}
+        envelope = alice.get(f"/v1/continuations/{pause['id']}").json()["continuation"]
+        assert (envelope["status"], envelope["resolvedBy"]) == ("resumed", "expiry")
+        # Too late for the manager, by the inbox or by the link.
+        late = boss.post(
+            f"/v1/approvals/{pause['id']}",
+            json={"payload": {"decision": "approve"}},
+            headers={"idempotency-key": "late"},
+        )
+        assert_problem(late, 410, "CONTINUATION_EXPIRED")
+        assert httpx.get(link, timeout=30).status_code == 410
+        assert not receiver.requests or all(
+            json.loads(d.body)["type"] != "pause.decided" for d in receiver.requests
+        )
