@@ -92,6 +92,13 @@ export class ChatApp {
   private waitingCard: HTMLElement | undefined;
   private loaded = false;
   private stopped = false;
+  /** Messages shown before the agent's (the newest page a restore brings): pages loaded on
+   * scroll, and what slid out of the newest page since. */
+  private earlier: Message[] = [];
+  /** Where the older messages start (`messagesCursor`, then each page's `nextCursor`). */
+  private cursor: string | undefined;
+  private cursorRead = false;
+  private loadingOlder = false;
   /** The thread in the URL is not this person's (or no longer exists): nothing can be sent. */
   private unavailable = false;
   private readonly cards = new Map<string, HTMLLIElement>();
@@ -186,6 +193,10 @@ export class ChatApp {
   start(): void {
     this.ui.threadLabel.textContent = `Conversation id: ${this.threadId}`;
     this.sidebar.start();
+    const scroller = this.ui.transcript.closest<HTMLElement>(".scroll");
+    scroller?.addEventListener("scroll", () => {
+      if (scroller.scrollTop < 80 && this.cursor !== undefined) void this.loadOlder();
+    });
     for (const text of SUGGESTIONS) {
       const button = this.document.createElement("button");
       button.type = "button";
@@ -227,6 +238,7 @@ export class ChatApp {
       else this.setStatus("New conversation.");
       this.renderMessages();
       this.renderQuestion(true);
+      await this.fillOlder();
       this.loaded = true;
       this.document.body.dataset["ready"] = "true";
     });
@@ -389,6 +401,12 @@ export class ChatApp {
   private async restore(known?: unknown): Promise<boolean> {
     const snapshot = known ?? (await this.fetchSnapshot());
     if (snapshot === undefined || snapshot === "offline") return false;
+    if (!this.cursorRead) {
+      this.cursorRead = true;
+      const cursor = (snapshot as { messagesCursor?: unknown }).messagesCursor;
+      this.cursor = typeof cursor === "string" ? cursor : undefined;
+    }
+    const shown = [...this.earlier, ...this.agent.messages];
     this.seen = Math.max(this.seen, lastSequence(snapshot));
     // The client refuses to start anything while it holds pending interrupts the input does
     // not answer; a restore answers nothing, and the server sends the current set back.
@@ -402,6 +420,11 @@ export class ChatApp {
     }
     const error = this.lastRunError();
     if (error !== undefined) this.showNotice(noticeFor(error.code, error.message));
+    // What slid out of the newest page stays on screen, before it.
+    const first = this.agent.messages[0]?.id;
+    const at = shown.findIndex((m) => m.id === first);
+    const current = new Set(this.agent.messages.map((m) => m.id));
+    this.earlier = at >= 0 ? shown.slice(0, at) : shown.filter((m) => !current.has(m.id));
     this.renderMessages();
     return true;
   }
@@ -547,7 +570,9 @@ export class ChatApp {
     const bookings = bookingsIn(this.agent.state);
     const placed = new Set<string>();
     let shown = 0;
-    for (const message of this.agent.messages) {
+    const newest = new Set(this.agent.messages.map((m) => m.id));
+    const all = [...this.earlier.filter((m) => !newest.has(m.id)), ...this.agent.messages];
+    for (const message of all) {
       const text = messageText(message);
       if (text === undefined) continue;
       shown += 1;
@@ -588,7 +613,39 @@ export class ChatApp {
       }
     }
     this.ui.welcome.hidden = this.unavailable || shown > 0 || this.agent.pendingInterrupts.length > 0;
-    scrollToEnd(list);
+    if (!this.loadingOlder) scrollToEnd(list);
+  }
+
+  /** Older pages until the conversation fills the pane (else there is nothing to scroll). */
+  private async fillOlder(): Promise<void> {
+    const scroller = this.ui.transcript.closest<HTMLElement>(".scroll");
+    while (scroller !== null && this.cursor !== undefined && scroller.scrollHeight <= scroller.clientHeight) {
+      const before = this.cursor;
+      await this.loadOlder();
+      if (this.cursor === before) return; // the page did not come: leave it to the scroll
+    }
+  }
+
+  /** Scrolled to the top of a long conversation: the page of messages before the first shown. */
+  private async loadOlder(): Promise<void> {
+    const cursor = this.cursor;
+    if (cursor === undefined || this.loadingOlder) return;
+    this.loadingOlder = true;
+    const scroller = this.ui.transcript.closest<HTMLElement>(".scroll");
+    const fromBottom = scroller === null ? 0 : scroller.scrollHeight - scroller.scrollTop;
+    try {
+      const page = await this.agent.olderMessages(cursor);
+      const known = new Set([...this.earlier, ...this.agent.messages].map((m) => m.id));
+      this.earlier = [...page.messages.filter((m) => !known.has(m.id)), ...this.earlier];
+      this.cursor = page.nextCursor;
+      this.renderMessages();
+      // The messages read on stay where they were; the older ones are above them.
+      if (scroller !== null) scroller.scrollTop = scroller.scrollHeight - fromBottom;
+    } catch {
+      // Not now (offline, a cursor the server no longer knows): the next scroll tries again.
+    } finally {
+      this.loadingOlder = false;
+    }
   }
 
   private messageItem(message: Message): HTMLLIElement {

@@ -136,7 +136,16 @@ export interface FollowHandlers {
 export interface ThreadSnapshot {
   readonly lastSequence: number;
   readonly pendingInterrupts: readonly Interrupt[];
+  /** Set when the snapshot (and connect) carry only the newest messages: the older ones are
+   * `olderMessages(messagesCursor)`. */
+  readonly messagesCursor: string | undefined;
   readonly [key: string]: unknown;
+}
+
+/** A page of older messages, oldest first, and the cursor to the ones before it. */
+export interface MessagePage {
+  readonly messages: readonly Message[];
+  readonly nextCursor: string | undefined;
 }
 
 type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
@@ -193,10 +202,35 @@ export class PauseMeshAgent extends HttpAgent {
     const body = (await response.json()) as Record<string, unknown>;
     const sequence = body["lastSequence"];
     const pending = body["pendingInterrupts"];
+    const cursor = body["messagesCursor"];
     return {
       ...body,
       lastSequence: typeof sequence === "number" && Number.isSafeInteger(sequence) ? sequence : 0,
       pendingInterrupts: Array.isArray(pending) ? (pending as Interrupt[]) : [],
+      messagesCursor: typeof cursor === "string" && cursor !== "" ? cursor : undefined,
+    };
+  }
+
+  /** The messages before `cursor` (`GET {url}/threads/{id}/messages?before=&limit=`), oldest
+   * first; a long thread's snapshot carries only its newest page. */
+  async olderMessages(cursor: string, limit = 50): Promise<MessagePage> {
+    const url = `${this.threadUrl}/messages?before=${encodeURIComponent(cursor)}&limit=${limit}`;
+    let response: Response;
+    try {
+      response = await this.fetchFn(url, {
+        headers: { ...this.headers, Accept: "application/json" },
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new PauseMeshOffline(error);
+    }
+    if (!response.ok) throw await refusalFrom(response);
+    const body = (await response.json()) as { messages?: unknown; nextCursor?: unknown };
+    const newestFirst = Array.isArray(body.messages) ? (body.messages as Message[]) : [];
+    const next = body.nextCursor;
+    return {
+      messages: [...newestFirst].reverse(),
+      nextCursor: typeof next === "string" && next !== "" ? next : undefined,
     };
   }
 

@@ -47,6 +47,7 @@ PORTO = "I need a flight to Porto next week"
 DESKTOP = {"width": 1280, "height": 800}
 # The demo's people: the page sends the person as this cookie (demo/identity.py).
 PERSON_COOKIE = "pausemesh_demo_user"
+SNAPSHOT_MESSAGES = 6
 
 
 @pytest.fixture(name="server", scope="module")
@@ -54,7 +55,12 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
     data = tmp_path_factory.mktemp("chat")
     server = ServerProcess(
         ["demo", "--no-browser", "--database-path", str(data / "demo.db")],
-        env={"PAUSEMESH_LOG_LEVEL": "warning", "PAUSEMESH_DATA_DIR": str(data)},
+        env={
+            "PAUSEMESH_LOG_LEVEL": "warning",
+            "PAUSEMESH_DATA_DIR": str(data),
+            # A reload carries the newest 6 messages; the page loads older ones on scroll.
+            "PAUSEMESH_SNAPSHOT_MESSAGES": str(SNAPSHOT_MESSAGES),
+        },
     )
     with server:
         yield server
@@ -375,3 +381,26 @@ def test_a_newer_message_from_another_tab_interrupts_a_running_answer(
     pending = httpx.get(server.url(f"/agui/threads/{thread}"), timeout=10).json()
     [question] = pending["pendingInterrupts"]
     assert question["responseSchema"]["properties"]["flight"]["enum"][0] == "PM121"
+
+
+def test_a_long_conversation_loads_older_messages_when_scrolled_to_the_top(
+    server: ServerProcess, browser: Browser
+) -> None:
+    shots = Shots("chat-older-messages")
+    thread = f"t-{uuid.uuid4()}"
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        for n in range(1, 13):  # 24 messages: a greeting and its answer, twelve times
+            message = {"id": f"user-{n}", "role": "user", "content": f"hello {n}"}
+            post_run(http, run_body(thread, f"r-{n}", messages=[message]))
+    small = {"width": 390, "height": 560}
+    with browser_context(browser, viewport=small, has_touch=True, is_mobile=True) as context:
+        page = open_demo(context, server.url(f"/?thread={thread}"))
+        messages = transcript(page).locator("li.message")
+        expect(messages).to_have_count(SNAPSHOT_MESSAGES)
+        expect(transcript(page).get_by_text("hello 1", exact=True)).to_have_count(0)
+        shots.take(page, "newest-page")
+        page.locator("#scroll").evaluate("s => s.scrollTo(0, 0)")
+        expect(messages).to_have_count(24)
+        expect(messages.first).to_contain_text("hello 1")
+        expect(messages.last).to_contain_text("Hello! I book flights to")
+        shots.take(page, "older-loaded")
