@@ -91,16 +91,18 @@ def _missing_database_url() -> str:
 
 
 @pytest.mark.postgres
-async def test_serve_on_an_unmigrated_schema_says_run_migrate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["serve", "gateway"])
+async def test_an_unmigrated_schema_says_run_migrate(tmp_path: Path, command: str) -> None:
     await require_postgres()
-    # With several workers the supervisor opens the store once before starting any.
+    if command == "serve":
+        # With several workers the supervisor opens the store once before starting any.
+        args = ["serve", "--env-file", os.devnull, "--workers", "2"]
+    else:
+        config = _gateway_config(tmp_path, REPO_ROOT / "tests" / "support" / "upstream_mcp.py")
+        args = ["gateway", "retire", "--worker", "w-1", "--config", str(config)]
     done = pausemesh(
         tmp_path,
-        "serve",
-        "--env-file",
-        os.devnull,
-        "--workers",
-        "2",
+        *args,
         "--database-url",
         DATABASE_URL,
         "--database-schema",

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-from pausemesh.core.errors import GatewayError, PauseMeshError
+from pausemesh.core.errors import GatewayError, PauseMeshError, StoreError
 from pausemesh.settings import Settings, load_settings
 
 __all__ = (
@@ -170,10 +170,29 @@ def refusal(error: PauseMeshError) -> SystemExit:
     return SystemExit(EXIT_USAGE if usage else EXIT_REFUSED)
 
 
+# A store that cannot be opened is a start-up failure (``pausemesh.cli.failures``, exit 2),
+# not the command's refusal: the same line as every other command's.
+_STORE_NOT_OPEN: Final = frozenset(
+    {
+        "STORE_UNAVAILABLE",
+        "STORE_PERMISSION_DENIED",
+        "MIGRATION_REQUIRED",
+        "MIGRATION_CHECKSUM_MISMATCH",
+        "MIGRATION_VERSION_AHEAD",
+        "SCHEMA_INCOMPLETE",
+    }
+)
+
+
 def run_refusing(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run ``main``; a ``PauseMeshError`` it raises ends the command (``refusal``)."""
+    """Run ``main``; a ``PauseMeshError`` it raises ends the command (``refusal``), a store
+    that does not open ends it as a start-up failure (``pausemesh.cli.main``)."""
     try:
         asyncio.run(main())
+    except StoreError as error:
+        if error.code in _STORE_NOT_OPEN:
+            raise
+        raise refusal(error) from None
     except PauseMeshError as error:
         raise refusal(error) from None
 
