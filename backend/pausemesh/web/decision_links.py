@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import PathParameter, QueryParameter
+from litestar.params import FromPath, PathParameter, QueryParameter
 
 from pausemesh.bootstrap import Runtime
 from pausemesh.core.approvers import ROLE_PREFIX
@@ -101,7 +101,7 @@ class DecisionLinkController(Controller):
     async def confirm(
         self,
         pause_id: PauseId,
-        slot: int,
+        slot: FromPath[int],
         mac: Mac,
         pausemesh_runtime: RuntimeDep,
         choice: Annotated[int | None, QueryParameter(name="choice", ge=0, le=7)] = None,
@@ -132,9 +132,9 @@ class DecisionLinkController(Controller):
     async def decide(  # noqa: PLR0911, PLR0917 - the link's parts; one answer per outcome
         self,
         pause_id: PauseId,
-        slot: int,
+        slot: FromPath[int],
         mac: Mac,
-        choice: int,
+        choice: FromPath[int],
         csrf: Mac,
         pausemesh_runtime: RuntimeDep,
         pausemesh_owed: OwedDep,
