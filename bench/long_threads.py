@@ -78,7 +78,7 @@ def cpu_seconds(pid: int) -> float:
 
 def probe(host: str, port: int, stop: EventType, out: Connection) -> None:
     """``GET /healthz`` every ``_PROBE_INTERVAL`` on one connection until ``stop`` is set;
-    sends the latencies in seconds."""
+    sends ``ready`` once its first answer came back, then the latencies in seconds."""
     request = f"GET /healthz HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
     samples: list[float] = []
     with socket.create_connection((host, port)) as sock:
@@ -92,6 +92,8 @@ def probe(host: str, port: int, stop: EventType, out: Connection) -> None:
                 if not chunk:
                     raise ConnectionError("the server closed the probe's connection")
                 data += chunk
+            if not samples:
+                out.send("ready")
             samples.append(time.monotonic() - began)
             time.sleep(_PROBE_INTERVAL)
     out.send(samples)
@@ -218,6 +220,9 @@ def bench_store(store: str, args: argparse.Namespace) -> dict[str, Any]:
                     )
                     prober.start()
                     probes.append((prober, receive))
+                # The probes' interpreters are up (they start on the same CPUs) and sampling.
+                for _, receive in probes:
+                    receive.recv()
                 rows = []
                 for kib, checkpoints in ((20, args.checkpoints_20k), (1, args.checkpoints_1k)):
                     rows += measure(server, kib, checkpoints, args.window)
