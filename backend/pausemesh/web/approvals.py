@@ -3,7 +3,9 @@
 A pause that names ``approvers`` (``PauseRequest(approvers=[Approver.role("manager"), ...])``)
 is decided here by one of them, never by the thread's owner, who asked (four eyes are two
 people), unless the pause sets ``allow_requester`` and the owner is one of them.
-``GET /v1/approvals`` lists the pending ones the caller may decide, newest first;
+``GET /v1/approvals`` lists the pending ones the caller may decide, newest first (narrowed by
+``tag``, ``agent``, ``askedBy``, ``olderThanSeconds``, ``newerThanSeconds``: the tags and agent
+of the pause's ``metadata.inbox``, ``PauseRequest(tags=...)``);
 ``POST /v1/approvals/{continuationId}`` with ``{"payload"}`` and an ``Idempotency-Key``
 decides one exactly once, validated against its ``responseSchema``. Its owner is refused with
 403 ``NOT_AN_APPROVER`` (it knows the pause exists); anyone else who may not decide it is told
@@ -14,7 +16,7 @@ owner's thread (``agui/run/owed.py``). ``approvers`` is shown in its text form
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
@@ -27,7 +29,9 @@ from pausemesh.core.errors import UnauthenticatedError
 from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
 from pausemesh.core.resume import NamedApprover, Resume
+from pausemesh.core.service import MAX_PAUSE_TTL_SECONDS
 from pausemesh.core.validation import check_id, check_idempotency_key
+from pausemesh.core.webhooks import INBOX_METADATA
 from pausemesh.stores.storage import Storage
 from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
@@ -37,6 +41,8 @@ __all__ = ("ApprovalController", "ApprovalItem", "ApprovalList")
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
+# Candidates a filtered page reads at most (then it answers with what it found and a cursor).
+_SCAN = 2000
 
 Caller = NamedDependency[PauseMeshCaller]
 StorageDep = NamedDependency[Storage]
@@ -53,6 +59,8 @@ class ApprovalItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel", om
     approvers: list[str]
     response_schema: dict[str, Any] | UnsetType = UNSET
     thread_title: str | UnsetType = UNSET
+    tags: list[str] = msgspec.field(default_factory=list)
+    agent: str | UnsetType = UNSET
 
 
 class ApprovalList(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -73,7 +81,11 @@ async def _item(storage: Storage, continuation: Continuation) -> ApprovalItem:
     if storage.threads is not None:
         record = await storage.threads.get(continuation.correlation_id)
         title = None if record is None else record.title
+    inbox = _inbox(continuation)
+    agent = inbox.get("agent")
     return ApprovalItem(
+        tags=_tags(inbox),
+        agent=agent if isinstance(agent, str) else UNSET,
         continuation_id=continuation.continuation_id,
         message=pause.message,
         reason=pause.reason,
@@ -87,6 +99,74 @@ async def _item(storage: Storage, continuation: Continuation) -> ApprovalItem:
     )
 
 
+def _inbox(continuation: Continuation) -> dict[str, Any]:
+    metadata = continuation.metadata if isinstance(continuation.metadata, dict) else {}
+    inbox = metadata.get(INBOX_METADATA)
+    return inbox if isinstance(inbox, dict) else {}
+
+
+def _tags(inbox: dict[str, Any]) -> list[str]:
+    tags = inbox.get("tags")
+    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
+
+
+class InboxFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """What the inbox's query narrows to (every one given must hold)."""
+
+    tag: str | None = None
+    agent: str | None = None
+    asked_by: str | None = None
+    older_than: timedelta | None = None
+    newer_than: timedelta | None = None
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in msgspec.structs.astuple(self))
+
+    def matches(self, continuation: Continuation, now: datetime) -> bool:
+        inbox = _inbox(continuation)
+        age = now - continuation.created_at
+        return (
+            (self.tag is None or self.tag in _tags(inbox))
+            and (self.agent is None or inbox.get("agent") == self.agent)
+            and (self.asked_by is None or continuation.owner == self.asked_by)
+            and (self.older_than is None or age >= self.older_than)
+            and (self.newer_than is None or age <= self.newer_than)
+        )
+
+
+async def _filtered_page(
+    caller: PauseMeshCaller,
+    principal: str,
+    wanted: InboxFilter,
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[Continuation], str | None]:
+    """Up to ``limit`` pending approvals that match ``wanted``, and the cursor of the next
+    page. At most ``_SCAN`` candidates are read per request: a page may come back short with
+    a cursor, which the client follows like any other."""
+    service = caller.service
+    now = service.clock.now()
+    found: list[Continuation] = []
+    scanned = 0
+    while scanned < _SCAN:
+        batch = await service.pending_approvals(
+            principal=principal, roles=caller.roles, before=cursor, limit=MAX_PAGE
+        )
+        if not batch:
+            return found, None
+        for continuation in batch:
+            scanned += 1
+            cursor = continuation.continuation_id
+            if wanted.matches(continuation, now):
+                found.append(continuation)
+                if len(found) == limit:
+                    return found, cursor
+        if len(batch) < MAX_PAGE:
+            return found, None
+    return found, cursor
+
+
 class ApprovalController(Controller):
     path = "/v1/approvals"
     tags = ["approvals"]  # noqa: RUF012 - Litestar reads this class attribute
@@ -96,7 +176,7 @@ class ApprovalController(Controller):
         summary="Pending pauses the caller may decide (four-eyes approvals), newest first",
         responses=problem_responses(400, 401, 503),
     )
-    async def inbox(
+    async def inbox(  # noqa: PLR0917 - one parameter per query field
         self,
         caller: Caller,
         pausemesh_storage: StorageDep,
@@ -104,10 +184,36 @@ class ApprovalController(Controller):
         cursor: Annotated[
             str | None, QueryParameter(name="cursor", min_length=1, max_length=200)
         ] = None,
+        tag: Annotated[str | None, QueryParameter(name="tag", min_length=1, max_length=200)] = None,
+        agent: Annotated[
+            str | None, QueryParameter(name="agent", min_length=1, max_length=200)
+        ] = None,
+        asked_by: Annotated[
+            str | None, QueryParameter(name="askedBy", min_length=1, max_length=200)
+        ] = None,
+        older_than: Annotated[
+            int | None,
+            QueryParameter(name="olderThanSeconds", ge=0, le=MAX_PAUSE_TTL_SECONDS),
+        ] = None,
+        newer_than: Annotated[
+            int | None,
+            QueryParameter(name="newerThanSeconds", ge=0, le=MAX_PAUSE_TTL_SECONDS),
+        ] = None,
     ) -> ApprovalList:
         principal = _principal(caller)
         if cursor is not None:
             check_id(cursor, "cursor")
+        wanted = InboxFilter(
+            tag=tag,
+            agent=agent,
+            asked_by=asked_by,
+            older_than=None if older_than is None else timedelta(seconds=older_than),
+            newer_than=None if newer_than is None else timedelta(seconds=newer_than),
+        )
+        if wanted.active:
+            found, next_cursor = await _filtered_page(caller, principal, wanted, cursor, limit)
+            items = [await _item(pausemesh_storage, c) for c in found]
+            return ApprovalList(approvals=items, next_cursor=next_cursor)
         page = await caller.service.pending_approvals(
             principal=principal, roles=caller.roles, before=cursor, limit=limit + 1
         )
