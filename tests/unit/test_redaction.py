@@ -207,8 +207,10 @@ def test_text_without_a_credential_is_kept_as_it_is() -> None:
         "PauseMesh tables are missing; run `pausemesh migrate`",
         "PauseMesh schema needs migration 14; run `pausemesh migrate`",
         "PauseMesh tables are missing; run `pausemesh migrate` (MIGRATION_REQUIRED)",
-        "cannot connect to PostgreSQL at 127.0.0.1:5432/pausemesh: the database does not exist;"
-        " create the database or check PAUSEMESH_DATABASE_URL",
+        (
+            "cannot connect to PostgreSQL at 127.0.0.1:5432/pausemesh: the database does not"
+            " exist; create the database or check PAUSEMESH_DATABASE_URL"
+        ),
         "cannot write /srv/data/.secret.key.812.9f3a: the directory /srv/data is not writable",
         "cannot listen on 127.0.0.1:8787: port 8787 is in use (try --port)",
         "upstream 'invoices' is unavailable (MCPError); its stderr ended with: token expired",
