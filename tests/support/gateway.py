@@ -22,6 +22,7 @@ from pausemesh.core.errors import GatewayError
 from pausemesh.gateway.config_load import load_gateway_config
 from pausemesh.gateway.lock import default_lock_path, pin, write_lock
 from pausemesh.stores.postgres.migrate import migrate
+from tests.support.forkserver import launch_command
 from tests.support.listeners import holds_listener
 from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
@@ -95,9 +96,11 @@ class GatewayCase:
             upstream = f'[[upstreams]]\nid = "invoices"\nurl = "{self.upstream_url}"\n'
         else:
             env = ", ".join(f'{k} = "{v}"' for k, v in self.upstream_env().items())
+            # Forked from the test's fork server (the gateway starts it once per process).
+            command, *args = launch_command([sys.executable, str(UPSTREAM)])
             upstream = (
-                f'[[upstreams]]\nid = "invoices"\ncommand = "{sys.executable}"\n'
-                f'args = ["{UPSTREAM}"]\nenv = {{ {env} }}\n'
+                f'[[upstreams]]\nid = "invoices"\ncommand = "{command}"\n'
+                f"args = {json.dumps(args)}\nenv = {{ {env} }}\n"
             )
         jobs = ""
         for job in self.jobs:
@@ -119,7 +122,7 @@ class GatewayCase:
         """``pausemesh <args> --config ... <store flags>`` in a subprocess."""
         command = [sys.executable, "-m", "pausemesh", *args, "--config", str(self.config)]
         return subprocess.run(
-            [*command, *self.store_args()],
+            launch_command([*command, *self.store_args()]),
             env=_env(),
             cwd=self.root,
             capture_output=True,
@@ -144,9 +147,10 @@ class GatewayCase:
         """``python -m pausemesh gateway --stdio ...``; ``module`` another entry taking the
         same arguments (``tests.support.loaded_frameworks``)."""
         args = ["-m", module, "gateway", "--stdio", "--config", str(self.config)]
+        command, *forked = launch_command([sys.executable, *args, *self.store_args(), *extra])
         return StdioServerParameters(
-            command=sys.executable,
-            args=[*args, *self.store_args(), *extra],
+            command=command,
+            args=forked,
             env=_env(),
             cwd=str(self.root),
         )

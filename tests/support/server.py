@@ -24,6 +24,7 @@ from typing import Self
 
 import httpx
 
+from tests.support.forkserver import ForkedProcess, can_fork, fork_server
 from tests.support.listeners import holds_listener, took_everything_sent
 
 __all__ = (
@@ -160,7 +161,7 @@ class ServerProcess:
         self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
         self.ready_path = ready_path
         self.startup_timeout = startup_timeout
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the server
             prefix="pausemesh-server-", suffix=".log", delete=False
         )
@@ -197,13 +198,16 @@ class ServerProcess:
     def start(self) -> Self:
         assert self.process is None or self.process.poll() is not None, "already running"
         for attempt in range(_PORT_ATTEMPTS):
-            self.process = subprocess.Popen(
-                self.command(),
-                cwd=self.cwd,
-                env=self._environment(),
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-            )
+            command, env = self.command(), self._environment()
+            if can_fork(command, env):
+                # The same process a spawn would give, without importing everything again.
+                self.process = fork_server.spawn(
+                    command, env=env, cwd=self.cwd, log=self._log.fileno()
+                )
+            else:
+                self.process = subprocess.Popen(
+                    command, cwd=self.cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT
+                )
             try:
                 self.wait_ready()
             except _PortTakenError:
