@@ -159,10 +159,12 @@ def assert_sweeps_expire_each_once(
 ) -> None:
     """Due continuations get one ``expired`` each, lapsed thread questions one note each, and
     the sweeps run in one worker (its pid on every "closed lapsed" log line)."""
-    deadline = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
     with httpx.Client(base_url=server.base_url, timeout=STUCK) as client:
         ids = []
         for _ in range(EXPIRING):
+            # Each deadline a few seconds after its own request: one shared deadline a second
+            # ahead passed before the last create on a loaded machine (400 INVALID_EXPIRY).
+            deadline = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
             body = {"payload": PAYLOAD, "expiresAt": deadline}
             response = client.post("/v1/continuations", json=body)
             assert response.status_code == 201, response.text
