@@ -158,6 +158,7 @@ def test_a_link_page_changes_nothing_its_button_decides_once_and_the_thread_cont
     thread_id, pause_id, body = approval_asked(demo, alice)
     url = link_of(body)
     assert "token" not in json.dumps(body).lower()
+    assert body["data"]["threadTitle"] == "Flight to Lisbon"
     web = demo.web
 
     # A mail scanner or a preview fetches it, twice: nothing is decided.

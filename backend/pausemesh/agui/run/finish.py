@@ -34,7 +34,7 @@ from pausemesh.core.pause import parse_pause_payload, pause_payload
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
-from pausemesh.core.threads import IssuedCohort, ThreadRecord, ThreadStore
+from pausemesh.core.threads import IssuedCohort, ThreadRecord, ThreadStore, derive_title
 from pausemesh.core.webhooks import INBOX_METADATA
 
 __all__ = ("Finished", "RunFinish")
@@ -83,7 +83,9 @@ class RunFinish:
             return Finished(
                 saved, [RunFinishedEvent(thread_id=lease.thread_id, run_id=lease.run_id)]
             )
-        continuations = await self._create(pauses, now)
+        # The thread's name as its pauses' webhooks show it (core/webhooks.py).
+        thread_title = title or record.title or derive_title(transcript.messages)
+        continuations = await self._create(pauses, now, thread_title)
         try:
             interrupting, receipt = issue_interrupts(
                 continuations, thread_id=lease.thread_id, run_id=lease.run_id, schemas=self.schemas
@@ -157,12 +159,15 @@ class RunFinish:
             return None
         return self.service.check_expiry(expires_at, now)
 
-    def _metadata(self, pause: PauseRequest) -> dict[str, Any]:
+    def _metadata(self, pause: PauseRequest, thread_title: str | None) -> dict[str, Any]:
         """The continuation's metadata: the agent's own, and what the inbox reads (its tags,
         its default outcome: ``core/default_outcomes.py``); ``ValueError`` for a default
         outcome the pause's schema refuses."""
         metadata: dict[str, Any] = {} if pause.metadata is None else {"agent": pause.metadata}
         inbox: dict[str, Any] = {}
+        if thread_title and pause.approvers:
+            # Only where someone else decides: it is they who need to know the conversation.
+            inbox["threadTitle"] = thread_title
         if pause.tags:
             inbox["tags"] = list(pause.tags)
         if pause.on_expiry is not None:
@@ -180,7 +185,9 @@ class RunFinish:
             metadata[INBOX_METADATA] = inbox
         return metadata
 
-    async def _create(self, pauses: Sequence[PauseRequest], now: datetime) -> list[Continuation]:
+    async def _create(
+        self, pauses: Sequence[PauseRequest], now: datetime, thread_title: str | None = None
+    ) -> list[Continuation]:
         # Every pause is checked before any continuation exists: all of the cohort or none.
         payloads: list[dict[str, Any]] = []
         deadlines: list[datetime | None] = []
@@ -198,7 +205,7 @@ class RunFinish:
                 check_approvers(pause.approvers)
                 if pause.response_schema is not None:
                     self.schemas.check_schema(pause.response_schema)
-                metadatas.append(self._metadata(pause))
+                metadatas.append(self._metadata(pause, thread_title))
             except (ValueError, TypeError) as error:
                 message = error.message if isinstance(error, PauseMeshError) else str(error)
                 raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None
