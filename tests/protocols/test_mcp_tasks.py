@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from tests.protocols.test_mcp_router import TOOL, bookings
 from tests.support.mcp_tasks_client import TasksClient, tasks_client_python
@@ -394,17 +391,18 @@ async def test_a_refused_answer_is_asked_again_on_the_stream_and_the_next_one_bo
     assert booked(data_dir, task_id) == 1
 
 
-# -- 2026-07-28: the tasks extension is not served (mcp 2.3.0 ships none) ---------------------
+# -- 2026-07-28: the tasks extension (io.modelcontextprotocol/tasks), raw: mcp 2.3.0 ships none -
 
 _TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 
-async def _modern_rpc(server: ServerProcess, method: str, params: dict[str, Any]) -> httpx.Response:
-    """A 2026-07-28 request from a client that declares the tasks extension and forms."""
-    capabilities: dict[str, Any] = {
-        "extensions": {_TASKS_EXTENSION: {}},
-        "elicitation": {"form": {}},
-    }
+async def _modern_rpc(
+    server: ServerProcess, method: str, params: dict[str, Any], *, extension: bool = True
+) -> httpx.Response:
+    """A 2026-07-28 request from a client that declares forms (and the tasks extension)."""
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}}}
+    if extension:
+        capabilities["extensions"] = {_TASKS_EXTENSION: {}}
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
@@ -423,40 +421,98 @@ async def _modern_rpc(server: ServerProcess, method: str, params: dict[str, Any]
         return await http.post(server.url("/mcp"), json=body)
 
 
-async def test_a_2026_client_is_not_offered_tasks_and_its_task_requests_are_method_not_found(
+def _replica(data_dir: Path) -> ServerProcess:
+    """Another process on the module server's database (and so its server key)."""
+    return ServerProcess(
+        [
+            "demo",
+            "--no-browser",
+            "--database-path",
+            str(data_dir / "pausemesh.db"),
+            "--principal-resolver",
+            "tests.support.agui:header_principal",
+        ],
+        env={"PAUSEMESH_DATA_DIR": str(data_dir)},
+    )
+
+
+async def test_a_2026_client_is_offered_the_tasks_extension_and_never_tasks_list(
     server: ServerProcess,
 ) -> None:
-    http = httpx2.AsyncClient(headers={"x-principal": "alice"}, timeout=30)
-    transport = streamable_http_client(server.url("/mcp"), http_client=http)
-    try:
-        async with Client(transport, mode="2026-07-28") as modern:
-            extensions = modern.server_capabilities.extensions or {}
-            tools = (await modern.session.list_tools()).tools
-    finally:
-        await http.aclose()
-    got = await _modern_rpc(server, "tasks/get", {"taskId": "anything"})
+    # mcp 2.3.0's client does not discover at connect: server/discover is asked directly.
+    discovered = await _modern_rpc(server, "server/discover", {})
+    extensions = discovered.json()["result"]["capabilities"]["extensions"]
     listed = await _modern_rpc(server, "tasks/list", {})
+    unknown = await _modern_rpc(server, "tasks/get", {"taskId": "no-such-task"})
+    undeclared = await _modern_rpc(server, "tasks/get", {"taskId": "x"}, extension=False)
 
-    assert _TASKS_EXTENSION not in extensions
-    assert all(tool.execution is None for tool in tools)
-    for response in (got, listed):
-        assert response.status_code < 500
-        assert response.json()["error"]["code"] == -32601
+    assert extensions[_TASKS_EXTENSION] == {}
+    assert listed.json()["error"]["code"] == -32601  # the extension has no tasks/list
+    assert unknown.json()["error"]["code"] == -32602
+    # Negotiated per request: a client that did not declare it is missing a capability.
+    assert undeclared.json()["error"]["code"] == -32021
+    assert undeclared.json()["error"]["data"]["requiredCapabilities"] == {
+        "extensions": {_TASKS_EXTENSION: {}}
+    }
 
 
-async def test_a_2026_task_augmented_call_runs_as_a_plain_call(server: ServerProcess) -> None:
+async def test_a_2026_call_without_the_extension_stays_a_plain_round_trip(
+    server: ServerProcess,
+) -> None:
     called = await _modern_rpc(
         server,
         "tools/call",
-        {"name": TOOL, "arguments": {"destination": "Lulea"}, "task": {"ttl": 60000}},
+        {"name": TOOL, "arguments": {"destination": "Kiruna"}},
+        extension=False,
     )
 
     result = called.json()["result"]
-    assert called.status_code == 200
-    # The task field is ignored (the spec's rule for a receiver that does not serve tasks).
     assert result["resultType"] == "input_required"
-    assert "task" not in result
     assert result["requestState"]
+
+
+async def test_a_2026_task_answered_by_tasks_update_on_another_replica_after_a_restart_books_once(
+    server: ServerProcess, data_dir: Path
+) -> None:
+    created = await _modern_rpc(
+        server, "tools/call", {"name": TOOL, "arguments": {"destination": "Lulea"}}
+    )
+    task = created.json()["result"]
+    assert task["resultType"] == "task"
+    assert task["status"] == "input_required"
+    assert task["ttlMs"] > 0
+    task_id = task["taskId"]
+
+    server.restart()
+    with _replica(data_dir) as replica:
+        polled = (await _modern_rpc(replica, "tasks/get", {"taskId": task_id})).json()["result"]
+        [key] = polled["inputRequests"]
+        refused = await _modern_rpc(
+            replica,
+            "tasks/update",
+            {"taskId": task_id, "inputResponses": {key: accept("PM999")}},
+        )
+        updated = await _modern_rpc(
+            replica,
+            "tasks/update",
+            {"taskId": task_id, "inputResponses": {key: accept("PM101")}},
+        )
+        again = await _modern_rpc(
+            replica,
+            "tasks/update",
+            {"taskId": task_id, "inputResponses": {key: accept("PM202")}},
+        )
+    done = (await _modern_rpc(server, "tasks/get", {"taskId": task_id})).json()["result"]
+
+    assert polled["status"] == "input_required"
+    assert polled["inputRequests"][key]["method"] == "elicitation/create"
+    assert refused.json()["error"]["code"] == -32602  # checked against the question's schema
+    assert updated.json()["result"]["resultType"] == "complete"
+    assert again.json()["error"]["code"] == -32602  # nothing outstanding any more
+    assert done["status"] == "completed"
+    assert done["resultType"] == "complete"
+    assert done["result"]["structuredContent"]["flight"] == "PM101"
+    assert booked(data_dir, task_id) == 1
 
 
 # -- any client: trimmed headers, unknown names, primed streams --------------------------------

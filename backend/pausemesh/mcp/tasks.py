@@ -49,6 +49,7 @@ from pausemesh.core.threads import MCP_TASK_PREFIX, ThreadRecord, ThreadStore
 
 __all__ = (
     "CANCELLED_BY_TASK",
+    "POLL_INTERVAL_MS",
     "RELATED_TASK",
     "McpTasks",
     "TaskEntry",
@@ -86,6 +87,9 @@ class TaskEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     error: dict[str, Any] | None = None
     # Answers refused so far (they did not fit the question): the question is asked again.
     refusals: int = 0
+    # The question as the tool asked it (``inputRequests``), for the 2026-07-28 tasks
+    # extension's ``tasks/get``.
+    input_requests: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,16 @@ The ``mcp`` SDK leaves ``tasks/*`` out of its 2025-11-25 method table and valida
   understands: it resumes the continuation exactly once, the tool acts once, and the result is
   recorded. ``notifications/tasks/status`` goes down that stream when the status changes.
 
+The **tasks extension of the current revision** (``io.modelcontextprotocol/tasks``, SEP-2663)
+is served here too, over the same task records and pauses, negotiated per request: a
+2026-07-28 request whose ``clientCapabilities.extensions`` declares it (and ``server/discover``
+offers it). A ``tools/call`` of a task-capable tool that pauses is answered with a task
+(``resultType: "task"``, ``ttlMs``: the pause's lifetime); one that finishes at once with its
+plain result. ``tasks/get`` polls the detailed task (its ``inputRequests`` while it asks, its
+``result`` or ``error`` once it ended), ``tasks/update`` answers the question (checked against
+its schema by the tool's own retry: a bad answer is -32602 and the task keeps asking; the tool
+acts once), ``tasks/cancel`` cancels it; there is no ``tasks/list`` in the extension.
+
 Everything is read from the stores on each request, so any replica answers for any task.
 """
 
@@ -37,10 +47,12 @@ from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PROTOCOL_VERSION_META_KEY,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from pausemesh.core.clock import iso_millis
 from pausemesh.core.errors import ContinuationNotFoundError, ProtocolAdapterError
 from pausemesh.core.model import Continuation
 from pausemesh.core.principal_handoff import principal_in_scope
@@ -51,6 +63,7 @@ from pausemesh.mcp.elicitation import (
 )
 from pausemesh.mcp.task_feed import TaskFeed
 from pausemesh.mcp.tasks import (
+    POLL_INTERVAL_MS,
     RELATED_TASK,
     McpTasks,
     TaskEntry,
@@ -66,10 +79,12 @@ from pausemesh.web.mcp_sessions import (
 )
 from pausemesh.web.protocol_mount import send_json
 
-__all__ = ("McpTaskEndpoint", "declare_tasks_capability")
+__all__ = ("TASKS_EXTENSION", "McpTaskEndpoint", "declare_tasks_capability")
 
 _MODERN: Final = "2026-07-28"
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+_EXTENSION_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 # The id of a question sent on a tasks/result stream names its task, so the answer can be
 # settled by whichever replica receives it.
 _ASK_PREFIX: Final = "pausemesh-task:"
@@ -83,6 +98,8 @@ class _Exchange(msgspec.Struct, frozen=True):
     """A parsed JSON-RPC message the mount may take over."""
 
     body: dict[str, Any]
+    # A 2026-07-28 request of the tasks extension (else a 2025-11-25 task message).
+    modern: bool = False
 
     @property
     def method(self) -> object:
@@ -103,7 +120,9 @@ def declare_tasks_capability(server: MCPServer) -> None:
     def with_tasks(*args: Any, **kwargs: Any) -> Any:
         capabilities = derive(*args, **kwargs)
         if kwargs.get("protocol_version") is not None:
-            return capabilities
+            # server/discover (2026-07-28): the tasks extension, taken per request.
+            extensions = {**(capabilities.extensions or {}), TASKS_EXTENSION: {}}
+            return capabilities.model_copy(update={"extensions": extensions})
         return capabilities.model_copy(
             update={
                 "tasks": capabilities.model_validate(
@@ -129,6 +148,30 @@ def _is_ours(message: object, support: Callable[[object], TaskSupport | None]) -
         )
     answered = message.get("id")
     return method is None and isinstance(answered, str) and answered.startswith(_ASK_PREFIX)
+
+
+def _declares_extension(message: dict[str, Any]) -> bool:
+    """Whether a 2026-07-28 request's client declares the tasks extension."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    declared = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    extensions = declared.get("extensions") if isinstance(declared, dict) else None
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+
+def _is_extension_request(message: object, support: Callable[[object], TaskSupport | None]) -> bool:
+    """A 2026-07-28 message the tasks extension answers: its methods (refused with -32021
+    when the client did not declare it), a call of a task-capable tool by a declaring client,
+    and a call of a task-required tool by any (-32021 without the extension)."""
+    if not isinstance(message, dict):
+        return False
+    method, params = message.get("method"), message.get("params")
+    if method in _EXTENSION_METHODS:
+        return True
+    if method != "tools/call" or not isinstance(params, dict):
+        return False
+    support_of = support(params.get("name"))
+    return support_of == "required" or (support_of is not None and _declares_extension(message))
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -185,7 +228,8 @@ class McpTaskEndpoint:
             return None
         version = _header(scope, b"mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return None
+            modern = version == _MODERN and _is_extension_request(message, self._support)
+            return _Exchange(message, modern=True) if modern else None
         return _Exchange(message) if _is_ours(message, self._support) else None
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
@@ -196,6 +240,9 @@ class McpTaskEndpoint:
         principal = principal_in_scope(scope)
         request_id = exchange.body.get("id")
         method = exchange.method
+        if exchange.modern:
+            await self._extension(scope, send, exchange, principal)
+            return
         if method is None:
             await self._answered(scope, exchange, principal)
             await send_json(send, 202, b"", "application/json")
@@ -275,6 +322,137 @@ class McpTaskEndpoint:
         else:
             entry = msgspec.structs.replace(entry, result=_call_tool_result(result))
         return await self._tasks.open(principal, entry)
+
+    # -- the 2026-07-28 tasks extension -------------------------------------------------------
+
+    async def _extension(
+        self, scope: Scope, send: Send, exchange: _Exchange, principal: str | None
+    ) -> None:
+        request_id = exchange.body.get("id")
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            error = MCPError(code=INVALID_REQUEST, message="A task request needs an id")
+            await send_json(send, 400, msgspec.json.encode(_error(None, error)), "application/json")
+            return
+        params = exchange.params
+        try:
+            if not _declares_extension(exchange.body):
+                raise MCPError(
+                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    message=f"This request needs the {TASKS_EXTENSION} extension",
+                    data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+                )
+            if exchange.method == "tools/call":
+                result = await self._extension_call(scope, params, principal)
+            elif exchange.method == "tasks/get":
+                view = await self._tasks.view(
+                    params.get("taskId"), principal, self._finisher(scope)
+                )
+                result = {**await self._detailed(view, principal), "resultType": "complete"}
+            elif exchange.method == "tasks/update":
+                await self._update(scope, params, principal)
+                result = {"resultType": "complete"}
+            else:
+                await self._tasks.cancel(params.get("taskId"), principal)
+                result = {"resultType": "complete"}
+        except MCPError as error:
+            reply = _error(request_id, error)
+        else:
+            reply = _result(request_id, result)
+        await send_json(send, 200, msgspec.json.encode(reply), "application/json")
+
+    async def _extension_call(
+        self, scope: Scope, params: dict[str, Any], principal: str | None
+    ) -> dict[str, Any]:
+        """Run the tool; a pause makes it a task (``CreateTaskResult``), else its result."""
+        name, arguments = params.get("name"), params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise MCPError(code=INVALID_PARAMS, message="params.arguments must be an object")
+        outcome = await self._run_tool(scope, {"name": name, "arguments": arguments})
+        result = outcome.get("result")
+        if result is None:
+            raise _as_error(outcome.get("error"))
+        if result.get("resultType") != "input_required":
+            return dict(result)
+        entry = _paused(
+            TaskEntry(tool=str(name), arguments=arguments), result, self._continuation_in
+        )
+        entry = msgspec.structs.replace(entry, input_requests=result.get("inputRequests"))
+        view = await self._tasks.open(principal, entry)
+        return {**await self._task(view, principal), "resultType": "task"}
+
+    async def _task(self, view: TaskView, principal: str | None) -> dict[str, Any]:
+        """The extension's ``Task``: ``ttlMs`` is the pause's lifetime from the task's creation."""
+        ttl_ms: int | None = None
+        if view.entry.continuation_id is not None:
+            with contextlib.suppress(ContinuationNotFoundError):
+                pause = await self._tasks.continuation(view.entry.continuation_id, principal)
+                ttl_ms = max(0, int((pause.expires_at - view.created_at).total_seconds() * 1000))
+        task: dict[str, Any] = {
+            "taskId": view.task_id,
+            "status": view.status,
+            "createdAt": iso_millis(view.created_at),
+            "lastUpdatedAt": iso_millis(view.updated_at),
+            "ttlMs": ttl_ms,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+        if view.message is not None:
+            task["statusMessage"] = view.message
+        return task
+
+    async def _detailed(self, view: TaskView, principal: str | None) -> dict[str, Any]:
+        """The ``DetailedTask`` variant of the task's status."""
+        task = await self._task(view, principal)
+        entry = view.entry
+        if view.status == "input_required":
+            task["inputRequests"] = entry.input_requests or await self._input_requests(
+                view, principal
+            )
+        elif view.status == "completed" and entry.result is not None:
+            task["result"] = entry.result
+        elif view.status == "failed":
+            task["error"] = entry.error or {
+                "code": INTERNAL_ERROR,
+                "message": view.message or "The task failed.",
+            }
+        return task
+
+    async def _input_requests(self, view: TaskView, principal: str | None) -> dict[str, Any]:
+        """A 2025-11-25 task's question as ``inputRequests`` (its record kept none)."""
+        request = await self._question(view, principal)
+        if request is None:
+            return {}
+        question = {"method": request["method"], "params": request["params"]}
+        return {view.entry.key or "question": question}
+
+    async def _update(self, scope: Scope, params: dict[str, Any], principal: str | None) -> None:
+        """``tasks/update``: the answer to the outstanding question, settled once."""
+        task_id = params.get("taskId")
+        view = await self._tasks.view(task_id, principal)
+        key = view.entry.key
+        responses = params.get("inputResponses")
+        if view.status != "input_required" or key is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"The task has no outstanding input request (it is {view.status})",
+                data={"taskId": view.task_id, "status": view.status},
+            )
+        if not isinstance(responses, dict) or set(responses) != {key}:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"params.inputResponses must answer exactly the outstanding {key!r}",
+            )
+        response = responses[key]
+        if not isinstance(response, dict):
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"inputResponses[{key!r}] must be an object"
+            )
+        finished = await self._resume(scope, view.entry, response)
+        if finished.error is not None and finished.error.get("code") == INVALID_PARAMS:
+            await self._tasks.refused(view.task_id, principal)  # still asking
+            raise _as_error(finished.error)
+        await self._tasks.settle(view.task_id, principal, finished)
 
     # -- tasks/result -------------------------------------------------------------------------
 
