@@ -18,6 +18,7 @@ import pytest
 from tests.protocols.test_mcp_router import TOOL
 from tests.reliability.test_postgres_protocols import Replicas, running_replicas
 from tests.support.mcp_tasks_client import TasksClient, tasks_client_python
+from tests.support.server import ServerProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -149,3 +150,54 @@ async def test_a_rest_cancel_on_the_other_replica_reaches_the_session_and_books_
     assert response.status_code == 200
     assert [n["params"]["status"] for n in notices] == ["completed"]
     assert await replicas.bookings(task_id) == 0
+
+
+async def _extension_rpc(
+    server: ServerProcess, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """A 2026-07-28 request of a client that declares the tasks extension (raw JSON-RPC)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+            "elicitation": {"form": {}},
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        reply: dict[str, Any] = (await http.post(server.url("/mcp"), json=body)).json()
+    return reply
+
+
+async def test_a_2026_extension_task_is_answered_by_tasks_update_on_the_other_replica(
+    replicas: Replicas,
+) -> None:
+    first, second = replicas.servers
+    created = await _extension_rpc(
+        first, "tools/call", {"name": TOOL, "arguments": {"destination": "Tromso"}}
+    )
+    task_id = created["result"]["taskId"]
+
+    first.kill()
+    try:
+        polled = (await _extension_rpc(second, "tasks/get", {"taskId": task_id}))["result"]
+        [key] = polled["inputRequests"]
+        answers = {key: accept("PM303")}
+        updated = await _extension_rpc(
+            second, "tasks/update", {"taskId": task_id, "inputResponses": answers}
+        )
+    finally:
+        await asyncio.to_thread(first.start)
+    done = (await _extension_rpc(first, "tasks/get", {"taskId": task_id}))["result"]
+
+    assert created["result"]["resultType"] == "task"
+    assert polled["status"] == "input_required"
+    assert updated["result"] == {"resultType": "complete"}
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"]["flight"] == "PM303"
+    assert await replicas.bookings(task_id) == 1

@@ -164,3 +164,27 @@ async def test_twenty_a2a_follow_ups_over_both_replicas_and_every_binding_make_o
     assert_one_outcome(final, racers)
     assert MessageToDict(await final_task(first_server, task.id)) == MessageToDict(final)
     assert await replicas.bookings(cid) == 1
+
+
+async def test_a_generic_a2a_client_answers_in_text_on_the_other_replica_and_books_once(
+    replicas: Replicas,
+) -> None:
+    first_server, second_server = replicas.servers
+    async with httpx.AsyncClient(timeout=60) as http:
+        # Found from the base URL (the root agent card), as a generic client does.
+        client = await create_client(
+            second_server.base_url, client_config=ClientConfig(httpx_client=http, streaming=False)
+        )
+        try:
+            task = await a2a_send(first_server, user_message(text="Vienna"))
+            assert isinstance(task, Task)
+            cid = task.metadata["pausemesh"]["continuationId"]
+            with pytest.raises(A2AError):
+                await send_for_task(client, user_message(text="maybe", task_id=task.id))
+            done = await send_for_task(client, user_message(text="PM202", task_id=task.id))
+        finally:
+            await client.close()
+
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert MessageToDict(done.artifacts[0])["parts"][0]["data"]["flight"] == "PM202"
+    assert await replicas.bookings(cid) == 1
