@@ -43,7 +43,12 @@ def failure_line(error: BaseException) -> str | None:
     if isinstance(error, (CliError, SettingsError)):
         return str(error)
     if isinstance(error, StoreError):
-        return f"{error.message} ({error.code})"
+        message = error.message
+        server = error.details.get("server")
+        if isinstance(server, str):
+            # The connect's refusal names its server here only (pausemesh.stores.postgres).
+            message = message.replace("PostgreSQL:", f"PostgreSQL at {server}:", 1)
+        return f"{message} ({error.code})"
     if isinstance(error, PauseMeshError):
         return f"{error.code}: {error.message}"
     if isinstance(error, OSError):

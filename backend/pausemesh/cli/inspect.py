@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from pausemesh.cli.failures import failure_line
 from pausemesh.cli.options import EXIT_REFUSED, EXIT_USAGE, add_store_arguments, settings_from
 from pausemesh.core.errors import StoreError
 from pausemesh.core.model import public_event
@@ -118,7 +119,7 @@ def _open_and(args: argparse.Namespace, read: Callable[[Any, Any], Awaitable[Any
     try:
         return asyncio.run(main())
     except StoreError as error:
-        print(f"pausemesh: cannot read the store ({error.code}): {error}", file=sys.stderr)
+        print(f"pausemesh: cannot read the store: {failure_line(error)}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     except _NotFoundError as missing:
         print(f"pausemesh: {missing}", file=sys.stderr)

@@ -105,9 +105,9 @@ def _server_named(dsn: str) -> str:
 
 
 def connect_refusal(dsn: str, error: BaseException) -> StoreError:
-    """A connect that failed, in words: which server and database (never the credentials),
-    why, and what to do (``STORE_UNAVAILABLE``). Only at start-up: the DSN is the user's."""
-    where = _server_named(dsn)
+    """A connect that failed, in words: why, and what to do (``STORE_UNAVAILABLE``). The
+    message names no host (it may travel further than the start-up); which server and
+    database (never the credentials) is in ``details["server"]``, for the command line."""
     if isinstance(error, pg_errors.InvalidCatalogNameError):
         why = "the database does not exist; create the database or check PAUSEMESH_DATABASE_URL"
     elif isinstance(error, pg_errors.InvalidAuthorizationSpecificationError):
@@ -119,7 +119,9 @@ def connect_refusal(dsn: str, error: BaseException) -> StoreError:
         )
     else:
         return map_store_error(error)
-    return StoreError(f"cannot connect to PostgreSQL at {where}: {why}", code="STORE_UNAVAILABLE")
+    return StoreError(
+        f"cannot connect to PostgreSQL: {why}", code="STORE_UNAVAILABLE", server=_server_named(dsn)
+    )
 
 
 def _connection_lost(error: BaseException) -> bool:
