@@ -148,7 +148,9 @@ class ContinuationController(Controller):
             "Needs the resume token (`PauseMesh-Token: <token>`, or `Authorization: PauseMesh"
             " <token>` when `Authorization` does not carry the caller's bearer identity) and an"
             " `idempotency-key` header. An exact retry (same key, canonically equal payload)"
-            " returns the identical stored body."
+            " returns the identical stored body. When the continuation's payload carries a"
+            " `responseSchema`, the payload must match it (400 `INVALID_PAYLOAD`, nothing"
+            " written)."
         ),
         security=[{"pausemeshResumeToken": []}],
         responses=problem_responses(400, 401, 404, 409, 410, 413, 429, 503),
