@@ -47,7 +47,7 @@ NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(
     os.environ.get("CI") != "true"
     and (NODE is None or not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir()),
-    reason="needs node and `npm ci` in tests/protocols/node (make install does it)",
+    reason="needs node and `npm ci` in tests/protocols/node (make test-tools does it)",
 )
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(OfficialEvent)

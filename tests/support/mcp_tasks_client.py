@@ -1,7 +1,7 @@
 """The official ``mcp`` 1.30 client (2025-11-25 Tasks) in its own pinned venv, run per step.
 
 The app pins ``mcp`` 2.3.0, whose client cannot speak Tasks; the last SDK line that can is
-kept apart in ``.venv-mcp-tasks`` (``make install`` builds it from
+kept apart in ``.venv-mcp-tasks`` (``make test`` builds it, target ``test-tools``, from
 ``tests/protocols/mcp_tasks_client/requirements.txt``; the first test needing it builds it if
 missing). Each ``TasksClient.step`` is one session of ``tests/protocols/mcp_tasks_client/client.py``.
 """
