@@ -324,6 +324,9 @@ class LangGraphAgent:
     """
 
     framework = "langgraph"  # AG-UI capability discovery's identity.type
+    # The graph's checkpoint holds its conversation: a run needs only the user messages its
+    # request added (``ctx.messages`` of a lazy-history agent), never the thread's (issue 42).
+    pausemesh_lazy_history = True
 
     def __init__(
         self,

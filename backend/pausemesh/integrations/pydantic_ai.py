@@ -389,6 +389,9 @@ class PydanticAIAgent:
     # What AG-UI capability discovery declares (``pausemesh.agui.capabilities``): an approval
     # answer's ``editedArgs`` replace the tool call's arguments.
     framework = "pydantic-ai"
+    # The thread's history is read only for a new user turn (``ctx.history()``); a run that
+    # answers its pauses continues the history stored with them and reads none (issue 42).
+    pausemesh_lazy_history = True
     accepts_edited_args = True
 
     def __init__(
@@ -432,7 +435,7 @@ class PydanticAIAgent:
                 return
             results = _results(ctx.decisions)
         else:
-            history = history_from_messages(ctx.messages)
+            history = history_from_messages(await ctx.history())
         capabilities = (
             []
             if ctx.operations is None
