@@ -1,4 +1,5 @@
-"""A pause's default outcome at its deadline, against a real ``pausemesh serve`` on SQLite.
+"""A pause's timers against a real ``pausemesh serve`` on SQLite: its default outcome at the
+deadline, its reminder and its escalation.
 
 ``tests.support.approval_agent`` asks ``role:manager`` with ``on_expiry="deny"`` and a short
 deadline. Nobody answers: at the deadline the sweeper decides the pause with the schema's
@@ -13,9 +14,12 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +30,7 @@ from tests.e2e.agui_helpers import new_thread, snapshot
 from tests.support.agui import post_run, run_body
 from tests.support.push_receiver import Delivery, Receiver
 from tests.support.rest import assert_problem
-from tests.support.server import ServerProcess
+from tests.support.server import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -35,15 +39,19 @@ DENIAL = "The manager did not answer in time; the booking was not made."
 
 
 @pytest.fixture(name="server", scope="module")
-def server_fixture(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[ServerProcess, Receiver]]:
+def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("default-outcomes")
     with Receiver() as receiver:
         hook = {
             "id": "ops",
             "url": receiver.url,
-            "events": ["pause.created", "pause.expired", "pause.decided"],
+            "events": [
+                "pause.created",
+                "pause.expired",
+                "pause.decided",
+                "pause.reminder",
+                "pause.escalated",
+            ],
             "secrets": [SECRET],
             "filters": {"tags": ["travel"]},
         }
@@ -67,7 +75,10 @@ def server_fixture(
             str(folder / "d.db"),
         ]
         with ServerProcess(args, env=env) as server:
-            yield server, receiver
+            yield server, receiver, folder / "d.db"
+
+
+Served = tuple[ServerProcess, Receiver, Path]
 
 
 def client(server: ServerProcess, principal: str, roles: str = "") -> httpx.Client:
@@ -88,9 +99,9 @@ def of_pause(pause_id: str, kind: str) -> Any:
 
 
 def test_an_unanswered_approval_is_denied_at_its_deadline_and_the_thread_continues(
-    server: tuple[ServerProcess, Receiver],
+    server: Served,
 ) -> None:
-    process, receiver = server
+    process, receiver, _ = server
     thread_id = new_thread()
     message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "book, expires 2"}
     with client(process, "alice") as alice, client(process, "boss", "manager") as boss:
@@ -122,3 +133,61 @@ def test_an_unanswered_approval_is_denied_at_its_deadline_and_the_thread_continu
         assert not receiver.requests or all(
             json.loads(d.body)["type"] != "pause.decided" for d in receiver.requests
         )
+
+
+def test_a_reminder_and_an_escalation_fire_once_and_the_escalated_approver_decides(
+    server: Served,
+) -> None:
+    process, receiver, database = server
+    thread_id = new_thread()
+    text = "book, expires 600 remind 0.5 escalate 1"
+    message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": text}
+    with client(process, "alice") as alice, client(process, "carol") as carol:
+        run = post_run(alice, run_body(thread_id, f"run-{uuid.uuid4()}", messages=[message]))
+        [pause] = run.interrupts
+        [escalated] = receiver.wait_for(1, where=of_pause(pause["id"], "pause.escalated"))
+        body = Webhook(SECRET).verify(escalated.body, escalated.headers)["data"]
+        assert body["approvers"] == ["role:manager", "carol"]
+        # Carol was given her own link with the escalation.
+        assert [link["approver"] for link in body["links"]] == ["role:manager", "carol"]
+        reminders = receiver.wait_for(1, where=of_pause(pause["id"], "pause.reminder"))
+        assert len({d.headers["webhook-id"] for d in reminders}) == 1
+
+        # The history says so, and `pausemesh inspect` shows both timers as fired.
+        history = alice.get(f"/v1/continuations/{pause['id']}/events").json()["events"]
+        kinds = [e["type"] for e in history]
+        assert kinds == ["continuation.created", "continuation.reminded", "continuation.escalated"]
+        command = [
+            "inspect",
+            "continuation",
+            pause["id"],
+            "--json",
+            "--database-path",
+            str(database),
+        ]
+        inspected = subprocess.run(
+            [sys.executable, "-m", "pausemesh", *command],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            cwd=REPO_ROOT,
+        )
+        timers = json.loads(inspected.stdout)["timers"]
+        assert timers["reminder"]["firedAt"]
+        assert timers["escalation"]["firedAt"]
+        assert timers["escalation"]["to"] == ["carol"]
+
+        # Carol, escalated to, finds it in her inbox and decides; the thread continues.
+        inbox = carol.get("/v1/approvals").json()["approvals"]
+        assert pause["id"] in [a["continuationId"] for a in inbox]
+        decided = carol.post(
+            f"/v1/approvals/{pause['id']}",
+            json={"payload": {"decision": "approve"}},
+            headers={"idempotency-key": "carol-1"},
+        )
+        assert decided.status_code == 200, decided.text
+        deadline = time.monotonic() + 60
+        while "carol said approve." not in texts(snapshot(alice, thread_id)):
+            assert time.monotonic() < deadline, snapshot(alice, thread_id)
+            time.sleep(0.05)

@@ -1,7 +1,8 @@
 """A booking agent that asks a manager, with a default outcome
 (``pausemesh serve --agent tests.support.approval_agent:agent``).
 
-The user's message sets the pause's deadline in seconds (``expires_in``, default 600) and its
+The user's message sets the pause's deadline in seconds (``expires N``, default 600), its
+reminder (``remind N``), an escalation to the principal ``carol`` (``escalate N``) and its
 ``on_expiry`` (``deny`` unless the message says ``cancel``); tagged ``travel``. On the next run
 it says what the decision was and who made it: "The manager did not answer in time; the
 booking was not made." when the pause's default outcome decided it.
@@ -9,6 +10,7 @@ booking was not made." when the pause's default outcome decided it.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import AsyncIterator
 
@@ -56,7 +58,8 @@ async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         yield TextMessageEndEvent(message_id=message_id)
         return
     words = last_user_text(ctx).split()
-    seconds = next((float(w) for w in words if w.replace(".", "", 1).isdigit()), 600.0)
+    seconds = _after(words, "expires") or 600.0
+    escalate = _after(words, "escalate")
     yield PauseRequest(
         message="Approve the booking of PM404 (EUR 890)?",
         response_schema=SCHEMA,
@@ -64,4 +67,15 @@ async def agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         expires_in=seconds,
         on_expiry="cancel" if "cancel" in words else "deny",
         tags=("travel",),
+        remind_after=_after(words, "remind"),
+        escalate_after=escalate,
+        escalate_to=(Approver.principal("carol"),) if escalate else (),
     )
+
+
+def _after(words: list[str], name: str) -> float | None:
+    """The number after ``name`` in the message ("expires 2 remind 1"), if any."""
+    for word, value in itertools.pairwise(words):
+        if word.strip(",") == name:
+            return float(value.strip(","))
+    return None

@@ -80,6 +80,11 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     on_expiry: Any = None
     # Labels for the approvals inbox and the webhooks' filters (docs/approvals.md).
     tags: tuple[str, ...] = ()
+    # Seconds from now, each before the deadline: a reminder (webhook ``pause.reminder``), and
+    # an escalation adding ``escalate_to`` as approvers (``pause.escalated``); each fires once.
+    remind_after: float | None = None
+    escalate_after: float | None = None
+    escalate_to: tuple[Approver, ...] = ()
 
 
 class ThreadTitle(msgspec.Struct, frozen=True):

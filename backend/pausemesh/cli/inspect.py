@@ -24,6 +24,7 @@ from pausemesh.cli.options import EXIT_REFUSED, EXIT_USAGE, add_store_arguments,
 from pausemesh.core.errors import StoreError
 from pausemesh.core.model import public_event
 from pausemesh.core.reducer import replay
+from pausemesh.core.timers import timers_view
 from pausemesh.gateway.inspect import explain, inspect_operation
 
 __all__ = ("add_inspect_arguments", "add_stats_arguments", "run_inspect", "run_stats")
@@ -86,6 +87,10 @@ async def _continuation(storage: Any, continuation_id: str) -> dict[str, Any]:
     body: dict[str, Any] = _plain(state)
     # The public history: every event as the HTTP API shows it, without the token hash.
     body["history"] = [_plain(public_event(event)) for event in events]
+    # Its reminder, escalation and default outcome: when due, whether fired (core/timers.py).
+    timers = timers_view(state)
+    if timers:
+        body["timers"] = timers
     return body
 
 

@@ -20,7 +20,9 @@ __all__ = (
     "ContinuationCancelled",
     "ContinuationCreated",
     "ContinuationEvent",
+    "ContinuationEscalated",
     "ContinuationExpired",
+    "ContinuationReminded",
     "ContinuationResumed",
     "ContinuationStatus",
     "CreatedContinuation",
@@ -80,8 +82,27 @@ class ContinuationExpired(_Event, frozen=True, tag="continuation.expired"):
     pass
 
 
+class ContinuationReminded(_Event, frozen=True, tag="continuation.reminded"):
+    """A pending pause's reminder fired (``core/timers.py``); nothing else changes."""
+
+    # When its next timer or its deadline is due: what the stores' due index holds.
+    next_due_at: datetime | None = None
+
+
+class ContinuationEscalated(_Event, frozen=True, tag="continuation.escalated"):
+    """A pending pause's escalation fired: ``approvers`` may decide it from now on too."""
+
+    approvers: tuple[Approver, ...] = ()
+    next_due_at: datetime | None = None
+
+
 ContinuationEvent = (
-    ContinuationCreated | ContinuationResumed | ContinuationCancelled | ContinuationExpired
+    ContinuationCreated
+    | ContinuationResumed
+    | ContinuationCancelled
+    | ContinuationExpired
+    | ContinuationReminded
+    | ContinuationEscalated
 )
 
 
@@ -108,6 +129,9 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, rename="camel", om
     cancelled_at: datetime | UnsetType = UNSET
     reason: str | UnsetType = UNSET
     expired_at: datetime | UnsetType = UNSET
+    # When its reminder and its escalation fired (``core/timers.py``), while it waited.
+    reminded_at: datetime | UnsetType = UNSET
+    escalated_at: datetime | UnsetType = UNSET
 
     @property
     def is_pending(self) -> bool:
@@ -190,6 +214,14 @@ def public_event(event: ContinuationEvent) -> PublicEvent:
             )
         case ContinuationExpired():
             return PublicEvent(type="continuation.expired", **common)
+        case ContinuationReminded():
+            return PublicEvent(type="continuation.reminded", **common)
+        case ContinuationEscalated():
+            return PublicEvent(
+                type="continuation.escalated",
+                approvers=tuple(approver.text for approver in event.approvers),
+                **common,
+            )
 
 
 def _enc_hook(value: Any) -> Any:

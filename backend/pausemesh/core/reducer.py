@@ -1,6 +1,7 @@
 """The pure lifecycle reducer: events in, envelope out, no I/O.
 
-``created`` (version 1) → one of ``resumed | cancelled | expired`` (version 2, terminal).
+``created`` (version 1) → any of ``reminded``, ``escalated`` while it waits (each once, by
+its timer: ``core/timers.py``) → one of ``resumed | cancelled | expired`` (terminal).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from pausemesh.core.model import (
     ContinuationCancelled,
     ContinuationCreated,
     ContinuationEvent,
+    ContinuationEscalated,
     ContinuationExpired,
+    ContinuationReminded,
     ContinuationResumed,
 )
 
@@ -83,6 +86,16 @@ def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continu
         case ContinuationExpired():
             return replace(
                 state, version=event.version, status="expired", expired_at=event.occurred_at
+            )
+        case ContinuationReminded():
+            return replace(state, version=event.version, reminded_at=event.occurred_at)
+        case ContinuationEscalated():
+            added = tuple(a.text for a in event.approvers if a.text not in state.approvers)
+            return replace(
+                state,
+                version=event.version,
+                escalated_at=event.occurred_at,
+                approvers=state.approvers + added,
             )
 
 

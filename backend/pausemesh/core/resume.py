@@ -57,6 +57,7 @@ from pausemesh.core.model import (
     CONTINUATION_SCHEMA_VERSION,
     Continuation,
     ContinuationCreated,
+    ContinuationEscalated,
     ContinuationEvent,
     ContinuationResumed,
     ResumeOutcome,
@@ -254,7 +255,7 @@ async def _resume(  # noqa: PLR0917 - the command's fields, unpacked once by res
             terms.approving is None
             and created.approvers
             and not may_decide(
-                created.approvers,
+                approvers_of(events),
                 owner=created.owner,
                 principal=terms.principal,
                 roles=terms.roles,
@@ -336,6 +337,16 @@ def _settled(state: Continuation, idempotency_key: str, payload: Any) -> Continu
     raise ContinuationExpiredError(state.continuation_id)
 
 
+def approvers_of(events: Sequence[ContinuationEvent]) -> tuple[Approver, ...]:
+    """Who may decide the pause now: the approvers it was asked with and those an escalation
+    added (``core/timers.py``)."""
+    out: list[Approver] = []
+    for event in events:
+        if isinstance(event, ContinuationCreated | ContinuationEscalated):
+            out += [a for a in event.approvers if a not in out]
+    return tuple(out)
+
+
 def _derived_token(keyed_issuer: KeyedTokenIssuer | None, created: ContinuationCreated) -> str:
     """The keyed token of ``created``; "" (which never matches) for a random-token one."""
     if keyed_issuer is None or created.token_key_id is None or created.token_nonce is None:
@@ -368,12 +379,13 @@ async def _load_as_approver(
     not exist."""
     loaded = await streams.load(continuation_id)
     created = loaded.created
-    if not created.approvers:
+    approvers = approvers_of(loaded.events)
+    if not approvers:
         raise ContinuationNotFoundError(continuation_id)
     requester = is_requester(created.owner, principal)
     if requester and not created.allow_requester:
         raise NotAnApproverError(continuation_id)
-    if not names_any(created.approvers, approving):
+    if not names_any(approvers, approving):
         if requester:
             raise NotAnApproverError(continuation_id)
         raise ContinuationNotFoundError(continuation_id)

@@ -397,6 +397,10 @@ class ContinuationService:
             if state is None:
                 continue
             try:
+                if state.is_pending and self.clock.now() < state.expires_at:
+                    # Not its deadline: one of its timers (core/timers.py) is due.
+                    await self._streams.fire_timers(state)
+                    continue
                 swept = await self._streams.expire_if_due(state, by="sweeper")
                 if swept.status == "expired" and state.is_pending:
                     expired += 1

@@ -27,6 +27,7 @@ from pausemesh.core.model import (
 )
 from pausemesh.core.ports import Clock, EventStore, Observer
 from pausemesh.core.reducer import apply_event, replay
+from pausemesh.core.timers import due_event
 from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.observability.observations import ContinuationTransitionedObservation
 from pausemesh.observability.observer import observe_safely
@@ -129,6 +130,17 @@ class Streams:
             ),
         )
         return new_state
+
+    async def fire_timers(self, state: Continuation) -> Continuation:
+        """Append the timer events a pending pause owes now (its reminder, its escalation:
+        ``core/timers.py``), each once: a lost race raises ``VersionConflictError``."""
+        for _ in range(2):
+            event = due_event(state, self.clock.now())
+            if event is None:
+                break
+            with span("continuation.timer", continuation_id=state.continuation_id):
+                state = await self.append(state, event)
+        return state
 
     async def expire_if_due(self, state: Continuation, *, by: str = "read") -> Continuation:
         """Append ``expired`` when a pending deadline has passed (raises on a lost race).

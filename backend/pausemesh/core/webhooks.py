@@ -30,7 +30,9 @@ from pausemesh.core.model import (
     ContinuationCancelled,
     ContinuationCreated,
     ContinuationEvent,
+    ContinuationEscalated,
     ContinuationExpired,
+    ContinuationReminded,
     ContinuationResumed,
 )
 from pausemesh.core.push import OutboxEntry, delivery_id
@@ -197,6 +199,10 @@ def event_type(event: ContinuationEvent) -> str:
             return "pause.expired" if event.reason == EXPIRED_REASON else "pause.cancelled"
         case ContinuationExpired():
             return "pause.expired"
+        case ContinuationReminded():
+            return "pause.reminder"
+        case ContinuationEscalated():
+            return "pause.escalated"
 
 
 def body_data(state: Continuation) -> dict[str, Any]:

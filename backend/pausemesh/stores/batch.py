@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import msgspec
 
@@ -15,16 +16,20 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.model import (
     ContinuationCreated,
+    ContinuationEscalated,
     ContinuationEvent,
+    ContinuationReminded,
     ContinuationResumed,
     decode_event,
     encode_event,
 )
+from pausemesh.core.timers import next_due
 
 __all__ = (
     "MAX_EVENTS_PER_STREAM",
     "approver_index_keys",
     "batch_approvers",
+    "batch_due",
     "batch_owed_thread",
     "check_batch",
     "decode_stream",
@@ -87,9 +92,24 @@ def approver_index_keys(approvers: Iterable[Approver]) -> list[str]:
 
 
 def batch_approvers(events: Sequence[ContinuationEvent]) -> list[str]:
-    """The index keys of the approvers a batch creates its stream with (the inbox's index)."""
-    first = events[0] if events else None
-    return approver_index_keys(first.approvers) if isinstance(first, ContinuationCreated) else []
+    """The index keys of the approvers a batch creates its stream with, or an escalation adds
+    (the inbox's index)."""
+    keys: list[str] = []
+    for event in events:
+        if isinstance(event, ContinuationCreated | ContinuationEscalated):
+            keys += approver_index_keys(event.approvers)
+    return keys
+
+
+def batch_due(events: Sequence[ContinuationEvent]) -> datetime | None:
+    """When the stream a batch leaves needs the sweeper next (its first unfired timer or its
+    deadline, ``core/timers.py``); None once it is settled. The stores' due index."""
+    last = events[-1] if events else None
+    if isinstance(last, ContinuationCreated):
+        return next_due(last.expires_at, last.metadata)
+    if isinstance(last, ContinuationReminded | ContinuationEscalated):
+        return last.next_due_at
+    return None
 
 
 def batch_owed_thread(events: Sequence[ContinuationEvent]) -> str | None:

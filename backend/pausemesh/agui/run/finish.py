@@ -35,6 +35,7 @@ from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.threads import IssuedCohort, ThreadRecord, ThreadStore, derive_title
+from pausemesh.core.timers import timer_fields
 from pausemesh.core.webhooks import INBOX_METADATA
 
 __all__ = ("Finished", "RunFinish")
@@ -159,6 +160,28 @@ class RunFinish:
             return None
         return self.service.check_expiry(expires_at, now)
 
+    @staticmethod
+    def _timers(pause: PauseRequest, now: datetime, deadline: datetime) -> dict[str, Any]:
+        """The pause's reminder and escalation (``core/timers.py``), each before its deadline;
+        ``ValueError`` for one that could never fire or an escalation to nobody."""
+        remind_at = escalate_at = None
+        if pause.remind_after is not None:
+            remind_at = now + timedelta(seconds=pause.remind_after)
+        if pause.escalate_after is not None:
+            escalate_at = now + timedelta(seconds=pause.escalate_after)
+            if not pause.escalate_to:
+                msg = "escalate_after needs escalate_to: the approvers it adds"
+                raise ValueError(msg)
+            check_approvers(pause.escalate_to)
+        elif pause.escalate_to:
+            msg = "escalate_to needs escalate_after: when they are added"
+            raise ValueError(msg)
+        for name, at in (("remind_after", remind_at), ("escalate_after", escalate_at)):
+            if at is not None and not now < at < deadline:
+                msg = f"{name} must be a positive number of seconds before the pause's deadline"
+                raise ValueError(msg)
+        return timer_fields(remind_at, escalate_at, pause.escalate_to)
+
     def _metadata(self, pause: PauseRequest, thread_title: str | None) -> dict[str, Any]:
         """The continuation's metadata: the agent's own, and what the inbox reads (its tags,
         its default outcome: ``core/default_outcomes.py``); ``ValueError`` for a default
@@ -205,7 +228,12 @@ class RunFinish:
                 check_approvers(pause.approvers)
                 if pause.response_schema is not None:
                     self.schemas.check_schema(pause.response_schema)
-                metadatas.append(self._metadata(pause, thread_title))
+                metadata = self._metadata(pause, thread_title)
+                deadline = deadlines[-1] or now + self.service.token_ttl
+                timers = self._timers(pause, now, deadline)
+                if timers:
+                    metadata.setdefault(INBOX_METADATA, {}).update(timers)
+                metadatas.append(metadata)
             except (ValueError, TypeError) as error:
                 message = error.message if isinstance(error, PauseMeshError) else str(error)
                 raise AguiRunError("AGENT_PROTOCOL_ERROR", f"invalid pause: {message}") from None

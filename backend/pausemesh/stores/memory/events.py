@@ -18,6 +18,7 @@ from pausemesh.core.push import OutboxEntry
 from pausemesh.stores.batch import (
     approver_index_keys,
     batch_approvers,
+    batch_due,
     check_batch,
     decode_stream,
     redacted,
@@ -70,12 +71,15 @@ class InMemoryEventStore:
                 return
             self._streams[continuation_id] = [*stream, *encoded]
             first = events[0]
-            if isinstance(first, ContinuationCreated):
-                self._pending[continuation_id] = first.expires_at
-                if first.approvers:
-                    self._approvers[continuation_id] = frozenset(batch_approvers(events))
+            due = batch_due(events)
+            if due is not None:
+                self._pending[continuation_id] = due
             else:
                 self._pending.pop(continuation_id, None)
+            added = batch_approvers(events)
+            if added:
+                known = self._approvers.get(continuation_id, frozenset())
+                self._approvers[continuation_id] = known | frozenset(added)
             for event in events:
                 if isinstance(event, ContinuationResumed) and event.continues_thread is not None:
                     self._owed[continuation_id] = event.continues_thread

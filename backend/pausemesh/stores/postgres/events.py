@@ -18,12 +18,13 @@ import msgspec
 
 from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import StoreError, VersionConflictError
-from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.core.model import ContinuationEvent
 from pausemesh.core.push import OutboxEntry
 from pausemesh.stores.batch import (
     MAX_EVENTS_PER_STREAM,
     approver_index_keys,
     batch_approvers,
+    batch_due,
     batch_owed_thread,
     check_batch,
     decode_stream,
@@ -84,13 +85,17 @@ class PostgresEventStore:
                 UPDATE {q}.continuation_streams SET version = $2, pending_expires_at = $3,
                     owed_thread = coalesce($7, owed_thread)
                 WHERE continuation_id = $1 AND version = $6 RETURNING continuation_id
+            ), appr AS (
+                INSERT INTO {q}.continuation_approvers (approver, continuation_id)
+                SELECT a, head.continuation_id FROM head, unnest($8::text[]) AS a
+                ON CONFLICT DO NOTHING
             ),"""
         self._sql_create = f"{create_head} {insert_events}"
         self._sql_advance = f"{advance_head} {insert_events}"
         # The same, queueing outbox deliveries (webhooks) in the same statement, only when the
         # head row was written: the state change and its deliveries commit together.
         self._sql_create_boxed = f"{create_head} {_outbox_cte(q, 7)}, {insert_events}"
-        self._sql_advance_boxed = f"{advance_head} {_outbox_cte(q, 8)}, {insert_events}"
+        self._sql_advance_boxed = f"{advance_head} {_outbox_cte(q, 9)}, {insert_events}"
         self._sql_approvals = f"""
             SELECT DISTINCT a.continuation_id FROM {q}.continuation_approvers a
             JOIN {q}.continuation_streams s ON s.continuation_id = a.continuation_id
@@ -156,7 +161,7 @@ class PostgresEventStore:
         await self.database.ensure_schema()
         new_version = expected_version + len(encoded)
         first = events[0]
-        deadline = first.expires_at if isinstance(first, ContinuationCreated) else None
+        deadline = batch_due(events)
         versions = list(range(expected_version + 1, new_version + 1))
         texts = [snapshot.decode() for snapshot in encoded]
         if expected_version == 0:
@@ -173,7 +178,16 @@ class PostgresEventStore:
         else:
             sql = self._sql_advance
             owed = batch_owed_thread(events)
-            args = (continuation_id, new_version, deadline, versions, texts, expected_version, owed)
+            args = (
+                continuation_id,
+                new_version,
+                deadline,
+                versions,
+                texts,
+                expected_version,
+                owed,
+                batch_approvers(events),  # an escalation's
+            )
 
         if outbox:
             sql = self._sql_create_boxed if expected_version == 0 else self._sql_advance_boxed

@@ -15,11 +15,12 @@ import msgspec
 
 from pausemesh.core.approvers import Approver
 from pausemesh.core.errors import VersionConflictError
-from pausemesh.core.model import ContinuationCreated, ContinuationEvent
+from pausemesh.core.model import ContinuationEvent
 from pausemesh.core.push import OutboxEntry
 from pausemesh.stores.batch import (
     approver_index_keys,
     batch_approvers,
+    batch_due,
     batch_owed_thread,
     check_batch,
     decode_stream,
@@ -46,14 +47,6 @@ _REDACT = (
     " WHERE continuation_id = ?"
     " AND json_extract(event_json, '$.type') IN ('continuation.created', 'continuation.resumed')"
 )
-
-
-def _expires_at_us(events: Sequence[ContinuationEvent]) -> int | None:
-    """Deadline (epoch microseconds) if the batch creates a stream, for the expiry index."""
-    first = events[0] if events else None
-    if isinstance(first, ContinuationCreated):
-        return epoch_us(first.expires_at)
-    return None
 
 
 class SqliteEventStore:
@@ -89,7 +82,8 @@ class SqliteEventStore:
                 raise VersionConflictError(continuation_id, expected_version, actual)
             return
         new_version = expected_version + len(encoded)
-        deadline = _expires_at_us(events)
+        due = batch_due(events)
+        deadline = None if due is None else epoch_us(due)
         approvers = batch_approvers(events)
         owed = batch_owed_thread(events)
         queued = outbox_rows(outbox, epoch_us(events[0].occurred_at)) if outbox else []
@@ -124,7 +118,8 @@ class SqliteEventStore:
             )
             if approvers:
                 conn.executemany(
-                    "INSERT INTO continuation_approvers VALUES (?, ?)",
+                    # OR IGNORE: an escalation may name an approver the pause already has.
+                    "INSERT OR IGNORE INTO continuation_approvers VALUES (?, ?)",
                     [(approver, continuation_id) for approver in approvers],
                 )
             if queued:
