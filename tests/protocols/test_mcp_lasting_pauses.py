@@ -69,7 +69,7 @@ def booked(data_dir: Path, cid: str) -> int:
 async def test_a_new_legacy_session_is_asked_the_same_pending_question_and_books_once(
     server: ServerProcess, data_dir: Path
 ) -> None:
-    cid = await asked_then_gone(server, "Reykjavik")
+    cid = await asked_then_gone(server, "Riga")
     assert continuation_status(server, cid) == "pending"
     seen: list[Any] = []
 
@@ -77,7 +77,7 @@ async def test_a_new_legacy_session_is_asked_the_same_pending_question_and_books
         seen.append(params)
         return ElicitResult(action="accept", content={"flight": "PM202"})
 
-    result = await legacy_call_to(server, "Reykjavik", answers)
+    result = await legacy_call_to(server, "Riga", answers)
 
     assert [_continuation_in(params) for params in seen] == [cid]
     assert not result.is_error
