@@ -205,11 +205,23 @@ def test_badges_say_whose_move_it_is_and_titles_tell_conversations_apart(
     # Row actions show on hover or keyboard focus, not on every row all the time.
     other = rows.filter(has_text="Flight to Porto")
     rename = other.get_by_role("button", name=re.compile("^Rename"))
-    assert rename.evaluate("b => getComputedStyle(b.parentElement).opacity") == "0"
+    assert rename.evaluate("b => getComputedStyle(b.parentElement).opacity") == "0"  # not shown
     other.hover()
     expect(rename).to_be_visible()
     assert rename.evaluate("b => getComputedStyle(b.parentElement).opacity") == "1"
     shots.take(page, "row-hover")
+
+    # With more conversations than fit, the list scrolls; "You are" stays on screen.
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        for n in range(8):
+            message = {"id": f"u-{n}", "role": "user", "content": "A flight to Kraków"}
+            post_run(http, run_body(f"t-many-{uuid.uuid4()}", "r-1", messages=[message]))
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(rows.filter(has_text="Flight to Kraków")).to_have_count(8)
+    expect(page.get_by_label("You are")).to_be_in_viewport()
+    expect(sidebar(page).get_by_role("link", name="New conversation")).to_be_in_viewport()
+    shots.take(page, "many-conversations")
 
 
 def test_on_a_phone_the_sidebar_collapses_and_row_actions_are_in_a_menu(
