@@ -179,3 +179,20 @@ async def test_the_starlette_thread_routes_refuse_a_foreign_origin_and_an_anonym
         assert anonymous.status_code == 401
         assert anonymous.json()["code"] == "UNAUTHENTICATED"
         assert (await client.get("/agui/threads/t-f", headers=ALICE)).status_code == 200
+
+
+@HOSTS
+async def test_capability_discovery_answers_the_same_descriptor(
+    make_host: Callable[[Path], Any], tmp_path: Path
+) -> None:
+    async with client_for(make_host(tmp_path / "pausemesh.db")) as client:
+        answer = await client.get("/agui/capabilities")
+
+    assert answer.status_code == 200
+    capabilities = answer.json()
+    assert capabilities["identity"] == {"type": "pausemesh", "name": "ask"}
+    assert capabilities["humanInTheLoop"] == {
+        "supported": True,
+        "interrupts": True,
+        "approveWithEdits": False,
+    }

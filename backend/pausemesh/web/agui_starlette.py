@@ -33,7 +33,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from pausemesh import __version__
 from pausemesh.agui.agent import Agent
+from pausemesh.agui.capabilities import agent_capabilities
 from pausemesh.agui.conversations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Conversations
 from pausemesh.agui.double_texting import requested_policy
 from pausemesh.agui.input import RunAgentInput, check_thread_id, read_run_input
@@ -221,7 +223,7 @@ class StarletteAgui:
     def routes(self, prefix: str = "/agui") -> list[BaseRoute]:
         """``POST {prefix}``, ``POST {prefix}/connect``, ``GET {prefix}/threads`` (the list),
         ``GET|PATCH|DELETE {prefix}/threads/{id}``, ``GET {prefix}/threads/{id}/messages`` (older
-        pages) and ``GET {prefix}/threads/{id}/events``."""
+        pages), ``GET {prefix}/threads/{id}/events`` and ``GET {prefix}/capabilities``."""
         prefix = prefix.rstrip("/")
         # The Litestar routes' send timeout, one guard per route: a stalled reader is dropped
         # with one warning (sse-starlette's own ``send_timeout`` raises out of the app instead).
@@ -232,6 +234,8 @@ class StarletteAgui:
                 f"{prefix}/connect", self._guard(self._connect), methods=["POST"], middleware=guard
             ),
             Route(f"{prefix}/threads", self._guard(self._threads), methods=["GET"]),
+            # Public, like the Litestar route: it describes the agent, not a caller's data.
+            Route(f"{prefix}/capabilities", self._capabilities, methods=["GET"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._thread), methods=["GET"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._rename), methods=["PATCH"]),
             Route(f"{prefix}/threads/{{thread_id}}", self._guard(self._erase), methods=["DELETE"]),
@@ -249,6 +253,10 @@ class StarletteAgui:
         ]
 
     # -- endpoints ----------------------------------------------------------------------
+
+    async def _capabilities(self, _request: Request) -> Response:
+        body = agent_capabilities(self.agent, server_version=__version__)
+        return JSONResponse(body, headers={"cache-control": "no-cache"})
 
     async def _run(self, request: Request) -> Response:
         host, limits = self.host, self.limits
