@@ -21,8 +21,8 @@ from pausemesh.core.model import (
     Continuation,
     ContinuationCancelled,
     ContinuationCreated,
-    ContinuationEvent,
     ContinuationEscalated,
+    ContinuationEvent,
     ContinuationExpired,
     ContinuationReminded,
     ContinuationResumed,
@@ -35,7 +35,7 @@ def _event_type(event: ContinuationEvent) -> str:
     return type(event).__struct_config__.tag  # type: ignore[return-value]
 
 
-def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continuation:
+def apply_event(state: Continuation | None, event: ContinuationEvent) -> Continuation:  # noqa: PLR0911 - one return per event kind
     """Fold one event into ``state``; raise a typed error for anything out of order."""
     if event.schema_version != CONTINUATION_SCHEMA_VERSION:
         raise UnsupportedSchemaVersionError(event.schema_version)
