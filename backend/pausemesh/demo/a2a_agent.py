@@ -7,9 +7,10 @@ and what to do with the answer.
   whole text for a city outside it) asks which flight: the task becomes
   ``TASK_STATE_INPUT_REQUIRED`` with the continuation id in its metadata.
 * A follow-up ``SendMessage`` with that task id (already checked against the pause's schema
-  by the mount) resumes the continuation exactly once; the agent books through the operation
-  ledger with the continuation id as business key, then completes the task with the booking
-  as an artifact. A duplicate, concurrent or cross-replica follow-up finds the continuation
+  by the mount; the flight's code as plain text is an answer too, ``A2aPauses`` reads a
+  one-field question's text) resumes the continuation exactly once; the agent books through
+  the operation ledger with the continuation id as business key, then completes the task with
+  the booking as an artifact. A duplicate, concurrent or cross-replica follow-up finds the continuation
   already resumed and reconciles to the same booking.
 * "connect ..." opens an authorization pause instead: ``TASK_STATE_AUTH_REQUIRED`` whose
   status message carries only the sign-in link. The sign-in happens out of band (the demo's
@@ -66,7 +67,7 @@ def travel_agent_card() -> AgentCard:
                 id="book_flight",
                 name="Book a flight",
                 description="Send a destination; answer the flight question with one of"
-                ' its flights, e.g. {"flight": "PM101"} for Lisbon.',
+                ' its flights, as text ("PM101") or as data ({"flight": "PM101"}) for Lisbon.',
                 tags=["travel", "human-in-the-loop"],
                 examples=["Lisbon", "A flight to Porto next week"],
             ),
