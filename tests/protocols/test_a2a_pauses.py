@@ -264,3 +264,18 @@ async def test_a_host_app_serves_the_card_at_the_root_only_when_it_asks(
             assert card.supported_interfaces[0].url == f"{BASE}/a2a/jsonrpc"
         else:
             assert response.status_code == 404
+
+
+async def test_an_authorization_pause_takes_the_control_as_plain_text(host: Host) -> None:
+    task = await send_for_task(host.client, user_message(text="sign in to the bank"))
+
+    with pytest.raises(InvalidParamsError) as refused:
+        await send_for_task(host.client, user_message(text="maybe", task_id=task.id))
+    early = await send_for_task(host.client, user_message(text="Retry", task_id=task.id))
+    done = await send_for_task(host.client, user_message(text="reject", task_id=task.id))
+
+    assert "retry" in str(refused.value)
+    assert "reject" in str(refused.value)
+    assert early.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    assert done.status.state == TaskState.TASK_STATE_REJECTED
+    assert (await host.service.get(continuation_id(task))).status == "cancelled"

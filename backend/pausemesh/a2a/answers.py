@@ -7,7 +7,8 @@ has exactly one field (an object with one property, or a bare value), text that 
 value of it is the answer (``text_answer``: an enum value, yes/no for a boolean, a number, any
 text for a free string), wrapped in the field's object; anything else is refused naming the
 expected answers.
-An authorization pause only accepts the narrow ``{"action": "reject" | "retry"}`` control:
+An authorization pause only accepts the narrow ``{"action": "reject" | "retry"}`` control (as
+data, JSON text, or the plain word ``retry`` / ``reject``, any case: ``control_answer``):
 credentials never travel in A2A messages (A2A §7.6). Violations are the A2A
 ``InvalidParamsError`` so the client sees the protocol's own error and the task stays
 interrupted.
@@ -30,7 +31,15 @@ from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
 from pausemesh.core.schema import SchemaValidatorCache
 
-__all__ = ("NO_DATA", "answer_of", "checked_answer", "data_answer", "input_answer", "text_answer")
+__all__ = (
+    "NO_DATA",
+    "answer_of",
+    "checked_answer",
+    "control_answer",
+    "data_answer",
+    "input_answer",
+    "text_answer",
+)
 
 
 _NO_ANSWER = "Answer with a data part (JSON) that fits the question"
@@ -70,6 +79,25 @@ def answer_of(message: Message | None) -> Any:
         except ValueError:
             pass
     raise InvalidParamsError(message=_NO_ANSWER)
+
+
+_CONTROLS = frozenset({"retry", "reject"})
+_CONTROL_ONLY = (
+    "Authorization is completed out of band; only"
+    ' {"action": "reject" | "retry"} (or the word retry or reject) may be sent here'
+)
+
+
+def control_answer(message: Message | None) -> Any:
+    """An authorization pause's control: a data part, JSON text, or the word retry / reject."""
+    if data_answer(message) is NO_DATA:
+        word = _text_of(message).casefold()
+        if word in _CONTROLS:
+            return {"action": word}
+    try:
+        return answer_of(message)
+    except InvalidParamsError:
+        raise InvalidParamsError(message=_CONTROL_ONLY) from None
 
 
 def input_answer(
@@ -221,16 +249,11 @@ def checked_answer(
     except (TypeError, ValueError):
         raise InvalidParamsError(message="This task's pause cannot be answered") from None
     if pause.kind == "authorization":
-        answer = answer_of(message)
+        answer = control_answer(message)
         if not (
-            isinstance(answer, dict)
-            and set(answer) == {"action"}
-            and answer["action"] in {"reject", "retry"}
+            isinstance(answer, dict) and set(answer) == {"action"} and answer["action"] in _CONTROLS
         ):
-            raise InvalidParamsError(
-                message="Authorization is completed out of band; only"
-                ' {"action": "reject" | "retry"} may be sent here'
-            )
+            raise InvalidParamsError(message=_CONTROL_ONLY)
         return answer
     schema = pause.response_schema
     answer = input_answer(message, schema, validators)

@@ -31,7 +31,7 @@ from a2a.types import Message, Part, Task, TaskState
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
-from pausemesh.a2a.answers import NO_DATA, answer_of, checked_answer, data_answer
+from pausemesh.a2a.answers import NO_DATA, checked_answer, control_answer, data_answer
 from pausemesh.a2a.store import is_terminal, principal_of_call
 from pausemesh.a2a.task import A2ATaskBinding, to_a2a_interrupted_task
 from pausemesh.core.canonical import canonical_sha256
@@ -225,7 +225,7 @@ class A2aPauses:
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         service = self._service()
         if task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED:
-            answer = answer_of(context.message)
+            answer = control_answer(context.message)
             return await self._authorization_control(updater, task, cid, answer, principal)
         answer = data_answer(context.message)
         if answer is NO_DATA:
