@@ -40,9 +40,9 @@ class CountedThreads(SqliteThreadStore):
 
     reads: list[str]
 
-    async def get(self, thread_id: str) -> ThreadRecord | None:
+    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
         self.reads.append(thread_id)
-        return await super().get(thread_id)
+        return await super().get(thread_id, tail=tail)
 
 
 class CountedEvents(SqliteEventStore):
