@@ -72,6 +72,7 @@ EXPORTED = (
     "UrlSource",
     "UserMessage",
     "VideoPart",
+    "lazy_history",
     "pause_payload",
 )
 
