@@ -47,8 +47,14 @@ from tests.support.server import free_port
 
 # Now, not a fixed date: the verifier checks the signed timestamp against the real clock.
 T0 = datetime.now(UTC).replace(microsecond=0)
+# An attempt's bound well past anything a loaded machine takes: only the hanging receiver
+# reaches it, and the test releases that one itself.
 OPTIONS = OutboxOptions(
-    max_attempts=5, backoff_seconds=10.0, backoff_max_seconds=60.0, lease_seconds=30.0
+    max_attempts=5,
+    backoff_seconds=10.0,
+    backoff_max_seconds=60.0,
+    lease_seconds=60.0,
+    timeout_seconds=45.0,
 )
 SCHEMA = {"type": "object", "properties": {"decision": {"enum": ["approve", "deny"]}}}
 
@@ -217,7 +223,7 @@ async def test_a_hanging_or_refused_destination_never_delays_another(
         try:
             # The good receiver has it while the hanging one still holds its request.
             await asyncio.to_thread(good.wait_for, 1)
-            hanging.wait_for(1)
+            await asyncio.to_thread(hanging.wait_for, 1)  # off the loop: the round sends it
             assert not delivering.done()
         finally:
             hanging.release()
