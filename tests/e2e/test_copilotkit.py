@@ -110,7 +110,8 @@ def question(page: Page) -> Locator:
 
 
 def choice(page: Page, label: str) -> Locator:
-    return question(page).get_by_role("button", name=label, exact=True)
+    """The option for ``label`` (a flight's button goes on: times, price, "needs approval")."""
+    return question(page).get_by_role("button", name=re.compile(rf"^{re.escape(label)}\b"))
 
 
 def send(page: Page, text: str) -> None:
@@ -134,6 +135,9 @@ def ask(page: Page) -> str:
     send(page, ASK)
     expect(question(page)).to_contain_text(QUESTION)
     expect(choice(page, "PM202")).to_be_enabled()
+    # The options read with their times and price, a dear one marked before it is chosen.
+    expect(choice(page, "PM202")).to_have_text("PM202 \u00b7 12:40\u201314:45 \u00b7 129 EUR")
+    expect(choice(page, "PM404")).to_contain_text("needs approval")
     return thread_of(page)
 
 

@@ -37,6 +37,24 @@ describe("the interrupt form", () => {
     assert.equal(isOneClick(fields), true);
   });
 
+  test("an enum with enumNames reads as its titles and sends its values", () => {
+    const [flight] = fieldsOf({
+      type: "object",
+      properties: {
+        flight: {
+          type: "string",
+          enum: ["PM101", "PM404"],
+          enumNames: ["PM101 · 07:05–09:10 · 89 EUR", "PM404 · 09:30–11:35 · 640 EUR · business · needs approval"],
+        },
+      },
+    });
+    assert.ok(flight);
+    assert.deepEqual(choicesOf(flight), [
+      { label: "PM101 · 07:05–09:10 · 89 EUR", value: "PM101" },
+      { label: "PM404 · 09:30–11:35 · 640 EUR · business · needs approval", value: "PM404" },
+    ]);
+  });
+
   test("a boolean is approve or deny", () => {
     const [approved] = fieldsOf(APPROVAL);
     assert.ok(approved);

@@ -1,6 +1,7 @@
 /**
  * What the interrupt form shows for a `responseSchema` (no DOM, so node:test covers it): one
- * field per property, an enum as its values, a boolean as approve/deny, numbers parsed.
+ * field per property, an enum as its values (titled by `enumNames`), a boolean as approve/deny,
+ * numbers parsed.
  */
 
 export type Schema = Record<string, unknown>;
@@ -32,7 +33,14 @@ export function fieldsOf(schema: Schema | undefined): Field[] {
 /** The buttons for a field, or `null` when it needs typing (a string, a number). */
 export function choicesOf(field: Field): Choice[] | null {
   if (Array.isArray(field.schema.enum)) {
-    return field.schema.enum.map((value) => ({ label: String(value), value }));
+    // A titled option (a flight's times, price, "needs approval") reads as its title
+    // (`enumNames`, the MCP form subset's legacy titles); the value is what is sent.
+    const names = field.schema.enumNames;
+    const titles = Array.isArray(names) && names.length === field.schema.enum.length ? names : [];
+    return field.schema.enum.map((value, index) => {
+      const title = titles[index];
+      return { label: typeof title === "string" ? title : String(value), value };
+    });
   }
   if (field.schema.type === "boolean") {
     return [
