@@ -1,4 +1,4 @@
-"""A pause's timers against a real ``pausemesh serve`` on SQLite: its default outcome at the
+"""A pause's timers against a real ``pausemesh serve`` on SQLite and on PostgreSQL: its default outcome at the
 deadline, its reminder and its escalation.
 
 ``tests.support.approval_agent`` asks ``role:manager`` with ``on_expiry="deny"`` and a short
@@ -12,13 +12,15 @@ decision link are refused as too late.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import secrets
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,10 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from pausemesh.stores.postgres.migrate import migrate
 from tests.e2e.agui_helpers import new_thread, snapshot
 from tests.support.agui import post_run, run_body
+from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.push_receiver import Delivery, Receiver
 from tests.support.rest import assert_problem
 from tests.support.server import REPO_ROOT, ServerProcess
@@ -38,9 +42,33 @@ SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 DENIAL = "The manager did not answer in time; the booking was not made."
 
 
-@pytest.fixture(name="server", scope="module")
-def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@pytest.fixture(
+    name="server",
+    scope="module",
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+async def server_fixture(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Served]:
     folder = tmp_path_factory.mktemp("default-outcomes")
+    store = ["--database-path", str(folder / "d.db")]
+    schema_env: dict[str, str] = {}
+    if request.param == "postgres":
+        await require_postgres()
+        schema = fresh_schema("pm_timers")
+        await migrate(DATABASE_URL, schema=schema)
+        store = ["--database-url", DATABASE_URL]
+        schema_env = {"PAUSEMESH_DATABASE_SCHEMA": schema}
+    try:
+        with served(folder, store, schema_env) as running:
+            yield running
+    finally:
+        if schema_env:
+            await drop_schema(schema_env["PAUSEMESH_DATABASE_SCHEMA"])
+
+
+@contextlib.contextmanager
+def served(folder: Path, store: list[str], schema_env: dict[str, str]) -> Iterator[Served]:
     with Receiver() as receiver:
         hook = {
             "id": "ops",
@@ -64,6 +92,7 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
             "PAUSEMESH_A2A_PUSH_ALLOW": "loopback",
             "PAUSEMESH_A2A_PUSH_POLL_SECONDS": "0.1",
             "PAUSEMESH_LOG_LEVEL": "warning",
+            **schema_env,
         }
         args = [
             "serve",
@@ -71,14 +100,14 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
             "tests.support.approval_agent:agent",
             "--principal-resolver",
             "tests.support.agui:header_identity",
-            "--database-path",
-            str(folder / "d.db"),
+            *store,
         ]
         with ServerProcess(args, env=env) as server:
-            yield server, receiver, folder / "d.db"
+            yield server, receiver, store, schema_env
 
 
-Served = tuple[ServerProcess, Receiver, Path]
+# The server, its webhook receiver, and the store flags and environment `pausemesh inspect` needs.
+Served = tuple[ServerProcess, Receiver, list[str], dict[str, str]]
 
 
 def client(server: ServerProcess, principal: str, roles: str = "") -> httpx.Client:
@@ -101,7 +130,7 @@ def of_pause(pause_id: str, kind: str) -> Any:
 def test_an_unanswered_approval_is_denied_at_its_deadline_and_the_thread_continues(
     server: Served,
 ) -> None:
-    process, receiver, _ = server
+    process, receiver, _, _ = server
     thread_id = new_thread()
     message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": "book, expires 2"}
     with client(process, "alice") as alice, client(process, "boss", "manager") as boss:
@@ -138,7 +167,7 @@ def test_an_unanswered_approval_is_denied_at_its_deadline_and_the_thread_continu
 def test_a_reminder_and_an_escalation_fire_once_and_the_escalated_approver_decides(
     server: Served,
 ) -> None:
-    process, receiver, database = server
+    process, receiver, store, schema_env = server
     thread_id = new_thread()
     text = "book, expires 600 remind 0.5 escalate 1"
     message = {"id": f"user-{uuid.uuid4()}", "role": "user", "content": text}
@@ -162,8 +191,7 @@ def test_a_reminder_and_an_escalation_fire_once_and_the_escalated_approver_decid
             "continuation",
             pause["id"],
             "--json",
-            "--database-path",
-            str(database),
+            *store,
         ]
         inspected = subprocess.run(
             [sys.executable, "-m", "pausemesh", *command],
@@ -172,6 +200,7 @@ def test_a_reminder_and_an_escalation_fire_once_and_the_escalated_approver_decid
             check=True,
             timeout=120,
             cwd=REPO_ROOT,
+            env={**os.environ, **schema_env},
         )
         timers = json.loads(inspected.stdout)["timers"]
         assert timers["reminder"]["firedAt"]
