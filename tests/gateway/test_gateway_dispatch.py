@@ -8,6 +8,8 @@ import asyncio
 import json
 
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from tests.support.gateway import GatewayCase, call, gateway_client, invoice
 
@@ -227,3 +229,17 @@ async def test_a_fixed_key_job_is_inspected_by_its_name_alone(case: GatewayCase)
     assert why["status"] == "RESPONSE_RETAINED"
     assert conflict["status"] == "OPERATION_CONFLICT"
     assert [line["order_id"] for line in case.lines()] == ["N-1"]
+
+
+async def test_a_tool_the_gateway_does_not_list_is_invalid_params_not_a_refusal(
+    case: GatewayCase,
+) -> None:
+    await case.pin()
+    async with gateway_client(case.stdio()) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("delete_everything", invoice())
+        still = await call(client, "create_invoice", invoice())
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.message == "Unknown tool: delete_everything"
+    assert still["status"] == "RESPONSE_RETAINED"
+    assert [line["order_id"] for line in case.lines()] == ["A-1"]

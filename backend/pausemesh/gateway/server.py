@@ -4,7 +4,7 @@ The agent sees each job under its name with the pinned input schema, closed; plu
 ``continuity_status`` and ``continuity_why``. Every result carries the gateway's answer as
 ``structuredContent`` and as JSON text; anything but ``RESPONSE_RETAINED`` /
 ``RECONCILIATION_ONLY`` is an ``isError`` result (never a JSON-RPC error: the agent reads
-the status). The same server runs over stdio (``pausemesh gateway --stdio``) and over
+the status). A tool the gateway does not list is the protocol's -32602, as on ``/mcp``. The same server runs over stdio (``pausemesh gateway --stdio``) and over
 streamable HTTP inside the Litestar app (``web/gateway_mount.py``), which supplies the
 caller's principal and the human approval of ``require_approval`` jobs.
 """
@@ -22,6 +22,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool, To
 from pausemesh.gateway.dispatcher import Approver, Gateway, Pending
 from pausemesh.gateway.results import SUCCESS_STATUSES
 from pausemesh.gateway.stdio_pipes import loop_stdio
+from pausemesh.mcp.sdk_server import unknown_name
 
 __all__ = ("GatewayServer", "PrincipalOf", "RolesOf", "tool_result")
 
@@ -109,6 +110,8 @@ class GatewayServer(MCPServer):
         arguments: dict[str, Any],
         context: Context[Any, Any] | None = None,
     ) -> CallToolResult | InputRequiredResult:
+        if name not in {tool.name for tool in await self.list_tools()}:
+            raise unknown_name("tool", name)
         principal = self.principal_of(context) if context is not None else None
         # The identity provider's roles count too (beside the config's [access.principals]).
         roles = self.roles_of(context) if context is not None else frozenset[str]()

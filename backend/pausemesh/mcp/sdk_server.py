@@ -19,7 +19,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequ
 
 from pausemesh.core.principal_handoff import principal_in_scope
 
-__all__ = ("StrictNames", "principal_binding", "quietly_build_server")
+__all__ = ("StrictNames", "principal_binding", "quietly_build_server", "unknown_name")
 
 ServerT = TypeVar("ServerT", bound=MCPServer)
 
@@ -44,6 +44,12 @@ def quietly_build_server(build: Callable[[], ServerT]) -> ServerT:
         root.setLevel(level)
 
 
+def unknown_name(kind: str, name: str) -> MCPError:
+    """The protocol's answer to a call naming a tool or prompt the server does not list:
+    invalid params (-32602) with the name, a client's mistake (no ERROR log)."""
+    return MCPError(code=INVALID_PARAMS, message=f"Unknown {kind}: {name}", data={"name": name})
+
+
 class StrictNames(MCPServer[Any]):
     """``MCPServer`` that answers a call naming no tool or prompt it has with the protocol's
     invalid params (-32602, the MCP spec's "Unknown tool"): the SDK answers an unknown tool
@@ -54,9 +60,7 @@ class StrictNames(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         if name not in {tool.name for tool in await self.list_tools()}:
-            raise MCPError(
-                code=INVALID_PARAMS, message=f"Unknown tool: {name}", data={"name": name}
-            )
+            raise unknown_name("tool", name)
         return await super().call_tool(name, arguments, context)
 
     async def get_prompt(
@@ -66,7 +70,5 @@ class StrictNames(MCPServer[Any]):
         context: Context[Any, Any] | None = None,
     ) -> GetPromptResult | InputRequiredResult:
         if name not in {prompt.name for prompt in await self.list_prompts()}:
-            raise MCPError(
-                code=INVALID_PARAMS, message=f"Unknown prompt: {name}", data={"name": name}
-            )
+            raise unknown_name("prompt", name)
         return await super().get_prompt(name, arguments, context)
