@@ -352,7 +352,7 @@ class McpTaskEndpoint:
                 await self._update(scope, params, principal)
                 result = {"resultType": "complete"}
             else:
-                await self._tasks.cancel(params.get("taskId"), principal)
+                await self._cancel(params.get("taskId"), principal)
                 result = {"resultType": "complete"}
         except MCPError as error:
             reply = _error(request_id, error)
@@ -382,6 +382,16 @@ class McpTaskEndpoint:
         view = await self._tasks.open(principal, entry)
         return {**await self._task(view, principal), "resultType": "task"}
 
+    async def _cancel(self, task_id: object, principal: str | None) -> None:
+        """``tasks/cancel`` is an ack only (SEP-2663): a task that already ended, or whose
+        question was answered first, is left as it is; ``tasks/get`` shows how it ended. Only
+        an unknown task id is refused."""
+        view = await self._tasks.view(task_id, principal)
+        if view.status in ("completed", "failed", "cancelled"):
+            return
+        with contextlib.suppress(MCPError):
+            await self._tasks.cancel(task_id, principal)
+
     async def _task(self, view: TaskView, principal: str | None) -> dict[str, Any]:
         """The extension's ``Task``: ``ttlMs`` is the pause's lifetime from the task's creation."""
         ttl_ms: int | None = None
@@ -389,15 +399,18 @@ class McpTaskEndpoint:
             with contextlib.suppress(ContinuationNotFoundError):
                 pause = await self._tasks.continuation(view.entry.continuation_id, principal)
                 ttl_ms = max(0, int((pause.expires_at - view.created_at).total_seconds() * 1000))
+        tool_error = _tool_error(view)
         task: dict[str, Any] = {
             "taskId": view.task_id,
-            "status": view.status,
+            # A tool that ran and reported an error completed (SEP-2663: ``failed`` is for
+            # protocol errors); the 2025-11-25 form calls it failed.
+            "status": "completed" if tool_error else view.status,
             "createdAt": iso_millis(view.created_at),
             "lastUpdatedAt": iso_millis(view.updated_at),
             "ttlMs": ttl_ms,
             "pollIntervalMs": POLL_INTERVAL_MS,
         }
-        if view.message is not None:
+        if view.message is not None and not tool_error:
             task["statusMessage"] = view.message
         return task
 
@@ -409,7 +422,7 @@ class McpTaskEndpoint:
             task["inputRequests"] = entry.input_requests or await self._input_requests(
                 view, principal
             )
-        elif view.status == "completed" and entry.result is not None:
+        elif task["status"] == "completed" and entry.result is not None:
             task["result"] = entry.result
         elif view.status == "failed":
             task["error"] = entry.error or {
@@ -427,22 +440,17 @@ class McpTaskEndpoint:
         return {view.entry.key or "question": question}
 
     async def _update(self, scope: Scope, params: dict[str, Any], principal: str | None) -> None:
-        """``tasks/update``: the answer to the outstanding question, settled once."""
+        """``tasks/update``: the answer to the outstanding question, settled once. Keys that
+        name no outstanding question (unknown, or answered already) are ignored (SEP-2663):
+        the ack says nothing, ``tasks/get`` shows the task."""
         task_id = params.get("taskId")
         view = await self._tasks.view(task_id, principal)
         key = view.entry.key
         responses = params.get("inputResponses")
-        if view.status != "input_required" or key is None:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"The task has no outstanding input request (it is {view.status})",
-                data={"taskId": view.task_id, "status": view.status},
-            )
-        if not isinstance(responses, dict) or set(responses) != {key}:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"params.inputResponses must answer exactly the outstanding {key!r}",
-            )
+        if not isinstance(responses, dict):
+            raise MCPError(code=INVALID_PARAMS, message="params.inputResponses must be an object")
+        if view.status != "input_required" or key is None or key not in responses:
+            return
         response = responses[key]
         if not isinstance(response, dict):
             raise MCPError(
@@ -738,6 +746,12 @@ def _paused(
     if cid is None:
         raise MCPError(code=INTERNAL_ERROR, message="the tool paused without a durable pause")
     return msgspec.structs.replace(entry, continuation_id=cid, request_state=state, key=key)
+
+
+def _tool_error(view: TaskView) -> bool:
+    """The tool ran and reported an error (``isError``), as opposed to a protocol error."""
+    entry = view.entry
+    return view.status == "failed" and entry.error is None and entry.result is not None
 
 
 def _as_error(error: object) -> MCPError:
