@@ -7,9 +7,11 @@ scenarios against a server that provides fixed tools, resources and prompts (its
 (``McpPlugin``, the demo's stores and settings), so the suite judges PauseMesh's protocol
 behaviour. Every question a tool asks a person goes through PauseMesh's durable pause
 (``McpPauses.ask``: a live ``elicitation/create`` for a 2025-11-25 client, an
-``input_required`` result with a sealed ``requestState`` for a 2026-07-28 one); what PauseMesh
-does not offer (sampling, roots, logging levels, completion, subscriptions) is left out, and
-``docs/protocols-mcp-a2a.md`` says why.
+``input_required`` result with a sealed ``requestState`` for a 2026-07-28 one). The tasks
+extension's tools (``greet``, ``slow_compute``, ``confirm_delete``, ...) are allowed as tasks
+(``McpPauses.allow_tasks``): a paused call of one is a task. What PauseMesh does not offer
+(sampling, roots, logging levels, completion, subscriptions, work that outlives its call) is
+left out, and ``docs/protocols-mcp-a2a.md`` says why.
 
 ``python -m tests.support.mcp_conformance_server`` serves it through the CLI's ``serve_app``;
 ``McpConformanceServer`` is the ``ServerProcess`` that runs it.
@@ -27,7 +29,9 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     AudioContent,
     CallToolResult,
     EmbeddedResource,
@@ -168,6 +172,15 @@ _NAME_FORM = {
     "properties": {"name": {"type": "string"}},
     "required": ["name"],
 }
+_CONFIRM_FORM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+# The longest a work tool holds its call: PauseMesh makes a task of a pause (a question to a
+# person), not of work, so ``slow_compute`` and the jobs run within the call; what they are
+# asked to take is capped so the suite stays fast.
+_WORK_SECONDS = 0.05
 
 
 def _text(text: str) -> CallToolResult:
@@ -338,6 +351,83 @@ def _register_state_tools(server: MCPServer, pauses: McpPauses) -> None:
         return _text(f"region={region}")
 
 
+def _register_task_tools(server: MCPServer, pauses: McpPauses) -> None:
+    """The tasks extension's tools (``tasks-*``, SEP-2663): a question is a durable pause, and
+    a paused call of a task-capable tool is the task; the work tools run within their call."""
+
+    @server.tool(name="greet", description="Says hello (never a task)")
+    async def greet(name: str) -> CallToolResult:
+        return _text(f"Hello, {name}!")
+
+    @server.tool(name="slow_compute", description="Computes for a while (task-capable)")
+    async def slow_compute(seconds: float = 0, label: str = "") -> CallToolResult:
+        await asyncio.sleep(min(max(seconds, 0), _WORK_SECONDS))
+        return _text(f"computed {label}")
+
+    @server.tool(name="failing_job", description="A job that reports a tool error (task only)")
+    async def failing_job() -> CallToolResult:
+        await asyncio.sleep(_WORK_SECONDS)
+        return CallToolResult(content=[TextContent(type="text", text="job failed")], is_error=True)
+
+    @server.tool(name="protocol_error_job", description="A job that fails the protocol")
+    async def protocol_error_job() -> CallToolResult:
+        raise MCPError(code=INTERNAL_ERROR, message="the job crashed")
+
+    @server.tool(name="confirm_delete", description="Asks before deleting a file (task-capable)")
+    async def confirm_delete(filename: str, ctx: Context[Any, Any]) -> Any:
+        answer = await pauses.ask(
+            ctx,
+            tool="confirm_delete",
+            arguments={"filename": filename},
+            message=f"Delete {filename}?",
+            schema=_CONFIRM_FORM,
+            key="confirm",
+        )
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        deleted = answer.action == "accept" and (answer.content or {}).get("confirm") is True
+        return _text(f"{'deleted' if deleted else 'kept'} {filename}")
+
+    @server.tool(name="multi_input", description="Asks for a name and a confirmation")
+    async def multi_input(ctx: Context[Any, Any]) -> Any:
+        # One pause per call: the second question is asked once the first is answered.
+        name = await pauses.ask(
+            ctx, tool="multi_input", arguments={}, message="Name?", schema=_NAME_FORM, key="name"
+        )
+        if isinstance(name, InputRequiredResult):
+            return name
+        confirm = await pauses.ask(
+            ctx,
+            tool="multi_input",
+            arguments={"step": 2},
+            message="Confirm?",
+            schema=_CONFIRM_FORM,
+            key="confirm",
+        )
+        if isinstance(confirm, InputRequiredResult):
+            return confirm
+        return _text(f"{_said(name)}; {_said(confirm)}")
+
+    @server.tool(name="test_tool_with_task", description="Asks a name, then runs as a task")
+    async def tool_with_task(ctx: Context[Any, Any]) -> Any:
+        answer = await pauses.ask(
+            ctx,
+            tool="test_tool_with_task",
+            arguments={},
+            message="What is your name?",
+            schema=_NAME_FORM,
+            key="user_name",
+        )
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return _text(f"Hello, {(answer.content or {}).get('name', '')}!")
+
+    for tool in ("slow_compute", "confirm_delete", "multi_input", "protocol_error_job"):
+        pauses.allow_tasks(tool)
+    for tool in ("failing_job", "test_tool_with_task"):
+        pauses.allow_tasks(tool, "required")
+
+
 def _register_diagnostic_tools(server: MCPServer, pauses: McpPauses) -> None:
     """The stateless era's diagnostic tools (``server-stateless``)."""
 
@@ -500,6 +590,7 @@ def register_conformance_fixtures(
     _register_state_tools(server, pauses)
     _register_question_prompt(server, pauses)
     _register_diagnostic_tools(server, pauses)
+    _register_task_tools(server, pauses)
     _register_resources_and_prompts(server)
 
 
