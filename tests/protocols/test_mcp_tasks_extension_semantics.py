@@ -3,7 +3,10 @@ acks mean, beside the 2025-11-25 form.
 
 A tool that ran and reported an error is a ``completed`` task whose ``result`` says
 ``isError`` (``failed`` is for protocol errors); ``tasks/cancel`` is an ack only, the same for a
-task that already ended; ``tasks/update`` ignores keys that name no outstanding question.
+task that already ended; ``tasks/update`` ignores keys that name no outstanding question. Work
+(``allow_tasks(tool, work=...)``) is answered at once with a ``working`` task that this process
+runs to its end, stops when cancelled, and that ends ``failed`` when its time passes with no
+result. ``Mcp-Name`` on ``tasks/*`` must name the task.
 The cross-process story (restart, another replica, booking once) is
 ``tests/protocols/test_mcp_tasks.py``; the official suite's checks are
 ``tests/protocols/test_mcp_conformance.py``.
@@ -11,7 +14,9 @@ The cross-process story (restart, another replica, booking once) is
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +63,40 @@ def _register_deploy(server: MCPServer, pauses: McpPauses, _: PauseMeshPlugin) -
         return CallToolResult(content=[TextContent(type="text", text=f"deployed {target}")])
 
 
+# The work tools wait for their gate; a stopped run is noted.
+GATES: dict[str, asyncio.Event] = {}
+STOPPED: dict[str, asyncio.Event] = {}
+
+
+def _register_work(server: MCPServer, pauses: McpPauses, _: PauseMeshPlugin) -> None:
+    pauses.allow_tasks("crunch", work=timedelta(minutes=1))
+    pauses.allow_tasks("stall", work=timedelta(milliseconds=1))
+
+    @server.tool(name="crunch")
+    async def crunch(label: str, fail: bool = False) -> CallToolResult:
+        gate = GATES.setdefault(label, asyncio.Event())
+        try:
+            await gate.wait()
+        except asyncio.CancelledError:
+            STOPPED.setdefault(label, asyncio.Event()).set()
+            raise
+        return CallToolResult(content=[TextContent(type="text", text=label)], is_error=fail)
+
+    @server.tool(name="stall")
+    async def stall() -> CallToolResult:
+        await asyncio.Event().wait()  # never ends: the task's time passes
+        return CallToolResult(content=[])
+
+
+def _register_all(server: MCPServer, pauses: McpPauses, plugin: PauseMeshPlugin) -> None:
+    _register_deploy(server, pauses, plugin)
+    _register_work(server, pauses, plugin)
+
+
 @pytest.fixture(name="http")
 async def http_fixture(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(
-        Settings(database_path=str(tmp_path / "app.db")), plugins=[McpPlugin(_register_deploy)]
+        Settings(database_path=str(tmp_path / "app.db")), plugins=[McpPlugin(_register_all)]
     )
     async with (
         LifespanManager(asgi(app)),
@@ -72,8 +107,16 @@ async def http_fixture(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
-async def _rpc(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """A 2026-07-28 request from a client that declares forms and the tasks extension."""
+async def _rpc(
+    http: httpx.AsyncClient,
+    method: str,
+    params: dict[str, Any],
+    *,
+    named: str | None = None,
+    status: int = 200,
+) -> dict[str, Any]:
+    """A 2026-07-28 request from a client that declares forms and the tasks extension
+    (``named``: its ``Mcp-Name``, by default the tool of a ``tools/call``)."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {
@@ -86,11 +129,11 @@ async def _rpc(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> 
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": method,
     }
-    if method == "tools/call":
-        headers["mcp-name"] = params["name"]
+    if named is not None or method == "tools/call":
+        headers["mcp-name"] = named if named is not None else params["name"]
     body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
     response = await http.post("/mcp", json=body, headers=headers)
-    assert response.status_code == 200, response.text
+    assert response.status_code == status, response.text
     reply: dict[str, Any] = response.json()
     return reply
 
@@ -185,3 +228,96 @@ async def test_update_keys_that_name_no_outstanding_question_are_ignored(
     assert done["status"] == "completed"
     assert done["result"]["content"] == [{"type": "text", "text": "deployed edge"}]
     assert not_an_object["error"]["code"] == -32602
+
+
+async def _settled(http: httpx.AsyncClient, task_id: str, status: str) -> dict[str, Any]:
+    """``tasks/get`` until the task is ``status`` (a deadline, not a sleep)."""
+    async with asyncio.timeout(20):
+        while True:
+            task: dict[str, Any] = (await _rpc(http, "tasks/get", {"taskId": task_id}))["result"]
+            if task["status"] == status:
+                return task
+            await asyncio.sleep(0.01)
+
+
+async def _until_stopped(label: str) -> None:
+    async with asyncio.timeout(20):
+        await STOPPED.setdefault(label, asyncio.Event()).wait()
+
+
+async def test_work_is_answered_at_once_with_a_working_task_that_completes_with_its_result(
+    http: httpx.AsyncClient,
+) -> None:
+    created = await _rpc(http, "tools/call", {"name": "crunch", "arguments": {"label": "w1"}})
+    task = created["result"]
+    polled = (await _rpc(http, "tasks/get", {"taskId": task["taskId"]}))["result"]
+    GATES.setdefault("w1", asyncio.Event()).set()  # the work may not have started yet
+    done = await _settled(http, task["taskId"], "completed")
+
+    assert task["resultType"] == "task"
+    assert task["status"] == "working"
+    assert task["ttlMs"] == 60_000
+    assert "result" not in task
+    assert "requestState" not in task
+    assert polled["status"] == "working"
+    assert "inputRequests" not in polled
+    assert "result" not in polled
+    assert done["result"]["content"] == [{"type": "text", "text": "w1"}]
+
+
+async def test_cancelled_work_stops_and_its_task_stays_cancelled(
+    http: httpx.AsyncClient,
+) -> None:
+    created = await _rpc(http, "tools/call", {"name": "crunch", "arguments": {"label": "w2"}})
+    task_id = created["result"]["taskId"]
+
+    acked = await _rpc(http, "tasks/cancel", {"taskId": task_id})
+    await _until_stopped("w2")
+    task = (await _rpc(http, "tasks/get", {"taskId": task_id}))["result"]
+
+    assert acked["result"] == {"resultType": "complete"}
+    assert task["status"] == "cancelled"
+    assert "result" not in task
+
+
+async def test_work_that_reports_an_error_completes_with_is_error(
+    http: httpx.AsyncClient,
+) -> None:
+    GATES.setdefault("w3", asyncio.Event()).set()
+    created = await _rpc(
+        http, "tools/call", {"name": "crunch", "arguments": {"label": "w3", "fail": True}}
+    )
+    done = await _settled(http, created["result"]["taskId"], "completed")
+
+    assert done["result"]["isError"] is True
+    assert "error" not in done
+
+
+async def test_work_whose_time_passes_without_a_result_is_failed(
+    http: httpx.AsyncClient,
+) -> None:
+    created = await _rpc(http, "tools/call", {"name": "stall", "arguments": {}})
+    failed = await _settled(http, created["result"]["taskId"], "failed")
+
+    assert failed["statusMessage"] == "the work did not finish in time"
+    assert "result" not in failed
+
+
+async def test_an_mcp_name_that_is_not_the_task_id_is_a_header_mismatch(
+    http: httpx.AsyncClient,
+) -> None:
+    task_id, _ = await _asking_task(http, "canary")
+
+    matching = await _rpc(http, "tasks/get", {"taskId": task_id}, named=f"  {task_id} ")
+    other = await _rpc(http, "tasks/get", {"taskId": task_id}, named="another-task", status=400)
+    wrong_tool = await _rpc(
+        http,
+        "tools/call",
+        {"name": "deploy", "arguments": {"target": "x"}},
+        named="greet",
+        status=400,
+    )
+
+    assert matching["result"]["status"] == "input_required"
+    assert other["error"]["code"] == -32020
+    assert wrong_tool["error"]["code"] == -32020

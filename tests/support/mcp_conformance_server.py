@@ -10,8 +10,7 @@ behaviour. Every question a tool asks a person goes through PauseMesh's durable 
 ``input_required`` result with a sealed ``requestState`` for a 2026-07-28 one). The tasks
 extension's tools (``greet``, ``slow_compute``, ``confirm_delete``, ...) are allowed as tasks
 (``McpPauses.allow_tasks``): a paused call of one is a task. What PauseMesh does not offer
-(sampling, roots, logging levels, completion, subscriptions, work that outlives its call) is
-left out, and ``docs/protocols-mcp-a2a.md`` says why.
+(sampling, roots, logging levels, completion, subscriptions) is left out, and ``docs/protocols-mcp-a2a.md`` says why.
 
 ``python -m tests.support.mcp_conformance_server`` serves it through the CLI's ``serve_app``;
 ``McpConformanceServer`` is the ``ServerProcess`` that runs it.
@@ -25,6 +24,7 @@ import io
 import json
 import sys
 import wave
+from datetime import timedelta
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -177,10 +177,12 @@ _CONFIRM_FORM = {
     "properties": {"confirm": {"type": "boolean"}},
     "required": ["confirm"],
 }
-# The longest a work tool holds its call: PauseMesh makes a task of a pause (a question to a
-# person), not of work, so ``slow_compute`` and the jobs run within the call; what they are
-# asked to take is capped so the suite stays fast.
+# The work tools run as tasks (``allow_tasks(work=...)``): the call is answered at once with a
+# working task. The scenarios cancel the work they ask to take a minute or more; the rest is
+# capped, so the suite does not wait for it.
 _WORK_SECONDS = 0.05
+_CANCELLED_WORK_SECONDS = 30
+_WORK_TIME = timedelta(minutes=5)
 
 
 def _text(text: str) -> CallToolResult:
@@ -352,8 +354,8 @@ def _register_state_tools(server: MCPServer, pauses: McpPauses) -> None:
 
 
 def _register_task_tools(server: MCPServer, pauses: McpPauses) -> None:
-    """The tasks extension's tools (``tasks-*``, SEP-2663): a question is a durable pause, and
-    a paused call of a task-capable tool is the task; the work tools run within their call."""
+    """The tasks extension's tools (``tasks-*``, SEP-2663): a question is a durable pause (a
+    paused call of a task-capable tool is the task), long work a working task."""
 
     @server.tool(name="greet", description="Says hello (never a task)")
     async def greet(name: str) -> CallToolResult:
@@ -361,7 +363,8 @@ def _register_task_tools(server: MCPServer, pauses: McpPauses) -> None:
 
     @server.tool(name="slow_compute", description="Computes for a while (task-capable)")
     async def slow_compute(seconds: float = 0, label: str = "") -> CallToolResult:
-        await asyncio.sleep(min(max(seconds, 0), _WORK_SECONDS))
+        taken = seconds if seconds >= _CANCELLED_WORK_SECONDS else min(seconds, _WORK_SECONDS)
+        await asyncio.sleep(max(taken, 0))
         return _text(f"computed {label}")
 
     @server.tool(name="failing_job", description="A job that reports a tool error (task only)")
@@ -422,10 +425,12 @@ def _register_task_tools(server: MCPServer, pauses: McpPauses) -> None:
             return answer
         return _text(f"Hello, {(answer.content or {}).get('name', '')}!")
 
-    for tool in ("slow_compute", "confirm_delete", "multi_input", "protocol_error_job"):
+    for tool in ("slow_compute", "protocol_error_job"):
+        pauses.allow_tasks(tool, work=_WORK_TIME)
+    pauses.allow_tasks("failing_job", "required", work=_WORK_TIME)
+    for tool in ("confirm_delete", "multi_input"):
         pauses.allow_tasks(tool)
-    for tool in ("failing_job", "test_tool_with_task"):
-        pauses.allow_tasks(tool, "required")
+    pauses.allow_tasks("test_tool_with_task", "required")
 
 
 def _register_diagnostic_tools(server: MCPServer, pauses: McpPauses) -> None:

@@ -56,14 +56,28 @@ class McpPauses:
         self._forms = FormPauses(bridge, PauseSlots(service, threads))
         self._urls = UrlAuthorizations(bridge, policy)
         self._task_support: dict[str, TaskSupport] = {}
+        self._work: dict[str, timedelta] = {}
 
-    def allow_tasks(self, tool: str, support: TaskSupport = "optional") -> None:
+    def allow_tasks(
+        self, tool: str, support: TaskSupport = "optional", *, work: timedelta | None = None
+    ) -> None:
         """Let 2025-11-25 clients call ``tool`` as an MCP task: ``tools/list`` shows it with
         ``execution.taskSupport`` = ``support`` (``"required"``: only as a task). A tool
         not named here is ``forbidden`` (the spec's default): a task call of it is ``-32601``.
         Only for tools whose pauses are questions (``ask``): a task carries a form question.
+
+        ``work``: the tool works without asking (the tasks extension of 2026-07-28): a
+        declaring client's call of it is answered at once with a ``working`` task while this
+        process runs the tool, and the task ends ``failed`` if no result is recorded within
+        ``work`` (the process running it stopped).
         """
         self._task_support[tool] = support
+        if work is not None:
+            self._work[tool] = work
+
+    def work_time(self, tool: object) -> timedelta | None:
+        """How long ``tool``'s work may take as a task (None: it is not work)."""
+        return self._work.get(tool) if isinstance(tool, str) else None
 
     def task_support(self, tool: object) -> TaskSupport | None:
         """``tool``'s ``execution.taskSupport`` (None: forbidden)."""

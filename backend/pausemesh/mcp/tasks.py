@@ -90,6 +90,10 @@ class TaskEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     # The question as the tool asked it (``inputRequests``), for the 2026-07-28 tasks
     # extension's ``tasks/get``.
     input_requests: dict[str, Any] | None = None
+    # Work run by the process that took the call (no pause): the moment (ISO 8601) after which
+    # a task with no result recorded is failed, and whether a client cancelled it.
+    work_until: str | None = None
+    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,8 @@ def _entry_of(record: ThreadRecord) -> TaskEntry | None:
 
 
 def _outcome(entry: TaskEntry) -> tuple[TaskStatus, str | None] | None:
+    if entry.cancelled:
+        return "cancelled", "cancelled by the client"
     if entry.error is not None:
         message = entry.error.get("message")
         return "failed", message if isinstance(message, str) else None
@@ -198,6 +204,10 @@ class McpTasks:
         (``PAUSEMESH_MAX_PAUSE_TTL_SECONDS``), in milliseconds as the spec counts it."""
         return int(self._service().max_pause_ttl.total_seconds()) * 1000
 
+    def now(self) -> datetime:
+        """The service clock's now."""
+        return self._service().clock.now()
+
     def _store(self) -> ThreadStore:
         threads = self._threads()
         if threads is None:
@@ -205,11 +215,14 @@ class McpTasks:
             raise RuntimeError(msg)
         return threads
 
-    async def open(self, principal: str | None, entry: TaskEntry) -> TaskView:
-        """Record a new task: its id is its pause's continuation id (or a fresh id)."""
+    async def open(
+        self, principal: str | None, entry: TaskEntry, now: datetime | None = None
+    ) -> TaskView:
+        """Record a new task: its id is its pause's continuation id (or a fresh id);
+        ``now``: its creation instant (the clock's now by default)."""
         task_id = entry.continuation_id or uuid7()
         threads = self._store()
-        now = self._service().clock.now()
+        now = now or self._service().clock.now()
         record = await threads.create_or_load(MCP_TASK_PREFIX + task_id, owner=principal, now=now)
         if record.owner != principal:
             raise task_not_found(task_id)
@@ -287,6 +300,10 @@ class McpTasks:
         known = _outcome(entry)
         if known is not None:
             return known
+        if entry.work_until is not None:
+            if self._service().clock.now() >= datetime.fromisoformat(entry.work_until):
+                return "failed", "the work did not finish in time"
+            return "working", None
         continuation = await self._continuation(entry, principal)
         if continuation is None:
             return "failed", "the pause behind this task is gone"
@@ -326,8 +343,18 @@ class McpTasks:
 
     async def cancel(self, task_id: object, principal: str | None) -> TaskView:
         """Cancel the task's pause; a terminal task is the spec's invalid-params refusal."""
-        _, entry = await self._load(task_id, principal)
+        record, entry = await self._load(task_id, principal)
         status, _ = await self._status(entry, principal)
+        if status == "working" and entry.work_until is not None:
+            # Work: the cancel is recorded as its outcome; a result that comes later is dropped.
+            await self._record_outcome(record, msgspec.structs.replace(entry, cancelled=True))
+            view = await self.view(task_id, principal)
+            if view.status != "cancelled":
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"Cannot cancel task: it ended first ({view.status})",
+                )
+            return view
         if status in TERMINAL or entry.continuation_id is None:
             raise MCPError(
                 code=INVALID_PARAMS,

@@ -229,6 +229,7 @@ class McpPlugin(McpRules):
             KeyedRequestStateCodec(self._issuer).continuation_in,
             feed=self.feed,
             support=self.pauses.task_support,
+            work=self.pauses.work_time,
         )
 
     def _projection_policy(self) -> McpProjectionPolicy | None:
@@ -263,6 +264,7 @@ class McpPlugin(McpRules):
                     yield
                 finally:
                     self._running = False
+                    await self.tasks.stop_work()
                     await self.tasks.sessions.close()
         finally:
             service.observer = observer

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import msgspec
@@ -43,6 +45,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -80,6 +83,8 @@ from pausemesh.web.mcp_sessions import (
 from pausemesh.web.protocol_mount import send_json
 
 __all__ = ("TASKS_EXTENSION", "McpTaskEndpoint", "declare_tasks_capability")
+
+_log = logging.getLogger("pausemesh.mcp")
 
 _MODERN: Final = "2026-07-28"
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
@@ -181,6 +186,20 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _header_mismatch(scope: Scope, exchange: _Exchange) -> str | None:
+    """Why the routing headers disagree with the body (None: they agree or are absent).
+    ``Mcp-Name`` names the tool of a ``tools/call`` and the task of ``tasks/*`` (SEP-2663);
+    values are trimmed (RFC 9110 5.5)."""
+    method = _header(scope, b"mcp-method")
+    if method is not None and method.strip() != exchange.method:
+        return "Mcp-Method header does not match the request's method"
+    field = "name" if exchange.method == "tools/call" else "taskId"
+    named = _header(scope, b"mcp-name")
+    if named is not None and named.strip() != exchange.params.get(field):
+        return f"Mcp-Name header does not match params.{field}"
+    return None
+
+
 def _error(request_id: object, error: MCPError) -> dict[str, Any]:
     body: dict[str, Any] = {"code": error.error.code, "message": error.error.message}
     if error.error.data is not None:
@@ -211,9 +230,14 @@ class McpTaskEndpoint:
         *,
         feed: TaskFeed,
         support: Callable[[object], TaskSupport | None],
+        work: Callable[[object], timedelta | None] = lambda _: None,
     ) -> None:
         """``continuation_in``: the pause a sealed ``requestState`` names (``mcp.state``);
-        ``support``: a tool's ``execution.taskSupport`` (None: forbidden)."""
+        ``support``: a tool's ``execution.taskSupport`` (None: forbidden); ``work``: how long
+        a tool that works without asking may take as a task (None: it is not work)."""
+        self._work = work
+        # The work this process runs for tasks of the extension, by task id.
+        self._working: dict[str, asyncio.Task[None]] = {}
         self._tasks = tasks
         self._server = server
         self._continuation_in = continuation_in
@@ -334,6 +358,13 @@ class McpTaskEndpoint:
             await send_json(send, 400, msgspec.json.encode(_error(None, error)), "application/json")
             return
         params = exchange.params
+        mismatch = _header_mismatch(scope, exchange)
+        if mismatch is not None:
+            # What the SDK answers on the requests it routes (SEP-2243): HTTP 400, -32020.
+            refused = MCPError(code=HEADER_MISMATCH, message=mismatch)
+            body = msgspec.json.encode(_error(request_id, refused))
+            await send_json(send, 400, body, "application/json")
+            return
         try:
             if not _declares_extension(exchange.body):
                 raise MCPError(
@@ -369,6 +400,9 @@ class McpTaskEndpoint:
             arguments = {}
         if not isinstance(arguments, dict):
             raise MCPError(code=INVALID_PARAMS, message="params.arguments must be an object")
+        work = self._work(name)
+        if work is not None:
+            return await self._start_work(scope, str(name), arguments, work, principal)
         outcome = await self._run_tool(scope, {"name": name, "arguments": arguments})
         result = outcome.get("result")
         if result is None:
@@ -382,6 +416,50 @@ class McpTaskEndpoint:
         view = await self._tasks.open(principal, entry)
         return {**await self._task(view, principal), "resultType": "task"}
 
+    async def _start_work(
+        self,
+        scope: Scope,
+        name: str,
+        arguments: dict[str, Any],
+        work: timedelta,
+        principal: str | None,
+    ) -> dict[str, Any]:
+        """A ``working`` task, recorded before the answer (``tasks/get`` resolves at once),
+        while this process runs the tool and records its outcome."""
+        now = self._tasks.now()
+        entry = TaskEntry(tool=name, arguments=arguments, work_until=(now + work).isoformat())
+        view = await self._tasks.open(principal, entry, now)
+        task_id = view.task_id
+
+        async def run() -> None:
+            try:
+                outcome = await self._run_tool(scope, {"name": name, "arguments": arguments})
+                result = outcome.get("result")
+                if isinstance(result, dict) and result.get("resultType") != "input_required":
+                    finished = msgspec.structs.replace(entry, result=_call_tool_result(result))
+                else:
+                    error = outcome.get("error")
+                    if not isinstance(error, dict):
+                        error = {"code": INTERNAL_ERROR, "message": "work cannot ask a question"}
+                    finished = msgspec.structs.replace(entry, error=error)
+                await self._tasks.settle(task_id, principal, finished)
+            except Exception:  # noqa: BLE001 - the task ends failed at its time; say why here
+                _log.warning(
+                    "MCP work task %s failed to record its outcome", task_id, exc_info=True
+                )
+            finally:
+                self._working.pop(task_id, None)
+
+        self._working[task_id] = asyncio.ensure_future(run())
+        return {**await self._task(view, principal), "resultType": "task"}
+
+    async def stop_work(self) -> None:
+        """At shutdown: the work still running stops (its tasks end failed at their time)."""
+        running = list(self._working.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
     async def _cancel(self, task_id: object, principal: str | None) -> None:
         """``tasks/cancel`` is an ack only (SEP-2663): a task that already ended, or whose
         question was answered first, is left as it is; ``tasks/get`` shows how it ended. Only
@@ -391,11 +469,17 @@ class McpTaskEndpoint:
             return
         with contextlib.suppress(MCPError):
             await self._tasks.cancel(task_id, principal)
+        running = self._working.get(view.task_id)
+        if running is not None:  # this process runs it: stop it (elsewhere it is dropped)
+            running.cancel()
 
     async def _task(self, view: TaskView, principal: str | None) -> dict[str, Any]:
         """The extension's ``Task``: ``ttlMs`` is the pause's lifetime from the task's creation."""
         ttl_ms: int | None = None
-        if view.entry.continuation_id is not None:
+        if view.entry.work_until is not None:
+            until = datetime.fromisoformat(view.entry.work_until)
+            ttl_ms = max(0, int((until - view.created_at).total_seconds() * 1000))
+        elif view.entry.continuation_id is not None:
             with contextlib.suppress(ContinuationNotFoundError):
                 pause = await self._tasks.continuation(view.entry.continuation_id, principal)
                 ttl_ms = max(0, int((pause.expires_at - view.created_at).total_seconds() * 1000))
