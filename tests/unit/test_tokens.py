@@ -93,9 +93,28 @@ def test_uuid7_puts_the_milliseconds_on_top_and_keeps_74_of_the_80_random_bits(
     # ``ids`` calls ``os.urandom`` and ``time.time_ns`` through the modules: patch them there.
     monkeypatch.setattr(os, "urandom", lambda n: random[:n])
     monkeypatch.setattr(time, "time_ns", lambda: 0x0123_4567_89AB * 1_000_000 + 999_999)
+    # A process that has made no id yet (ids made earlier in this one are later than 2009).
+    monkeypatch.setattr(ids, "_last", 0)
     parsed = uuid.UUID(ids.uuid7())
     expected = 0x0123_4567_89AB << 80 | int.from_bytes(random)
     expected = expected & ~(0xF << 76 | 0x3 << 62) | 0x7 << 76 | 0x2 << 62
     assert parsed.int == expected
-    assert str(parsed) == ids.uuid7()
     assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+    # The same millisecond and the same random bits again: the next id still sorts after it.
+    again = uuid.UUID(ids.uuid7())
+    assert again.int > parsed.int
+    assert again.int >> 80 == parsed.int >> 80
+    assert (again.version, again.variant) == (7, uuid.RFC_4122)
+
+
+def test_uuid7_ids_a_process_makes_sort_in_the_order_it_made_them() -> None:
+    import uuid  # noqa: PLC0415 - local to this test
+
+    from pausemesh.core.ids import uuid7  # noqa: PLC0415 - local to this test
+
+    # Thousands within a few milliseconds: many share one, and their order is still kept.
+    made = [uuid7() for _ in range(5000)]
+    assert made == sorted(made)
+    assert len(set(made)) == len(made)
+    assert len({m[:13] for m in made}) < len(made)
+    assert {(uuid.UUID(m).version, uuid.UUID(m).variant) for m in made} == {(7, uuid.RFC_4122)}
