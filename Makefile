@@ -88,8 +88,9 @@ $(MCP_CONFORMANCE)/node_modules/.installed: $(MCP_CONFORMANCE)/package-lock.json
 mcp-conformance:  ## the MCP conformance suite for the tests (needs npm; `make demo` does not)
 	@! command -v npm >/dev/null || $(MAKE) --no-print-directory $(MCP_CONFORMANCE)/node_modules/.installed
 
-# Test processes: most tests wait on server processes, so more workers than cores pays.
-TEST_WORKERS ?= 3
+# Test processes: most tests wait on server processes (forked from a fork server per worker,
+# tests/support/forkserver.py, so a start costs little CPU), so twice the cores pays.
+TEST_WORKERS ?= 4
 
 test: install test-tools lint typecheck browser examples-build mcp-conformance  ## every test: lint, types, unit, contract, e2e
 	@# In parallel (one file per worker keeps module fixtures together), then the tests that
