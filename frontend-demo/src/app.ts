@@ -193,6 +193,7 @@ export class ChatApp {
   start(): void {
     this.ui.threadLabel.textContent = `Conversation id: ${this.threadId}`;
     this.sidebar.start();
+    void this.showCapabilities();
     const scroller = this.ui.transcript.closest<HTMLElement>(".scroll");
     scroller?.addEventListener("scroll", () => {
       if (scroller.scrollTop < 80 && this.cursor !== undefined) void this.loadOlder();
@@ -281,6 +282,24 @@ export class ChatApp {
       );
       await this.resume(buildResumeArray(pending, responses), choiceOf(answers));
     });
+  }
+
+  /** Which agent the server serves, from AG-UI capability discovery (`GET agui/capabilities`):
+   * its name under the title. The page works without it (an older server has no route). */
+  private async showCapabilities(): Promise<void> {
+    let capabilities: Awaited<ReturnType<PauseMeshAgent["getCapabilities"]>>;
+    try {
+      capabilities = await this.agent.getCapabilities();
+    } catch {
+      return;
+    }
+    const subtitle = this.document.querySelector<HTMLElement>(".brand .subtitle");
+    const identity = capabilities.identity;
+    if (subtitle === null || identity?.name === undefined) return;
+    const version = identity.version === undefined ? "" : ` ${identity.version}`;
+    subtitle.textContent = `A PauseMesh demo · agent ${identity.name}${version}`;
+    subtitle.dataset["interrupts"] = String(capabilities.humanInTheLoop?.interrupts === true);
+    subtitle.dataset["resumable"] = String(capabilities.transport?.resumable === true);
   }
 
   private cancel(): void {

@@ -18,6 +18,7 @@
 //   unreachable server as `PauseMeshOffline`.
 
 import {
+  type AgentCapabilities,
   type BaseEvent,
   buildResumeArray,
   enforceOutgoingInput,
@@ -153,6 +154,7 @@ type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
 export class PauseMeshAgent extends HttpAgent {
   readonly connectUrl: string;
   readonly threadUrl: string;
+  readonly capabilitiesUrl: string;
   private seen = 0;
   private readonly backoff: Backoff;
   private readonly random: () => number;
@@ -170,6 +172,7 @@ export class PauseMeshAgent extends HttpAgent {
     const base = config.url.replace(/\/+$/, "");
     this.connectUrl = config.connectUrl ?? `${base}/connect`;
     this.threadUrl = `${base}/threads/${encodeURIComponent(this.threadId)}`;
+    this.capabilitiesUrl = `${base}/capabilities`;
     this.backoff = config.backoff ?? DEFAULT_BACKOFF;
     this.random = config.random ?? Math.random;
     this.fetchFn = baseFetch;
@@ -185,6 +188,22 @@ export class PauseMeshAgent extends HttpAgent {
       runHttpRequest(() => this.fetch(this.connectUrl, this.requestInit(enforceOutgoingInput(input)))),
       this.debugLogger,
     );
+  }
+
+  /** What the server supports for its agent: `@ag-ui/client`'s optional `getCapabilities`,
+   * answered by PauseMesh's `GET {url}/capabilities` (the protocol names no route for it). */
+  override async getCapabilities(): Promise<AgentCapabilities> {
+    let response: Response;
+    try {
+      response = await this.fetchFn(this.capabilitiesUrl, {
+        headers: { ...this.headers, Accept: "application/json" },
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new PauseMeshOffline(error);
+    }
+    if (!response.ok) throw await refusalFrom(response);
+    return (await response.json()) as AgentCapabilities;
   }
 
   /** The thread's record; `PauseMeshRefusal` "not_found" when it is not this person's. */

@@ -17,6 +17,13 @@ import type { TailStatus, ThreadEvent } from "../src/sse.js";
 
 const THREAD = "t-1";
 
+/** What `GET /agui/capabilities` answers (the shape PauseMesh serves, abridged). */
+const CAPABILITIES = {
+  identity: { type: "pausemesh", name: "travel_agent" },
+  transport: { streaming: true, resumable: true },
+  humanInTheLoop: { supported: true, interrupts: true, approveWithEdits: false },
+};
+
 /** The thread's log as the server keeps it: sequence → event. */
 const LOG: [number, Record<string, unknown>][] = [
   [1, { type: "RUN_STARTED", threadId: THREAD, runId: "r-1" }],
@@ -38,6 +45,7 @@ interface Wire {
   readonly server: Server;
   readonly url: string;
   readonly lastEventIds: string[];
+  readonly capabilityHeaders: string[];
   /** The tail cuts its first connection after this many frames (then serves the rest). */
   cutAfter: number | undefined;
   runError: { code: string; message: string } | undefined;
@@ -60,6 +68,10 @@ async function pausemesh(): Promise<Wire> {
     } else if (request.method === "GET" && path.startsWith("/agui/threads/") && !path.endsWith("/events")) {
       response.writeHead(404, { "content-type": "application/problem+json" });
       response.end(JSON.stringify({ code: "THREAD_NOT_FOUND", detail: "No such thread." }));
+    } else if (request.method === "GET" && path === "/agui/capabilities") {
+      wire.capabilityHeaders.push(String(request.headers["x-demo-person"] ?? ""));
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify(CAPABILITIES));
     } else if (request.method === "POST" && path === "/agui/connect") {
       // The restore: the thread as it stands, the agent not run (no ids: not logged).
       sse(response);
@@ -124,6 +136,7 @@ async function pausemesh(): Promise<Wire> {
     },
     url: `http://127.0.0.1:${port}`,
     lastEventIds: [],
+    capabilityHeaders: [],
     cutAfter: undefined,
     runError: undefined,
     async restart() {
@@ -171,6 +184,24 @@ test("restore reads the thread and replays it through connect, the agent not run
   } finally {
     await wire.close();
   }
+});
+
+test("getCapabilities reads GET {url}/capabilities with the agent's headers", async () => {
+  const wire = await pausemesh();
+  try {
+    const agent = new PauseMeshAgent({
+      url: `${wire.url}/agui`,
+      threadId: THREAD,
+      headers: { "X-Demo-Person": "traveller" },
+    });
+    const capabilities = await agent.getCapabilities();
+    assert.deepEqual(capabilities, CAPABILITIES);
+    assert.deepEqual(wire.capabilityHeaders, ["traveller"]);
+  } finally {
+    await wire.close();
+  }
+  const gone = new PauseMeshAgent({ url: `${wire.url}/agui`, threadId: THREAD });
+  await assert.rejects(gone.getCapabilities(), PauseMeshOffline);
 });
 
 test("a thread that is not this person's is a not_found refusal, nothing created", async () => {

@@ -124,6 +124,17 @@ def test_the_empty_page_welcomes_with_three_suggestions_at_both_widths(
         shots.take(page, f"empty-{width}")
 
 
+def test_the_page_names_the_agent_its_capability_discovery_describes(
+    server: ServerProcess, desktop: BrowserContext
+) -> None:
+    described = httpx.get(server.url("/agui/capabilities"), timeout=30).json()
+    page = open_demo(desktop, server.url("/"))
+    subtitle = page.locator(".brand .subtitle")
+    expect(subtitle).to_have_text(f"A PauseMesh demo · agent {described['identity']['name']}")
+    expect(subtitle).to_have_attribute("data-interrupts", "true")
+    expect(subtitle).to_have_attribute("data-resumable", "true")
+
+
 def test_a_request_is_answered_for_its_destination_and_the_choice_is_the_users_message(
     server: ServerProcess, desktop: BrowserContext
 ) -> None:
