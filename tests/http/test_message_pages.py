@@ -7,6 +7,7 @@ thread's pages are 404 and a bad cursor or limit is a 400 with a stable code."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,28 @@ async def test_an_erased_threads_pages_are_not_found_and_bad_queries_are_refused
     assert other.status_code == 404
     assert erased.status_code == 404
     assert erased.headers["content-type"] == "application/problem+json"
+
+
+@HOSTS
+async def test_the_snapshot_and_pages_carry_each_messages_server_time_beside_the_messages(
+    tmp_path: Path, make_host: Callable[[Path], Any]
+) -> None:
+    async with client_for(make_host(tmp_path / "t.db")) as client:
+        for n in range(2):
+            await _turn(client, n)
+        before = (await client.get("/agui/threads/t1/messages?limit=4")).json()
+        await _turn(client, 2)
+        snapshot = (await client.get("/agui/threads/t1")).json()
+        page = (await client.get("/agui/threads/t1/messages?limit=4")).json()
+
+    # The snapshot's page (the newest PAGE) and the messages page: a time for each, by id.
+    assert set(snapshot["messageTimes"]) == {m["id"] for m in snapshot["messages"]}
+    assert set(page["messageTimes"]) == {m["id"] for m in page["messages"]}
+    assert all(set(m) <= {"id", "role", "content"} for m in page["messages"])
+    for text in [*snapshot["messageTimes"].values(), *page["messageTimes"].values()]:
+        assert text.endswith("Z")
+        assert datetime.fromisoformat(text).utcoffset() == timedelta(0)
+    # A later run leaves the earlier messages' times as they were first stored.
+    for message_id in ("a-r1", "u1"):
+        assert page["messageTimes"][message_id] == before["messageTimes"][message_id]
+    assert snapshot["messageTimes"]["u2"] == page["messageTimes"]["u2"]

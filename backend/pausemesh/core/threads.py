@@ -188,6 +188,11 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     messages_from: int = 0
     # How many messages the thread holds (set by the store).
     message_count: int = 0
+    # When the server first stored each of ``messages`` (same order; None for a message stored
+    # before times were kept, issue 44). Set by the store on ``get`` and ``save``; a save keeps
+    # the time of a rewritten message (same position, same id) and stamps a new one with its
+    # ``now``. What a caller passes to ``save`` is ignored.
+    message_times: list[datetime | None] = msgspec.field(default_factory=list)
 
 
 TITLE_MAX_CHARS = 60
@@ -248,6 +253,8 @@ class StoredMessage(msgspec.Struct, frozen=True, kw_only=True):
 
     position: int
     message: Any
+    # When the server first stored it; None for a message stored before times were kept.
+    stored_at: datetime | None = None
 
 
 class ThreadLogEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,6 +18,7 @@ import asyncio
 import base64
 import binascii
 from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime
 from typing import Any, Final, cast
 
 import msgspec
@@ -181,7 +182,25 @@ def thread_snapshot(record: ThreadRecord) -> dict[str, Any]:
         "messagesCursor": encode_message_cursor(record.messages_from)
         if record.messages_from > 0
         else None,
+        # When the server first stored each message above, by id (issue 44): beside the
+        # messages, not in them (AG-UI message schemas strip unknown fields).
+        "messageTimes": message_times(zip(record.messages, record.message_times, strict=False)),
     }
+
+
+def _utc_text(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def message_times(pairs: Iterable[tuple[Any, datetime | None]]) -> dict[str, str]:
+    """``{messageId: ISO-8601 UTC}`` for the messages with an id and a stored time (those
+    stored before times were kept have none: a client falls back to its own)."""
+    times: dict[str, str] = {}
+    for message, at in pairs:
+        message_id = message.get("id") if isinstance(message, dict) else None
+        if at is not None and isinstance(message_id, str):
+            times[message_id] = _utc_text(at)
+    return times
 
 
 # --- Pages of a thread's messages -----------------------------------------------------------
@@ -225,6 +244,8 @@ class MessagePage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     thread_id: str
     messages: list[Any]
     next_cursor: str | None
+    # When the server first stored each message of the page, by id (see ``thread_snapshot``).
+    message_times: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def message_page(thread_id: str, rows: list[StoredMessage]) -> MessagePage:
@@ -234,4 +255,5 @@ def message_page(thread_id: str, rows: list[StoredMessage]) -> MessagePage:
         thread_id=thread_id,
         messages=[r.message for r in rows],
         next_cursor=encode_message_cursor(last) if last > 0 else None,
+        message_times=message_times((r.message, r.stored_at) for r in rows),
     )

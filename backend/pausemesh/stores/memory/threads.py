@@ -46,6 +46,8 @@ class InMemoryThreadStore:
         self._logs: dict[str, list[ThreadLogEntry]] = {}
         # Each thread's messages, one encoded message per element (the record holds none).
         self._messages: dict[str, list[bytes]] = {}
+        # When each of them was first stored (parallel to ``_messages``).
+        self._times: dict[str, list[datetime | None]] = {}
         self._notifier = ThreadNotifier()
         self._closed = False
         self._erased: dict[str, datetime] = {}
@@ -107,6 +109,7 @@ class InMemoryThreadStore:
             self._records[thread_id] = record
             self._logs[thread_id] = []
             self._messages[thread_id] = []
+            self._times[thread_id] = []
         return self._copy(record)
 
     def _copy(self, record: ThreadRecord, tail: int | None = None) -> ThreadRecord:
@@ -117,6 +120,7 @@ class InMemoryThreadStore:
             messages=[msgspec.json.decode(m) for m in stored[start:]],
             messages_from=start,
             message_count=len(stored),
+            message_times=list(self._times.get(record.thread_id, [])[start:]),
             state=_clone(record.state),
             open_receipt=_clone_cohort(record.open_receipt),
             closed_receipt=_clone_cohort(record.closed_receipt),
@@ -132,10 +136,11 @@ class InMemoryThreadStore:
     ) -> list[StoredMessage]:
         self._check_open()
         stored = self._messages.get(thread_id, [])
+        times = self._times.get(thread_id, [])
         end = len(stored) if before is None else min(max(before, 0), len(stored))
         start = max(end - max(limit, 0), 0)
         return [
-            StoredMessage(position=p, message=msgspec.json.decode(stored[p]))
+            StoredMessage(position=p, message=msgspec.json.decode(stored[p]), stored_at=times[p])
             for p in range(end - 1, start - 1, -1)
         ]
 
@@ -171,6 +176,15 @@ class InMemoryThreadStore:
         state = msgspec.json.encode(record.state)
         receipts = (msgspec.json.encode(c) for c in (record.open_receipt, record.closed_receipt))
         self._messages[record.thread_id] = kept + tail
+        times = self._times[record.thread_id]
+        self._times[record.thread_id] = times[:start] + [
+            times[start + i]
+            if start + i < len(stored)
+            and (message_id := _message_id(text)) is not None
+            and _message_id(stored[start + i]) == message_id
+            else now
+            for i, text in enumerate(tail)
+        ]
         size = len(b"[]") + sum(len(m) + _SEPARATOR for m in kept + tail)
         updated = msgspec.structs.replace(
             current,
@@ -190,6 +204,7 @@ class InMemoryThreadStore:
             self._copy(updated, 0),
             messages=_clone(record.messages),
             messages_from=start,
+            message_times=self._times[record.thread_id][start:],
         )
 
     async def acquire_lease(
@@ -321,6 +336,7 @@ class InMemoryThreadStore:
         self._erased.setdefault(thread_id, now)
         self._logs.pop(thread_id, None)
         self._messages.pop(thread_id, None)
+        self._times.pop(thread_id, None)
         return self._records.pop(thread_id, None) is not None
 
     async def forget_erased(self) -> None:
@@ -362,6 +378,11 @@ def _summary(record: ThreadRecord) -> ThreadSummary:
         else len(record.open_receipt.interrupt_ids),
         last_sequence=record.last_sequence,
     )
+
+
+def _message_id(text: bytes) -> Any:
+    message = msgspec.json.decode(text)
+    return message.get("id") if isinstance(message, dict) else None
 
 
 def _clone(value: Any) -> Any:

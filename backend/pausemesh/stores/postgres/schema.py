@@ -11,6 +11,7 @@ import re
 
 from pausemesh.core.errors import InvalidInputError
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres.schema_message_times import MESSAGE_TIMES
 from pausemesh.stores.postgres.schema_messages import THREAD_MESSAGES, THREAD_MESSAGES_OBJECTS
 from pausemesh.stores.postgres.schema_queue import THREAD_QUEUE, THREAD_QUEUE_OBJECTS
 
@@ -628,6 +629,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _OUTBOX_CHANNELS,
     THREAD_MESSAGES,
     THREAD_QUEUE,
+    MESSAGE_TIMES,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a

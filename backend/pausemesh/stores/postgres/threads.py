@@ -62,6 +62,7 @@ _IDENTITY = frozenset(
         "stored_bytes",
         "messages_from",
         "message_count",
+        "message_times",
     }
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
@@ -217,6 +218,7 @@ def _saved(record: ThreadRecord, row: Any) -> ThreadRecord:
         lease=lease,
         stored_bytes=row[8],
         message_count=row[9],
+        message_times=list(row[10]),
     )
 
 
@@ -282,14 +284,22 @@ class PostgresThreadStore(SharedDatabaseStore):
                 RETURNING {_SAVED}
             ), written AS (
                 INSERT INTO {q}.agui_thread_messages AS m
-                    (thread_id, position, message_id, message_json)
-                SELECT $1, $8 + u.n - 1, u.message_id, u.message_json
+                    (thread_id, position, message_id, message_json, stored_at)
+                SELECT $1, $8 + u.n - 1, u.message_id, u.message_json, $3
                 FROM head, unnest($9::text[], $10::text[]) WITH ORDINALITY
                     AS u (message_id, message_json, n)
                 ON CONFLICT (thread_id, position) DO UPDATE
-                    SET message_id = excluded.message_id, message_json = excluded.message_json
+                    SET message_id = excluded.message_id, message_json = excluded.message_json,
+                        stored_at = CASE WHEN m.message_id = excluded.message_id
+                            AND m.position < (SELECT message_count FROM {q}.agui_threads
+                                WHERE thread_id = $1)
+                            THEN m.stored_at ELSE excluded.stored_at END
+                RETURNING m.position, m.stored_at
             )
-            SELECT * FROM head
+            SELECT head.*, (
+                SELECT coalesce(array_agg(w.stored_at ORDER BY w.position), '{{}}')
+                FROM written w
+            ) FROM head
         """
         # A record and its messages: all ($2 NULL) or the last $2, in one statement (one
         # snapshot).
@@ -300,11 +310,17 @@ class PostgresThreadStore(SharedDatabaseStore):
                 WHERE m.thread_id = t.thread_id
                   AND m.position >= greatest(t.message_count - coalesce($2, t.message_count), 0)
                   AND m.position < t.message_count
-            ), greatest(t.message_count - coalesce($2, t.message_count), 0)
+            ), greatest(t.message_count - coalesce($2, t.message_count), 0), (
+                SELECT coalesce(array_agg(m.stored_at ORDER BY m.position), '{{}}')
+                FROM {q}.agui_thread_messages m
+                WHERE m.thread_id = t.thread_id
+                  AND m.position >= greatest(t.message_count - coalesce($2, t.message_count), 0)
+                  AND m.position < t.message_count
+            )
             FROM {q}.agui_threads t WHERE t.thread_id = $1
         """
         self._sql_page = f"""
-            SELECT m.position, m.message_json FROM {q}.agui_thread_messages m
+            SELECT m.position, m.message_json, m.stored_at FROM {q}.agui_thread_messages m
             WHERE m.thread_id = $1 AND m.position < least(coalesce($2, 2147483647),
                 (SELECT message_count FROM {q}.agui_threads WHERE thread_id = $1))
             ORDER BY m.position DESC LIMIT $3
@@ -386,7 +402,10 @@ class PostgresThreadStore(SharedDatabaseStore):
             row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
             return None if row is None else await _record(row)
         row = await self.database.fetchrow(self._sql_get_tail, thread_id, tail, read=True)
-        return None if row is None else await _record(row, row[15], row[16])
+        if row is None:
+            return None
+        record = await _record(row, row[15], row[16])
+        return msgspec.structs.replace(record, message_times=list(row[17]))
 
     async def read_messages(
         self, thread_id: str, *, before: int | None, limit: int
@@ -402,7 +421,8 @@ class PostgresThreadStore(SharedDatabaseStore):
             else [msgspec.json.decode(t) for t in texts]
         )
         return [
-            StoredMessage(position=r[0], message=m) for r, m in zip(rows, messages, strict=True)
+            StoredMessage(position=r[0], message=m, stored_at=r[2])
+            for r, m in zip(rows, messages, strict=True)
         ]
 
     async def known_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:

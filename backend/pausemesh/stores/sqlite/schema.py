@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.sqlite.schema_message_times import MESSAGE_TIMES
 from pausemesh.stores.sqlite.schema_messages import THREAD_MESSAGES
 from pausemesh.stores.sqlite.schema_queue import THREAD_QUEUE
 
@@ -477,4 +478,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _OUTBOX_CHANNELS,
     THREAD_MESSAGES,
     THREAD_QUEUE,
+    MESSAGE_TIMES,
 )

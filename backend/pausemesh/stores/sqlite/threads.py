@@ -69,7 +69,7 @@ _SELECT_ROW = _select("NULL", "state_json") + " WHERE thread_id = ?"
 _SELECT_ALL = _select("NULL", f"CASE WHEN stored_bytes <= {LARGE_BYTES} THEN state_json END")
 _SELECT_META = _select("NULL", "NULL") + " WHERE thread_id = ?"
 _MESSAGES_FROM = (
-    "SELECT message_json FROM agui_thread_messages"
+    "SELECT message_json, stored_at_us FROM agui_thread_messages"
     " WHERE thread_id = ? AND position >= ? ORDER BY position"
 )
 _MESSAGE_SIZE = "length(CAST(message_json AS BLOB)) + 2"
@@ -103,7 +103,11 @@ def _json(value: Any) -> str:
 
 
 def _record(
-    row: sqlite3.Row | tuple[Any, ...], messages: list[Any], state: Any, messages_from: int
+    row: sqlite3.Row | tuple[Any, ...],
+    messages: list[Any],
+    state: Any,
+    messages_from: int,
+    times: Sequence[int | None] = (),
 ) -> ThreadRecord:
     lease = None
     if row[9] is not None:
@@ -125,6 +129,7 @@ def _record(
         stored_bytes=row[15] + row[18],
         messages_from=messages_from,
         message_count=row[_COUNT],
+        message_times=[None if t is None else from_epoch_us(t) for t in times],
     )
 
 
@@ -136,6 +141,7 @@ class _Read(NamedTuple):
     state: bytes | str
     start: int
     messages: list[str]
+    times: list[int | None]
 
 
 def _read_record(
@@ -156,12 +162,8 @@ def _read_record(
             state = row[3]
         count: int = row[_COUNT]
         start = 0 if tail is None else max(count - max(tail, 0), 0)
-        texts = (
-            [r[0] for r in conn.execute(_MESSAGES_FROM, (thread_id, start))]
-            if start < count
-            else []
-        )
-        return _Read(tuple(row), state, start, texts)
+        rows = conn.execute(_MESSAGES_FROM, (thread_id, start)).fetchall() if start < count else []
+        return _Read(tuple(row), state, start, [r[0] for r in rows], [r[1] for r in rows])
 
     return read
 
@@ -256,6 +258,13 @@ _SAVE_SQL = (
 )
 
 
+# The stored rows a save rewrites (from :start on, before the new count's end).
+_TAIL_IDS = (
+    "SELECT position, message_id, stored_at_us FROM agui_thread_messages"
+    " WHERE thread_id = ? AND position >= ? ORDER BY position"
+)
+
+
 def save_op(
     record: ThreadRecord, now: datetime, *, agent_title: str | None = None
 ) -> Callable[[sqlite3.Connection], ThreadRecord]:
@@ -283,21 +292,39 @@ def _save_op(
         "thread_id": record.thread_id,
         "version": record.version,
     }
-    rows = [
-        (record.thread_id, start + i, _message_id(m), text)
-        for i, (m, text) in enumerate(zip(record.messages, texts.messages, strict=True))
-    ]
+    at = epoch_us(now)
+    ids = [_message_id(m) for m in record.messages]
 
     def op(conn: sqlite3.Connection) -> ThreadRecord:
         row = conn.execute(_SAVE_SQL, params).fetchone()
         if row is None:
             actual = _version(conn, record.thread_id)
             raise VersionConflictError(record.thread_id, record.version, actual)
+        # The rows this save replaces (the tail it rewrites, never the history before it): a
+        # message rewritten at its position keeps the time it was first stored.
+        kept_times = (
+            {
+                r[0]: r[2]
+                for r in conn.execute(_TAIL_IDS, (record.thread_id, start))
+                if r[0] - start < len(ids) and r[1] is not None and r[1] == ids[r[0] - start]
+            }
+            if ids
+            else {}
+        )
         conn.execute(
             "DELETE FROM agui_thread_messages WHERE thread_id = ? AND position >= ?",
             (record.thread_id, start),
         )
-        conn.executemany("INSERT INTO agui_thread_messages VALUES (?, ?, ?, CAST(? AS TEXT))", rows)
+        times = [kept_times.get(start + i, at) for i in range(len(ids))]
+        conn.executemany(
+            "INSERT INTO agui_thread_messages"
+            " (thread_id, position, message_id, message_json, stored_at_us)"
+            " VALUES (?, ?, ?, CAST(? AS TEXT), ?)",
+            [
+                (record.thread_id, start + i, ids[i], text, times[i])
+                for i, text in enumerate(texts.messages)
+            ],
+        )
         lease = None
         if row[5] is not None:
             lease = RunLease(lease_id=row[5], run_id=row[6], expires_at=from_epoch_us(row[7]))
@@ -314,6 +341,7 @@ def _save_op(
             stored_bytes=row[8],
             messages_from=start,
             message_count=row[9],
+            message_times=[None if t is None else from_epoch_us(t) for t in times],
         )
 
     return op
@@ -386,12 +414,17 @@ class SqliteThreadStore:
             messages = await sliced(found.messages, msgspec.json.decode)
         else:
             messages = [msgspec.json.decode(m) for m in found.messages]
-        return _record(found.row, messages, msgspec.json.decode(found.state), found.start)
+        return _record(
+            found.row, messages, msgspec.json.decode(found.state), found.start, found.times
+        )
 
     async def read_messages(
         self, thread_id: str, *, before: int | None, limit: int
     ) -> list[StoredMessage]:
-        sql = "SELECT position, message_json FROM agui_thread_messages WHERE thread_id = ?"
+        sql = (
+            "SELECT position, message_json, stored_at_us FROM agui_thread_messages"
+            " WHERE thread_id = ?"
+        )
         params: list[Any] = [thread_id]
         if before is not None:
             sql += " AND position < ?"
@@ -399,7 +432,7 @@ class SqliteThreadStore:
         sql += " ORDER BY position DESC LIMIT ?"
         params.append(max(limit, 0))
 
-        def read(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+        def read(conn: sqlite3.Connection) -> list[tuple[int, str, int | None]]:
             return conn.execute(sql, params).fetchall()
 
         if limit > _DECODE_AT_ONCE:
@@ -408,7 +441,12 @@ class SqliteThreadStore:
         else:
             rows = await self.database.read(sql, params)
             decoded = [msgspec.json.decode(r[1]) for r in rows]
-        return [StoredMessage(position=r[0], message=m) for r, m in zip(rows, decoded, strict=True)]
+        return [
+            StoredMessage(
+                position=r[0], message=m, stored_at=None if r[2] is None else from_epoch_us(r[2])
+            )
+            for r, m in zip(rows, decoded, strict=True)
+        ]
 
     async def known_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
         if not ids:
