@@ -427,6 +427,9 @@ export class ChatApp {
     }
     const shown = [...this.earlier, ...this.agent.messages];
     this.seen = Math.max(this.seen, lastSequence(snapshot));
+    // The server's time for each message (a restore brings messages from other clients too).
+    const times = (snapshot as { messageTimes?: unknown }).messageTimes;
+    if (times instanceof Map) this.times.learn(times as ReadonlyMap<string, Date>);
     // The client refuses to start anything while it holds pending interrupts the input does
     // not answer; a restore answers nothing, and the server sends the current set back.
     this.agent.pendingInterrupts = [];
@@ -654,6 +657,7 @@ export class ChatApp {
     const fromBottom = scroller === null ? 0 : scroller.scrollHeight - scroller.scrollTop;
     try {
       const page = await this.agent.olderMessages(cursor);
+      this.times.learn(page.messageTimes);
       const known = new Set([...this.earlier, ...this.agent.messages].map((m) => m.id));
       this.earlier = [...page.messages.filter((m) => !known.has(m.id)), ...this.earlier];
       this.cursor = page.nextCursor;
@@ -678,10 +682,11 @@ export class ChatApp {
     const body = document.createElement("p");
     body.className = "body";
     item.append(who, body);
-    // The id says when it was written (this page's and the demo agent's messages); else, when
-    // this browser first saw it (messages restored at load were seen earlier, or not here).
+    // When the server first stored it (from the snapshot or a page); else the id says when
+    // it was written (this page's and the demo agent's messages); else, when this browser
+    // first saw it (a message stored before the server kept times).
     if (this.loaded) this.times.note(message.id);
-    const seen = messageTime(message.id) ?? this.times.get(message.id);
+    const seen = this.times.stored(message.id) ?? messageTime(message.id) ?? this.times.get(message.id);
     if (seen !== undefined) {
       const time = document.createElement("time");
       time.className = "sent-at";
@@ -872,12 +877,14 @@ function bookingCard(booking: Booking): HTMLLIElement {
 }
 
 /**
- * When each message was first seen in this browser (AG-UI messages carry no time): kept in
- * localStorage per thread, so a reload still shows it; a message first seen elsewhere has none.
+ * When each message was written: the server's time (issue 44) when it said; else when this
+ * browser first saw it, kept in localStorage per thread so a reload still shows it.
  */
 class MessageTimes {
   private readonly key: string;
   private readonly known: Record<string, number>;
+  /** The server's times (`messageTimes` of the snapshot and the pages read). */
+  private readonly server = new Map<string, Date>();
 
   constructor(threadId: string) {
     this.key = `pausemesh.times.${threadId}`;
@@ -888,6 +895,16 @@ class MessageTimes {
       stored = {};
     }
     this.known = typeof stored === "object" && stored !== null ? (stored as Record<string, number>) : {};
+  }
+
+  /** Keeps the server's times for the messages they name. */
+  learn(times: ReadonlyMap<string, Date>): void {
+    for (const [id, at] of times) this.server.set(id, at);
+  }
+
+  /** When the server first stored `id`, if it said. */
+  stored(id: string): Date | undefined {
+    return this.server.get(id);
   }
 
   get(id: string): Date | undefined {

@@ -140,6 +140,9 @@ export interface ThreadSnapshot {
   /** Set when the snapshot (and connect) carry only the newest messages: the older ones are
    * `olderMessages(messagesCursor)`. */
   readonly messagesCursor: string | undefined;
+  /** When the server first stored each of the snapshot's messages, by id (none for messages
+   * stored before the server kept times). */
+  readonly messageTimes: ReadonlyMap<string, Date>;
   readonly [key: string]: unknown;
 }
 
@@ -147,6 +150,20 @@ export interface ThreadSnapshot {
 export interface MessagePage {
   readonly messages: readonly Message[];
   readonly nextCursor: string | undefined;
+  /** When the server first stored each of the page's messages, by id. */
+  readonly messageTimes: ReadonlyMap<string, Date>;
+}
+
+/** A route's `messageTimes` (`{id: ISO-8601 UTC}`) as dates; anything else is left out. */
+export function messageTimesOf(value: unknown): ReadonlyMap<string, Date> {
+  const times = new Map<string, Date>();
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return times;
+  for (const [id, text] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof text !== "string") continue;
+    const at = new Date(text);
+    if (!Number.isNaN(at.getTime())) times.set(id, at);
+  }
+  return times;
 }
 
 type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
@@ -227,6 +244,7 @@ export class PauseMeshAgent extends HttpAgent {
       lastSequence: typeof sequence === "number" && Number.isSafeInteger(sequence) ? sequence : 0,
       pendingInterrupts: Array.isArray(pending) ? (pending as Interrupt[]) : [],
       messagesCursor: typeof cursor === "string" && cursor !== "" ? cursor : undefined,
+      messageTimes: messageTimesOf(body["messageTimes"]),
     };
   }
 
@@ -244,12 +262,17 @@ export class PauseMeshAgent extends HttpAgent {
       throw new PauseMeshOffline(error);
     }
     if (!response.ok) throw await refusalFrom(response);
-    const body = (await response.json()) as { messages?: unknown; nextCursor?: unknown };
+    const body = (await response.json()) as {
+      messages?: unknown;
+      nextCursor?: unknown;
+      messageTimes?: unknown;
+    };
     const newestFirst = Array.isArray(body.messages) ? (body.messages as Message[]) : [];
     const next = body.nextCursor;
     return {
       messages: [...newestFirst].reverse(),
       nextCursor: typeof next === "string" && next !== "" ? next : undefined,
+      messageTimes: messageTimesOf(body.messageTimes),
     };
   }
 

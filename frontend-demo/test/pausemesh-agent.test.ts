@@ -8,6 +8,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { test } from "node:test";
 import {
   backoffDelay,
+  messageTimesOf,
   PauseMeshAgent,
   PauseMeshOffline,
   PauseMeshRefusal,
@@ -64,7 +65,14 @@ async function pausemesh(): Promise<Wire> {
     const path = new URL(request.url ?? "/", "http://x").pathname;
     if (request.method === "GET" && path === `/agui/threads/${THREAD}`) {
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify({ threadId: THREAD, lastSequence: 5, pendingInterrupts: [] }));
+      response.end(
+        JSON.stringify({
+          threadId: THREAD,
+          lastSequence: 5,
+          pendingInterrupts: [],
+          messageTimes: { a1: "2026-12-07T18:40:05.250Z", bad: "not a time" },
+        }),
+      );
     } else if (request.method === "GET" && path.startsWith("/agui/threads/") && !path.endsWith("/events")) {
       response.writeHead(404, { "content-type": "application/problem+json" });
       response.end(JSON.stringify({ code: "THREAD_NOT_FOUND", detail: "No such thread." }));
@@ -173,6 +181,8 @@ test("restore reads the thread and replays it through connect, the agent not run
     const snapshot = await agent.restore();
     assert.equal(snapshot.lastSequence, 5);
     assert.equal(agent.lastSequence, 5);
+    // The server's time per message, beside the messages (an unreadable one left out).
+    assert.deepEqual([...snapshot.messageTimes], [["a1", new Date("2026-12-07T18:40:05.250Z")]]);
     assert.deepEqual(
       agent.messages.map((m) => [m.id, m.content]),
       [
@@ -316,4 +326,12 @@ test("reconnect delays grow to a cap, with jitter within its share", () => {
     const delay = backoffDelay(3, backoff);
     assert.ok(delay >= 1000 && delay <= 2000, String(delay));
   }
+});
+
+test("messageTimesOf keeps the ids with a readable time and nothing else", () => {
+  assert.deepEqual([...messageTimesOf({ m1: "2026-12-07T18:40:00.000Z", m2: 5, m3: "soon" })], [
+    ["m1", new Date("2026-12-07T18:40:00.000Z")],
+  ]);
+  assert.equal(messageTimesOf(undefined).size, 0);
+  assert.equal(messageTimesOf(["2026-12-07T18:40:00.000Z"]).size, 0);
 });

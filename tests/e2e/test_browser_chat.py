@@ -427,3 +427,25 @@ def test_a_long_conversation_loads_older_messages_when_scrolled_to_the_top(
         expect(messages.first).to_contain_text("hello 1")
         expect(messages.last).to_contain_text("Hello! I book flights to")
         shots.take(page, "older-loaded")
+
+
+def test_a_message_sent_by_another_client_shows_the_servers_time_after_the_page_loads(
+    server: ServerProcess, desktop: BrowserContext
+) -> None:
+    """Restored messages carry the time the server first stored them (``messageTimes``), not
+    the time this browser first saw them; the other client's id says no time."""
+    thread = f"t-{uuid.uuid4()}"
+    message_id = f"other-{uuid.uuid4()}"
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        message = {"id": message_id, "role": "user", "content": "hello from my phone"}
+        post_run(http, run_body(thread, "r-other", messages=[message]))
+        stored = http.get(f"/agui/threads/{thread}").json()
+    times = stored["messageTimes"]
+    assert set(times) == {m["id"] for m in stored["messages"]}
+
+    page = open_demo(desktop, server.url(f"/?thread={thread}"))
+    sent = transcript(page).locator(f'li.message[data-message-id="{message_id}"] time.sent-at')
+    expect(sent).to_have_attribute("datetime", times[message_id])
+    for other in stored["messages"]:
+        shown = transcript(page).locator(f'li.message[data-message-id="{other["id"]}"] time')
+        expect(shown).to_have_attribute("datetime", times[other["id"]])
