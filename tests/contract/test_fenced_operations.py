@@ -19,7 +19,15 @@ import pytest
 from pausemesh.core.errors import InvalidInputError, ReplyTooLateError, RuntimeNotCurrentError
 from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import EXECUTE, OperationLedger, OperationRecord, new_attempt
+from pausemesh.core.push import PushDelivery, PushStore
+from pausemesh.core.webhooks import (
+    OUTCOME_UNKNOWN_EVENT,
+    WEBHOOK_CHANNEL,
+    WebhookRoutes,
+    WebhookSubscription,
+)
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteFencedOperations, SqliteOperationLedger
+from pausemesh.stores.sqlite.push import SqlitePushStore
 from tests.support.postgres import DATABASE_URL, migrated_database
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -35,6 +43,8 @@ class Stores:
     ledger: OperationLedger
     fencing: FencedOperations
     other: FencedOperations
+    # The outbox the webhook dispatcher claims from (the same database).
+    outbox: PushStore
 
 
 @pytest.fixture(name="stores", params=["sqlite", "postgres"])
@@ -48,6 +58,7 @@ async def stores_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Asyn
                 ledger=SqliteOperationLedger(first_file, owns_database=False),
                 fencing=SqliteFencedOperations(first_file),
                 other=SqliteFencedOperations(second_file),
+                outbox=SqlitePushStore(first_file),
             )
         finally:
             await second_file.close()
@@ -57,7 +68,9 @@ async def stores_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Asyn
         PostgresDatabase,
         PostgresFencedOperations,
         PostgresOperationLedger,
+        PostgresThreadStore,
     )
+    from pausemesh.stores.postgres.push import PostgresPushStore  # noqa: PLC0415
 
     async with migrated_database() as database:
         second = await PostgresDatabase.connect(
@@ -68,6 +81,7 @@ async def stores_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Asyn
                 ledger=PostgresOperationLedger(database),
                 fencing=PostgresFencedOperations(database),
                 other=PostgresFencedOperations(second),
+                outbox=PostgresPushStore(database, PostgresThreadStore(database)),
             )
         finally:
             await second.close()
@@ -178,6 +192,89 @@ async def test_declaring_unknown_twice_keeps_the_first_declaration(stores: Store
         "UPSTREAM_TIMEOUT",
         NOW,
     )
+
+
+SECRET = "whsec_" + "A" * 32
+ROUTES = WebhookRoutes(
+    (
+        WebhookSubscription(
+            id="ops",
+            url="https://ops.example/hook",
+            events=frozenset({OUTCOME_UNKNOWN_EVENT}),
+            secrets=(SECRET,),
+        ),
+        WebhookSubscription(
+            id="approvals",
+            url="https://approvals.example/hook",
+            events=frozenset({"pause.created"}),
+            secrets=(SECRET,),
+        ),
+    )
+)
+
+
+async def _queued(stores: Stores) -> list[PushDelivery]:
+    """Every webhook delivery the outbox holds (claimed for this look)."""
+    claim = await stores.outbox.claim(
+        now=NOW + timedelta(minutes=1),
+        holder="test",
+        lease_until=NOW + timedelta(minutes=2),
+        limit=100,
+        max_attempts=10,
+        per_key=100,
+        channel=WEBHOOK_CHANNEL,
+    )
+    return claim.deliveries
+
+
+async def test_declaring_unknown_queues_one_outcome_unknown_webhook_even_when_declared_twice(
+    stores: Stores,
+) -> None:
+    attempt, _ = await _begin(stores, "invoice:secret-customer-7")
+    await stores.fencing.declare_unknown(
+        attempt.operation_id,
+        declared_by="gw-1",
+        reason="UPSTREAM_TIMEOUT",
+        now=NOW,
+        webhooks=ROUTES,
+    )
+    await stores.other.declare_unknown(
+        attempt.operation_id,
+        declared_by="gw-2",
+        reason="NO_REPLY_RECORDED",
+        now=NOW + timedelta(seconds=3),
+        webhooks=ROUTES,
+    )
+    queued = await _queued(stores)
+    assert [(d.config["subscription"], d.task_id) for d in queued] == [
+        ("ops", attempt.operation_id)
+    ]
+    body = queued[0].payload
+    assert body["type"] == OUTCOME_UNKNOWN_EVENT
+    data = body["data"]
+    assert data["operationId"] == attempt.operation_id
+    assert data["domain"] == DOMAIN
+    assert (data["declaredBy"], data["reason"]) == ("gw-1", "UPSTREAM_TIMEOUT")
+    assert data["unknownSince"] == NOW.isoformat()
+    assert data["operatorAction"]["command"].startswith(
+        f"pausemesh ops resolve {attempt.operation_id} "
+    )
+    # Neither the business key nor the arguments travel: only a digest of the key.
+    assert "secret-customer-7" not in repr(body)
+    assert len(data["businessKeySha256"]) == 64
+
+
+async def test_declaring_unknown_after_a_recorded_reply_queues_no_webhook(stores: Stores) -> None:
+    attempt, epoch = await _begin(stores)
+    await _complete(stores, attempt, epoch, now=NOW)
+    await stores.other.declare_unknown(
+        attempt.operation_id,
+        declared_by="gw-2",
+        reason="NO_REPLY_RECORDED",
+        now=NOW,
+        webhooks=ROUTES,
+    )
+    assert await _queued(stores) == []
 
 
 async def test_declaring_an_operation_never_begun_is_refused(stores: Stores) -> None:

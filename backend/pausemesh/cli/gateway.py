@@ -112,7 +112,12 @@ def _serve_stdio(args: argparse.Namespace, settings: Settings) -> None:
                 msg = "these stores have no operation ledger or worker fencing"
                 raise GatewayError(msg, code="STORE_UNAVAILABLE")
             gateway = Gateway(
-                config, lock, ledger=storage.operations, fencing=storage.fencing, worker=args.worker
+                config,
+                lock,
+                ledger=storage.operations,
+                fencing=storage.fencing,
+                worker=args.worker,
+                webhooks=runtime.service.webhooks,
             )
             await gateway.start()
             try:

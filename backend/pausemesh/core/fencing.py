@@ -21,12 +21,15 @@ caller answers from the returned record); declaring twice keeps the first declar
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
 from pausemesh.core.errors import ReplyTooLateError
 from pausemesh.core.operations import OperationBegin, OperationRecord
+
+if TYPE_CHECKING:
+    from pausemesh.core.webhooks import WebhookRoutes
 
 __all__ = (
     "Dispatch",
@@ -121,12 +124,20 @@ class FencedOperations(Protocol):
         ...
 
     async def declare_unknown(
-        self, operation_id: str, *, declared_by: str, reason: str, now: datetime
+        self,
+        operation_id: str,
+        *,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: WebhookRoutes | None = None,
     ) -> OperationRecord:
         """Declare the attempt's outcome unknown before telling a client so; return the stored
         record. Writes nothing if the operation already has an outcome (``record.completed``:
         answer from it) or was declared before (the first declaration stays).
-        ``OPERATION_NOT_FOUND`` if never begun."""
+        ``OPERATION_NOT_FOUND`` if never begun. The declaration that is written queues the
+        ``operation.outcome_unknown`` webhooks (``webhooks.for_unknown_outcome``) in the same
+        transaction, so the event exists exactly when the declaration does."""
         ...
 
     async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None: ...

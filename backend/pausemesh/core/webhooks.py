@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 import msgspec
 
+from pausemesh.core.canonical import sha256_hex
 from pausemesh.core.default_outcomes import EXPIRED_REASON, EXPIRY_DECIDER
 from pausemesh.core.model import (
     Continuation,
@@ -35,12 +37,14 @@ from pausemesh.core.model import (
     ContinuationReminded,
     ContinuationResumed,
 )
+from pausemesh.core.operations import OperationRecord
 from pausemesh.core.push import OutboxEntry, delivery_id
 from pausemesh.core.urls import has_unsafe_characters
 
 __all__ = (
     "EVENT_TYPES",
     "INBOX_METADATA",
+    "OUTCOME_UNKNOWN_EVENT",
     "WEBHOOK_CHANNEL",
     "WebhookRoutes",
     "WebhookSubscription",
@@ -60,6 +64,9 @@ EVENT_TYPES: Final = frozenset(
         "operation.outcome_unknown",
     }
 )
+OUTCOME_UNKNOWN_EVENT: Final = "operation.outcome_unknown"
+# Where the operator's part is documented (the body's ``operatorAction.docs``).
+_RESOLVE_DOCS: Final = "docs/gateway.md#runbook-an-operation-is-outcome_unknown"
 # The continuation metadata key the inbox reads: {"tags": [...], "agent": str, "threadTitle"}.
 INBOX_METADATA: Final = "inbox"
 _MAX_SUBSCRIPTIONS: Final = 64
@@ -282,3 +289,51 @@ class WebhookRoutes:
             event_id=f"{event.continuation_id}:{event.version}",
             at=event.occurred_at.isoformat(),
         )
+
+    def for_unknown_outcome(
+        self, record: OperationRecord, *, declared_by: str, reason: str, since: datetime
+    ) -> list[OutboxEntry]:
+        """The ``operation.outcome_unknown`` deliveries owed when ``record``'s attempt is
+        declared unknown (an operator is needed). One event per operation: its id is the
+        operation id, so a second declaration queues nothing new. A subscription takes it by
+        its events list alone (its filters name pauses: roles, agents, tags). The body holds
+        the operation's identity, a digest of its business key and what to do; never the
+        arguments (they may hold secrets) nor any upstream reply."""
+        wanted = [s for s in self.subscriptions if OUTCOME_UNKNOWN_EVENT in s.events]
+        if not wanted:
+            return []
+        operation = record.operation_id
+        payload = {
+            "type": OUTCOME_UNKNOWN_EVENT,
+            "timestamp": since.isoformat(),
+            "data": {
+                "operationId": operation,
+                "domain": record.domain,
+                "tool": record.tool,
+                "businessKeySha256": sha256_hex(record.business_key.encode()),
+                "termsHash": record.terms_hash,
+                "attemptedAt": record.attempted_at.isoformat(),
+                "unknownSince": since.isoformat(),
+                "declaredBy": declared_by,
+                "reason": reason,
+                "operatorAction": {
+                    "summary": "Find out whether the effect happened at the target, then"
+                    " record what really happened; PauseMesh never dispatches it again.",
+                    "command": f"pausemesh ops resolve {operation}"
+                    " --result-file <what-happened.json> --reason <why>",
+                    "inspect": f"pausemesh ops why {operation}",
+                    "docs": _RESOLVE_DOCS,
+                },
+            },
+        }
+        event_id = f"{OUTCOME_UNKNOWN_EVENT}:{operation}"
+        return [
+            OutboxEntry(
+                delivery_id=delivery_id(event_id, subscription.id),
+                task_id=operation,
+                channel=WEBHOOK_CHANNEL,
+                config={"url": subscription.url, "subscription": subscription.id},
+                payload=payload,
+            )
+            for subscription in wanted
+        ]

@@ -47,6 +47,7 @@ from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import EXECUTE, OperationLedger, OperationRecord, operation_id
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
+from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.gateway.catalog import input_schema, job_tools
 from pausemesh.gateway.config import GatewayConfig, Job
 from pausemesh.gateway.inspect import DECLINED_RESULT, upstream_result
@@ -102,6 +103,7 @@ class Gateway:
         fencing: FencedOperations,
         worker: str | None = None,
         clock: Clock | None = None,
+        webhooks: WebhookRoutes | None = None,
     ) -> None:
         self.config = config
         self.lock = lock
@@ -109,6 +111,8 @@ class Gateway:
         self.fencing = fencing
         self.worker = worker or config.worker
         self.clock = clock or SystemClock()
+        # Subscriptions to ``operation.outcome_unknown``: queued with the declaration.
+        self.webhooks = webhooks
         self.pool = UpstreamPool(dict(config.upstreams))
         self.epoch: int | None = None
         schemas = SchemaValidatorCache()
@@ -235,7 +239,14 @@ class Gateway:
         self, job: Job, record: OperationRecord, wanted: OperationRecord
     ) -> dict[str, Any]:
         return await answer_recorded(
-            self.fencing, self.config.domain, self.worker, job, record, wanted, now=self.clock.now()
+            self.fencing,
+            self.config.domain,
+            self.worker,
+            job,
+            record,
+            wanted,
+            now=self.clock.now(),
+            webhooks=self.webhooks,
         )
 
     async def _dispatch(
@@ -267,7 +278,11 @@ class Gateway:
         ``pausemesh ops resolve`` need not wait for the reply deadline)."""
         try:
             record = await self.fencing.declare_unknown(
-                op, declared_by=self.worker, reason=reason, now=self.clock.now()
+                op,
+                declared_by=self.worker,
+                reason=reason,
+                now=self.clock.now(),
+                webhooks=self.webhooks,
             )
         except (StoreError, InvalidInputError) as error:
             # This process records no reply for it either way; the deadline still fences it.

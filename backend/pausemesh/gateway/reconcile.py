@@ -19,6 +19,7 @@ from typing import Any, Final
 from pausemesh.core.errors import OperationConflictError
 from pausemesh.core.fencing import FencedOperations
 from pausemesh.core.operations import OperationRecord, decide, new_attempt
+from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.gateway.config import Job
 from pausemesh.gateway.inspect import operation_state, upstream_result
 from pausemesh.gateway.lock import PinnedJob
@@ -144,6 +145,7 @@ async def answer_recorded(  # noqa: PLR0917 - the record and who is asking, when
     wanted: OperationRecord,
     *,
     now: datetime,
+    webhooks: WebhookRoutes | None = None,
 ) -> dict[str, Any]:
     """``recorded_answer``, except ``BUSY`` while another worker may still record a reply.
 
@@ -162,6 +164,10 @@ async def answer_recorded(  # noqa: PLR0917 - the record and who is asking, when
             message="Another gateway process is dispatching this operation; ask again.",
         )
     latest = await fencing.declare_unknown(
-        record.operation_id, declared_by=worker, reason=NO_REPLY_RECORDED, now=now
+        record.operation_id,
+        declared_by=worker,
+        reason=NO_REPLY_RECORDED,
+        now=now,
+        webhooks=webhooks,
     )
     return recorded_answer(job, latest, wanted) if latest.completed else answer

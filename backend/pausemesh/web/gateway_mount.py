@@ -64,6 +64,7 @@ class GatewayMount(McpRules):
             ledger=storage.operations,
             fencing=storage.fencing,
             worker=self.worker,
+            webhooks=runtime.service.webhooks,
         )
         await gateway.start()
         server = build_gateway_server(gateway, lambda: self.pausemesh.runtime.service)

@@ -28,9 +28,11 @@ from pausemesh.core.operations import (
     result_hash,
 )
 from pausemesh.core.validation import check_id, check_reason
+from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.sqlite.operations import begin_in, complete_in, select_operation
+from pausemesh.stores.sqlite.outbox import QUEUE_OUTBOX, outbox_rows
 
 __all__ = ("SqliteFencedOperations",)
 
@@ -139,19 +141,32 @@ class SqliteFencedOperations:
         return await self.database.write(op)
 
     async def declare_unknown(
-        self, operation_id: str, *, declared_by: str, reason: str, now: datetime
+        self,
+        operation_id: str,
+        *,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: WebhookRoutes | None = None,
     ) -> OperationRecord:
         check_id(declared_by, "declaredBy")
         check_id(reason, "reason")
 
         def op(conn: sqlite3.Connection) -> OperationRecord:
             record = begun(operation_id, select_operation(conn, operation_id))
-            if not record.completed:
-                conn.execute(
-                    "INSERT INTO operation_unknowns (operation_id, declared_by, reason,"
-                    " declared_at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (operation_id, declared_by, reason, epoch_us(now)),
+            if record.completed:
+                return record
+            at = epoch_us(now)
+            declared = conn.execute(
+                "INSERT INTO operation_unknowns (operation_id, declared_by, reason,"
+                " declared_at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (operation_id, declared_by, reason, at),
+            )
+            if declared.rowcount == 1 and webhooks is not None:
+                entries = webhooks.for_unknown_outcome(
+                    record, declared_by=declared_by, reason=reason, since=now
                 )
+                conn.executemany(QUEUE_OUTBOX, outbox_rows(entries, at))
             return record
 
         return await self.database.write(op)
