@@ -23,11 +23,10 @@ from pausemesh.core.ports import Clock
 from pausemesh.core.push import A2A_CHANNEL, PushDelivery, PushStore
 from pausemesh.observability.telemetry import A2A_PUSH_DELIVERIES
 from pausemesh.outbox.dispatcher import (
-    DELIVERED,
-    GONE,
     OutboxDispatcher,
     OutboxOptions,
     SendOutcome,
+    post_delivery,
 )
 
 __all__ = ("DELIVERY_ID_HEADER", "PushDispatcher", "PushOptions")
@@ -50,34 +49,27 @@ class _A2aSender:
     async def __call__(self, client: httpx.AsyncClient, delivery: PushDelivery) -> SendOutcome:
         config = delivery.config
         url = str(config.get("url", ""))
-        never = self._policy.static_refusal(url)
-        if never is not None:
-            return SendOutcome(never, final=True)
-        refused = await self._policy.refusal(url)
-        if refused is not None:
-            return SendOutcome(refused)  # DNS may say otherwise later
+
+        def headers(body: bytes) -> dict[str, str]:
+            token = self._signer.sign(
+                delivery_id=delivery.delivery_id,
+                task_id=delivery.task_id,
+                url=url,
+                body=body,
+                now=self._clock.now(),
+            )
+            signed = {
+                "content-type": "application/json",
+                DELIVERY_ID_HEADER: delivery.delivery_id,
+                _SIGNATURE_HEADER: token,
+            }
+            if config.get("token"):
+                signed[_TOKEN_HEADER] = str(config["token"])
+            signed["authorization"] = _authorization(config.get("authentication"), token)
+            return signed
+
         body = msgspec.json.encode({"task": delivery.payload})
-        token = self._signer.sign(
-            delivery_id=delivery.delivery_id,
-            task_id=delivery.task_id,
-            url=url,
-            body=body,
-            now=self._clock.now(),
-        )
-        headers = {
-            "content-type": "application/json",
-            DELIVERY_ID_HEADER: delivery.delivery_id,
-            _SIGNATURE_HEADER: token,
-        }
-        if config.get("token"):
-            headers[_TOKEN_HEADER] = str(config["token"])
-        headers["authorization"] = _authorization(config.get("authentication"), token)
-        response = await client.post(url, content=body, headers=headers)
-        if response.status_code == 410:
-            return GONE
-        if not response.is_success:
-            return SendOutcome(f"HTTP {response.status_code}")
-        return DELIVERED
+        return await post_delivery(client, self._policy, url, body, headers)
 
 
 class PushDispatcher(OutboxDispatcher):

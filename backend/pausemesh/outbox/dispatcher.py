@@ -35,9 +35,18 @@ from pausemesh.core.clock import SystemClock
 from pausemesh.core.ports import Clock
 from pausemesh.core.push import PushDelivery, PushFailure, PushStore
 from pausemesh.observability.telemetry import MetricSpec, count
+from pausemesh.outbox.url_policy import PushUrlPolicy
 from pausemesh.stores.backoff import retry_delay
 
-__all__ = ("DELIVERED", "GONE", "OutboxDispatcher", "OutboxOptions", "SendOutcome", "Sender")
+__all__ = (
+    "DELIVERED",
+    "GONE",
+    "OutboxDispatcher",
+    "OutboxOptions",
+    "SendOutcome",
+    "Sender",
+    "post_delivery",
+)
 
 _BATCH = 20
 # At most this many deliveries of one task, or to one URL, per round: the rest of the round
@@ -55,6 +64,31 @@ class SendOutcome(msgspec.Struct, frozen=True):
 
 DELIVERED = SendOutcome(None)
 GONE = SendOutcome("gone", final=True)
+
+
+async def post_delivery(
+    client: httpx.AsyncClient,
+    policy: PushUrlPolicy,
+    url: str,
+    body: bytes,
+    headers: Callable[[bytes], dict[str, str]],
+) -> SendOutcome:
+    """What every channel's sender does with a delivery once it knows its URL: the address
+    policy first (a URL whose text can never be called is final; one refused now is retried,
+    DNS may say otherwise later), then one POST of ``body`` with the ``headers`` made for it
+    (signed), and the answer as an outcome (410 Gone final, any other non-2xx a failure)."""
+    never = policy.static_refusal(url)
+    if never is not None:
+        return SendOutcome(never, final=True)
+    refused = await policy.refusal(url)
+    if refused is not None:
+        return SendOutcome(refused)
+    response = await client.post(url, content=body, headers=headers(body))
+    if response.status_code == 410:
+        return GONE
+    if not response.is_success:
+        return SendOutcome(f"HTTP {response.status_code}")
+    return DELIVERED
 
 
 class Sender(Protocol):

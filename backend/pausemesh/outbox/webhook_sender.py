@@ -29,11 +29,10 @@ from pausemesh.core.push import PushDelivery, PushStore
 from pausemesh.core.webhooks import WEBHOOK_CHANNEL, WebhookRoutes
 from pausemesh.observability.telemetry import WEBHOOK_DELIVERIES
 from pausemesh.outbox.dispatcher import (
-    DELIVERED,
-    GONE,
     OutboxDispatcher,
     OutboxOptions,
     SendOutcome,
+    post_delivery,
 )
 from pausemesh.outbox.url_policy import PushUrlPolicy
 
@@ -91,24 +90,16 @@ class WebhookSender:
         subscription = self._routes.by_id.get(str(delivery.config.get("subscription")))
         if subscription is None:
             return _GONE_SUBSCRIPTION
-        url = subscription.url
-        never = self._policy.static_refusal(url)
-        if never is not None:
-            return SendOutcome(never, final=True)
-        refused = await self._policy.refusal(url)
-        if refused is not None:
-            return SendOutcome(refused)  # DNS may say otherwise later
-        body = self.body(delivery)
-        headers = sign_headers(
-            subscription.secrets, delivery.delivery_id, body, int(self._clock.now().timestamp())
+
+        def headers(body: bytes) -> dict[str, str]:
+            timestamp = int(self._clock.now().timestamp())
+            signed = sign_headers(subscription.secrets, delivery.delivery_id, body, timestamp)
+            signed["content-type"] = "application/json"
+            return signed
+
+        return await post_delivery(
+            client, self._policy, subscription.url, self.body(delivery), headers
         )
-        headers["content-type"] = "application/json"
-        response = await client.post(url, content=body, headers=headers)
-        if response.status_code == 410:
-            return GONE
-        if not response.is_success:
-            return SendOutcome(f"HTTP {response.status_code}")
-        return DELIVERED
 
 
 def webhook_dispatcher(
