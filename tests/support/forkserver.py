@@ -40,7 +40,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ("ForkedProcess", "can_fork", "fork_server", "launch_command", "read_pid", "send_request")
+__all__ = (
+    "ForkedProcess",
+    "can_fork",
+    "fork_server",
+    "launch_command",
+    "read_message",
+    "send_request",
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = Path(__file__).with_name("forklaunch.py")
@@ -98,27 +105,23 @@ def can_fork(command: Sequence[str], env: Mapping[str, str]) -> bool:
 class ForkedProcess:
     """A server forked by the fork server: the ``subprocess.Popen`` surface the tests use."""
 
-    def __init__(self, args: list[str], pid: int, connection: socket.socket) -> None:
+    def __init__(
+        self, args: list[str], pid: int, connection: socket.socket, buffer: bytearray
+    ) -> None:
         self.args = args
         self.pid = pid
         self.returncode: int | None = None
         self._connection = connection
-        self._buffer = b""
+        self._buffer = buffer  # what came after the pid: the exit status, if it was quick
 
     def _take_status(self, timeout: float | None) -> None:
         if self.returncode is not None:
             return
         self._connection.settimeout(timeout)
         try:
-            while b"\n" not in self._buffer:
-                chunk = self._connection.recv(4096)
-                if not chunk:
-                    msg = "the fork server went away before the process ended"
-                    raise RuntimeError(msg)
-                self._buffer += chunk
+            self.returncode = read_message(self._connection, self._buffer)["exit"]
         except (TimeoutError, BlockingIOError):
             return
-        self.returncode = int(json.loads(self._buffer.split(b"\n", 1)[0])["exit"])
         self._connection.close()
 
     def poll(self) -> int | None:
@@ -157,17 +160,19 @@ def send_request(
     socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], fds)
 
 
-def read_pid(connection: socket.socket) -> tuple[int, bytes]:
-    """The forked child's pid, and whatever came after it (its exit status, if it was quick)."""
-    reply = b""
-    while b"\n" not in reply:
+def read_message(connection: socket.socket, buffer: bytearray) -> dict[str, int]:
+    """The fork server's next line (``{"pid": N}``, then ``{"exit": code}``); what arrives
+    beyond it stays in ``buffer`` for the next call, as does a line cut by a socket timeout."""
+    while b"\n" not in buffer:
         chunk = connection.recv(4096)
         if not chunk:
-            msg = "the test fork server closed the connection without a pid"
+            msg = "the test fork server closed the connection"
             raise RuntimeError(msg)
-        reply += chunk
-    line, _, rest = reply.partition(b"\n")
-    return int(json.loads(line)["pid"]), rest
+        buffer += chunk
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    message: dict[str, int] = json.loads(line)
+    return message
 
 
 def launch_command(command: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
@@ -223,10 +228,9 @@ class _ForkServer:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.connect(self._ensure())
         send_request(connection, list(command[1:]), env=env, cwd=cwd, fds=[log])
-        pid, rest = read_pid(connection)
-        process = ForkedProcess(list(command), pid, connection)
-        process._buffer = rest  # a status that came with the pid
-        return process
+        buffer = bytearray()
+        pid = read_message(connection, buffer)["pid"]
+        return ForkedProcess(list(command), pid, connection, buffer)
 
     def close(self) -> None:
         with self._lock:
