@@ -8,15 +8,13 @@ ran once and the run succeeded; no console warnings from the client.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.agui import NODE, NODE_DIR, needs_node
+from tests.support.agui import needs_node, run_node_harness
 from tests.support.server import ServerProcess
 
 pytestmark = [needs_node, pytest.mark.slow]
@@ -28,19 +26,7 @@ AGENTS = {
 
 
 def _harness(server: ServerProcess, thread_id: str, text: str) -> dict[str, Any]:
-    assert NODE is not None
-    completed = subprocess.run(
-        [NODE, str(NODE_DIR / "approval_harness.mjs"), server.base_url, thread_id, text],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.stdout, completed.stderr
-    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    assert completed.returncode == 0, report.get("error", completed.stderr)
-    return report
+    return run_node_harness("approval_harness.mjs", server.base_url, thread_id, text)
 
 
 @pytest.mark.parametrize("framework", sorted(AGENTS))

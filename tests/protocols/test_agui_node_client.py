@@ -7,8 +7,6 @@ from the client (``[ag-ui]`` enforce/compat warnings would mean we sent somethin
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +14,7 @@ import httpx
 import pytest
 
 from pausemesh import __version__
-from tests.support.agui import NODE, NODE_DIR, needs_node
+from tests.support.agui import needs_node, run_node_harness
 from tests.support.server import ServerProcess
 
 pytestmark = needs_node
@@ -30,19 +28,7 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
 
 
 def _harness(server: ServerProcess, thread_id: str) -> dict[str, Any]:
-    assert NODE is not None
-    completed = subprocess.run(
-        [NODE, str(NODE_DIR / "harness.mjs"), server.base_url, thread_id],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.stdout, completed.stderr
-    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    assert completed.returncode == 0, report.get("error", completed.stderr)
-    return report
+    return run_node_harness("harness.mjs", server.base_url, thread_id)
 
 
 def test_official_http_agent_asks_reloads_through_connect_and_answers(
@@ -84,17 +70,7 @@ def test_official_http_agent_asks_reloads_through_connect_and_answers(
 def test_a_client_subclass_discovers_the_capabilities_in_the_official_shape(
     server: ServerProcess,
 ) -> None:
-    assert NODE is not None
-    completed = subprocess.run(
-        [NODE, str(NODE_DIR / "capabilities.mjs"), server.base_url],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.stdout, completed.stderr
-    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_node_harness("capabilities.mjs", server.base_url)
     assert report["ok"] is True, report.get("error")
 
     # Parsed by @ag-ui/core's AgentCapabilitiesSchema with nothing stripped or altered.

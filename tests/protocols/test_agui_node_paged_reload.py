@@ -5,15 +5,13 @@ messages and the open question, the client answers it from there, and the server
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.agui import NODE, NODE_DIR, needs_node
+from tests.support.agui import needs_node, run_node_harness
 from tests.support.server import ServerProcess
 
 pytestmark = needs_node
@@ -31,19 +29,7 @@ def server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
 
 
 def _harness(server: ServerProcess, thread_id: str) -> dict[str, Any]:
-    assert NODE is not None
-    completed = subprocess.run(
-        [NODE, str(NODE_DIR / "harness.mjs"), server.base_url, thread_id],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.stdout, completed.stderr
-    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    assert completed.returncode == 0, report.get("error", completed.stderr)
-    return report
+    return run_node_harness("harness.mjs", server.base_url, thread_id)
 
 
 def test_the_official_client_reloads_the_newest_page_and_answers_from_it(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +38,30 @@ __all__ = (
     "post_run",
     "read_frames",
     "run_body",
+    "run_node_harness",
 )
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "protocols" / "node"
 NODE = shutil.which("node")
+
+
+def run_node_harness(script: str, *args: str) -> dict[str, Any]:
+    """Run ``tests/protocols/node/<script>`` (the official ``@ag-ui/client`` against a server)
+    and return the JSON report it prints last; it must have exited 0."""
+    assert NODE is not None
+    completed = subprocess.run(
+        [NODE, str(NODE_DIR / script), *args],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.stdout, completed.stderr
+    report: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert completed.returncode == 0, report.get("error", completed.stderr)
+    return report
+
 
 # Outside CI a machine without Node skips these with the reason; CI (CI=true) runs them always,
 # so a missing `npm ci` fails there instead of passing silently.
