@@ -318,27 +318,13 @@ def _register_state_tools(server: MCPServer, pauses: McpPauses) -> None:
 
     @server.tool(name="test_input_required_result_multi_round", description="Asks twice")
     async def multi_round(ctx: Context[Any, Any]) -> Any:
-        name = await pauses.ask(
+        return await _two_questions(
+            pauses,
             ctx,
-            tool="test_input_required_result_multi_round",
-            arguments={},
-            message="Step 1: What is your name?",
-            schema=_NAME_FORM,
-            key="step1",
+            "test_input_required_result_multi_round",
+            ("Step 1: What is your name?", _NAME_FORM, "step1"),
+            ("Step 2: What is your favorite color?", _COLOR_FORM, "step2"),
         )
-        if isinstance(name, InputRequiredResult):
-            return name
-        color = await pauses.ask(
-            ctx,
-            tool="test_input_required_result_multi_round",
-            arguments={"step": 2},
-            message="Step 2: What is your favorite color?",
-            schema=_COLOR_FORM,
-            key="step2",
-        )
-        if isinstance(color, InputRequiredResult):
-            return color
-        return _text(f"{_said(name)}; {_said(color)}")
 
     @server.tool(name="test_reconnection", description="Closes its SSE stream mid-call")
     async def reconnection(ctx: Context[Any, Any]) -> CallToolResult:
@@ -351,6 +337,27 @@ def _register_state_tools(server: MCPServer, pauses: McpPauses) -> None:
         region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
     ) -> CallToolResult:
         return _text(f"region={region}")
+
+
+Question = tuple[str, dict[str, Any], str]
+"""A question of a two-step tool: its message, its form schema, its answer's key."""
+
+
+async def _two_questions(
+    pauses: McpPauses, ctx: Context[Any, Any], tool: str, first: Question, second: Question
+) -> Any:
+    """Ask ``first``, then (one pause per call) ``second`` once it is answered; the two answers
+    as the tool's text."""
+    answers = []
+    for step, (message, schema, key) in enumerate((first, second), start=1):
+        arguments = {} if step == 1 else {"step": step}
+        answer = await pauses.ask(
+            ctx, tool=tool, arguments=arguments, message=message, schema=schema, key=key
+        )
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        answers.append(_said(answer))
+    return _text("; ".join(answers))
 
 
 def _register_task_tools(server: MCPServer, pauses: McpPauses) -> None:
@@ -393,23 +400,13 @@ def _register_task_tools(server: MCPServer, pauses: McpPauses) -> None:
 
     @server.tool(name="multi_input", description="Asks for a name and a confirmation")
     async def multi_input(ctx: Context[Any, Any]) -> Any:
-        # One pause per call: the second question is asked once the first is answered.
-        name = await pauses.ask(
-            ctx, tool="multi_input", arguments={}, message="Name?", schema=_NAME_FORM, key="name"
-        )
-        if isinstance(name, InputRequiredResult):
-            return name
-        confirm = await pauses.ask(
+        return await _two_questions(
+            pauses,
             ctx,
-            tool="multi_input",
-            arguments={"step": 2},
-            message="Confirm?",
-            schema=_CONFIRM_FORM,
-            key="confirm",
+            "multi_input",
+            ("Name?", _NAME_FORM, "name"),
+            ("Confirm?", _CONFIRM_FORM, "confirm"),
         )
-        if isinstance(confirm, InputRequiredResult):
-            return confirm
-        return _text(f"{_said(name)}; {_said(confirm)}")
 
     @server.tool(name="test_tool_with_task", description="Asks a name, then runs as a task")
     async def tool_with_task(ctx: Context[Any, Any]) -> Any:
