@@ -149,3 +149,74 @@ async def test_a_reminder_and_an_escalation_fire_once_each_across_two_sweepers(
     )
     assert outcome.continuation.resolved_by == "carol"
     assert encode_approver(Approver.principal("carol")) == {"kind": "principal", "name": "carol"}
+
+
+async def test_a_pause_whose_timer_is_due_stays_in_the_inbox_until_the_timer_fires(
+    stores: Stores,
+) -> None:
+    clock = ManualClock(T0)
+    service = ContinuationService(store=stores[0], clock=clock, keyed_issuer=KEY)
+    timers = timer_fields(
+        T0 + timedelta(minutes=10), T0 + timedelta(minutes=20), [Approver.principal("carol")]
+    )
+    created = await service.create(
+        payload={"kind": "input", "message": "Approve?"},
+        owner="alice",
+        approvers=[Approver.role("manager")],
+        metadata={"inbox": timers},
+        expires_at=T0 + timedelta(minutes=30),
+        keyed=True,
+    )
+    pause_id = created.continuation.continuation_id
+
+    async def inbox() -> list[str]:
+        listed = await service.pending_approvals(principal="bob", roles=frozenset({"manager"}))
+        return [c.continuation_id for c in listed]
+
+    # The reminder is due and no sweeper has fired it: still listed, not yet reminded.
+    clock.advance(10 * 60)
+    assert await inbox() == [pause_id]
+    [state] = await service.pending_approvals(principal="bob", roles=frozenset({"manager"}))
+    assert not isinstance(state.reminded_at, datetime)
+    await service.expire_due()
+    [state] = await service.pending_approvals(principal="bob", roles=frozenset({"manager"}))
+    assert isinstance(state.reminded_at, datetime)
+
+    # The escalation is due: listed for the first approvers; carol's turn comes when it fires.
+    clock.advance(10 * 60)
+    assert await inbox() == [pause_id]
+    assert await service.pending_approvals(principal="carol") == []
+    await service.expire_due()
+    assert await inbox() == [pause_id]
+    assert [c.continuation_id for c in await service.pending_approvals(principal="carol")] == [
+        pause_id
+    ]
+
+    # The deadline has passed and no sweeper has come: the inbox's read expires it.
+    clock.advance(10 * 60)
+    assert await inbox() == []
+    history = [e.type for e in await service.history(pause_id, principal="alice")]
+    assert history[-1] == "continuation.expired"
+
+
+async def test_an_inbox_page_reads_past_pauses_whose_deadline_has_passed(stores: Stores) -> None:
+    clock = ManualClock(T0)
+    service = ContinuationService(store=stores[0], clock=clock, keyed_issuer=KEY)
+
+    async def ask(minutes: int) -> str:
+        created = await service.create(
+            payload={"kind": "input", "message": "Approve?"},
+            owner="alice",
+            approvers=[Approver.role("manager")],
+            expires_at=T0 + timedelta(minutes=minutes),
+            keyed=True,
+        )
+        return created.continuation.continuation_id
+
+    live = await ask(60)
+    for _ in range(3):
+        await ask(5)  # newer, and past their deadline once the clock moves
+    clock.advance(10 * 60)
+
+    page = await service.pending_approvals(principal="bob", roles=frozenset({"manager"}), limit=1)
+    assert [c.continuation_id for c in page] == [live]

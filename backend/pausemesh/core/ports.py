@@ -44,14 +44,16 @@ class EventStore(Protocol):
         ...
 
     async def pending_for_approvers(
-        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, before: str | None, limit: int
     ) -> Sequence[str]:
-        """Ids of pending continuations (deadline after ``now``) whose ``created`` event names
-        any of ``approvers``, newest id first, strictly before ``before`` if given, at most
-        ``limit``. Indexed: a store keeps the approvers of a stream in the write that
-        creates it, keyed by their text form (``stores/batch.py`` ``approver_index_keys``:
-        kind and name in one string, as rows written before typed approvers were). A
-        candidate list: the service checks each against the typed entries of its event."""
+        """Ids of pending continuations whose ``created`` event names any of ``approvers``,
+        newest id first, strictly before ``before`` if given, at most ``limit``. Every stream
+        still pending is a candidate whatever its next due time: a due reminder or escalation
+        has not fired yet, and a passed deadline is the service's to apply as it reads the
+        stream. Indexed: a store keeps the approvers of a stream in the write that creates it,
+        keyed by their text form (``stores/batch.py`` ``approver_index_keys``: kind and name
+        in one string, as rows written before typed approvers were). A candidate list: the
+        service checks each against the typed entries of its event."""
         ...
 
     async def owed_runs(self, *, limit: int) -> Sequence[tuple[str, str]]:

@@ -411,16 +411,23 @@ async def pending_for(
     before: str | None,
     limit: int,
 ) -> list[Continuation]:
-    """Pending continuations the caller named by ``approving`` may decide, newest first."""
-    ids = await streams.store.pending_for_approvers(
-        approving, now=streams.clock.now(), before=before, limit=limit
-    )
+    """Pending continuations the caller named by ``approving`` may decide, newest first.
+
+    A short list means there are no more: a candidate dropped as it is read (its deadline
+    had passed, so the read expired it; or the caller may not decide it) is replaced by
+    reading on in the index."""
     out: list[Continuation] = []
-    for continuation_id in ids:
-        try:
-            state = await approver_view(streams, continuation_id, principal, approving)
-        except (ContinuationNotFoundError, NotAnApproverError):
-            continue  # the index's candidates are checked against the typed entries
-        if state.is_pending:
-            out.append(state)
+    while len(out) < limit:
+        wanted = limit - len(out)
+        ids = await streams.store.pending_for_approvers(approving, before=before, limit=wanted)
+        for continuation_id in ids:
+            before = continuation_id
+            try:
+                state = await approver_view(streams, continuation_id, principal, approving)
+            except (ContinuationNotFoundError, NotAnApproverError):
+                continue  # the index's candidates are checked against the typed entries
+            if state.is_pending:
+                out.append(state)
+        if len(ids) < wanted:
+            break
     return out

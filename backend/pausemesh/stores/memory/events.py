@@ -92,7 +92,7 @@ class InMemoryEventStore:
         return [cid for _, cid in due[:limit]]
 
     async def pending_for_approvers(
-        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, before: str | None, limit: int
     ) -> Sequence[str]:
         self._check_open()
         wanted = set(approver_index_keys(approvers))
@@ -102,7 +102,6 @@ class InMemoryEventStore:
                 for cid, names in self._approvers.items()
                 if wanted.intersection(names)
                 and cid in self._pending
-                and self._pending[cid] > now
                 and (before is None or cid < before)
             ),
             reverse=True,

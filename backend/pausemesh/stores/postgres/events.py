@@ -96,12 +96,13 @@ class PostgresEventStore:
         # head row was written: the state change and its deliveries commit together.
         self._sql_create_boxed = f"{create_head} {_outbox_cte(q, 7)}, {insert_events}"
         self._sql_advance_boxed = f"{advance_head} {_outbox_cte(q, 9)}, {insert_events}"
+        # Pending, whatever its next due time: a due timer not yet fired keeps it listed.
         self._sql_approvals = f"""
             SELECT DISTINCT a.continuation_id FROM {q}.continuation_approvers a
             JOIN {q}.continuation_streams s ON s.continuation_id = a.continuation_id
-            WHERE a.approver = ANY($1::text[]) AND s.pending_expires_at > $2
-                AND ($3::text IS NULL OR a.continuation_id < $3)
-            ORDER BY a.continuation_id DESC LIMIT $4
+            WHERE a.approver = ANY($1::text[]) AND s.pending_expires_at IS NOT NULL
+                AND ($2::text IS NULL OR a.continuation_id < $2)
+            ORDER BY a.continuation_id DESC LIMIT $3
         """
         self._sql_owed = f"""
             SELECT continuation_id, owed_thread FROM {q}.continuation_streams
@@ -213,14 +214,14 @@ class PostgresEventStore:
         return await self.database.run(op, read=True)
 
     async def pending_for_approvers(
-        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, before: str | None, limit: int
     ) -> Sequence[str]:
         if not approvers:
             return []
         keys = approver_index_keys(approvers)
 
         async def op(conn: Conn) -> list[str]:
-            rows = await conn.fetch(self._sql_approvals, keys, now, before, limit)
+            rows = await conn.fetch(self._sql_approvals, keys, before, limit)
             return [row[0] for row in rows]
 
         return await self.database.run(op, read=True)

@@ -137,7 +137,7 @@ class SqliteEventStore:
         return [row[0] for row in rows]
 
     async def pending_for_approvers(
-        self, approvers: Sequence[Approver], *, now: datetime, before: str | None, limit: int
+        self, approvers: Sequence[Approver], *, before: str | None, limit: int
     ) -> Sequence[str]:
         if not approvers:
             return []
@@ -146,9 +146,10 @@ class SqliteEventStore:
             "SELECT DISTINCT a.continuation_id FROM continuation_approvers a"
             " JOIN continuation_streams s ON s.continuation_id = a.continuation_id"
             " WHERE a.approver IN (SELECT value FROM json_each(?))"
-            " AND s.pending_expires_at_us > ? AND (? IS NULL OR a.continuation_id < ?)"
+            # Pending, whatever its next due time: a due timer not yet fired keeps it listed.
+            " AND s.pending_expires_at_us IS NOT NULL AND (? IS NULL OR a.continuation_id < ?)"
             " ORDER BY a.continuation_id DESC LIMIT ?",
-            (msgspec.json.encode(keys).decode(), epoch_us(now), before, before, limit),
+            (msgspec.json.encode(keys).decode(), before, before, limit),
         )
         return [row[0] for row in rows]
 
