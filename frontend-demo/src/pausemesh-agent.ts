@@ -12,20 +12,28 @@
 // - `follow()` tails `GET {url}/threads/{id}/events` from the last sequence seen (on runs,
 //   restores and the tail itself), reconnecting with `Last-Event-ID` after a drop or a server
 //   restart, with exponential backoff and jitter: nothing missed, nothing delivered twice.
+// - A `MESSAGES_SNAPSHOT` from PauseMesh carries the thread's newest page
+//   (`PAUSEMESH_SNAPSHOT_MESSAGES`), not its whole life: the official client would drop every
+//   message it holds before the page; this one keeps them (`keepOlderMessages`).
 // - `send()`, `answer()` and `runChecked()` surface the server's refusals (RUN_ERROR codes and problem
 //   bodies) as `PauseMeshRefusal` with a stable `code` and a `kind` a UI can act on ("race":
 //   another tab or person answered first; "busy"; "expired"; "invalid"; ...), and an
 //   unreachable server as `PauseMeshOffline`.
 
 import {
+  type AbstractAgent,
   type AgentCapabilities,
+  type AgentStateMutation,
+  type AgentSubscriber,
   type BaseEvent,
   buildResumeArray,
+  defaultApplyEvents,
   enforceOutgoingInput,
   HttpAgent,
   type HttpAgentConfig,
   type Interrupt,
   type Message,
+  type MessagesSnapshotEvent,
   type RunAgentInput,
   type RunAgentResult,
   type RunErrorEvent,
@@ -33,7 +41,7 @@ import {
   runHttpRequest,
   transformHttpEventStream,
 } from "@ag-ui/client";
-import type { Observable } from "rxjs";
+import { lastValueFrom, type Observable, of } from "rxjs";
 import { readFrames, type TailStatus, type ThreadEvent, ThreadTail } from "./sse.js";
 
 export type { TailStatus, ThreadEvent } from "./sse.js";
@@ -198,6 +206,20 @@ export class PauseMeshAgent extends HttpAgent {
   /** The last thread sequence this agent has seen. */
   get lastSequence(): number {
     return this.seen;
+  }
+
+  /** The official apply, with PauseMesh's page snapshots kept from dropping older messages
+   * (the last subscriber: every other one sees the event first). */
+  protected override apply(
+    input: RunAgentInput,
+    events$: Observable<BaseEvent>,
+    subscribers: AgentSubscriber[],
+  ): Observable<AgentStateMutation> {
+    const pages: AgentSubscriber = {
+      onMessagesSnapshotEvent: ({ event, messages, state }) =>
+        keepOlderMessages(input, event, messages as Message[], state),
+    };
+    return super.apply(input, events$, [...subscribers, pages]);
   }
 
   protected override connect(input: RunAgentInput): Observable<BaseEvent> {
@@ -369,6 +391,29 @@ export class PauseMeshAgent extends HttpAgent {
 }
 
 export type RunParameters = Parameters<HttpAgent["runAgent"]>[0] & {};
+
+/** A `MESSAGES_SNAPSHOT` that starts at a message this client holds after others (a page:
+ * PauseMesh sends the newest `PAUSEMESH_SNAPSHOT_MESSAGES`) replaces only the messages from
+ * there on; the ones before it stay, where the official client would drop them. Any other
+ * snapshot (the whole thread, or a page whose start this client never had) applies as the
+ * official client applies it. The part from the page's start on goes through the official
+ * apply too, so activity and reasoning messages are kept or dropped exactly as it decides. */
+export async function keepOlderMessages(
+  input: RunAgentInput,
+  event: MessagesSnapshotEvent,
+  held: readonly Message[],
+  state: unknown,
+): Promise<AgentStateMutation | undefined> {
+  const first = event.messages[0]?.id;
+  const at = first === undefined ? -1 : held.findIndex((m) => m.id === first);
+  if (at <= 0) return undefined;
+  const from = { messages: held.slice(at), state } as unknown as AbstractAgent;
+  const applied = await lastValueFrom(defaultApplyEvents(input, of(event), from, []), {
+    defaultValue: {} as AgentStateMutation,
+  });
+  const rest = applied.messages ?? held.slice(at);
+  return { messages: [...held.slice(0, at), ...rest], stopPropagation: true };
+}
 
 function runRefusal(event: RunErrorEvent): PauseMeshRefusal {
   return new PauseMeshRefusal(event.code ?? "RUN_ERROR", event.message);

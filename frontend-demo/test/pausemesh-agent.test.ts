@@ -15,6 +15,7 @@ import {
   refusalKind,
 } from "../src/pausemesh-agent.js";
 import type { TailStatus, ThreadEvent } from "../src/sse.js";
+import type { Message } from "@ag-ui/client";
 
 const THREAD = "t-1";
 
@@ -50,6 +51,8 @@ interface Wire {
   /** The tail cuts its first connection after this many frames (then serves the rest). */
   cutAfter: number | undefined;
   runError: { code: string; message: string } | undefined;
+  /** The messages of the `MESSAGES_SNAPSHOT` a run sends before it ends (none: no snapshot). */
+  runSnapshot: readonly Record<string, unknown>[] | undefined;
   restart(): Promise<void>;
   close(): Promise<void>;
 }
@@ -94,6 +97,9 @@ async function pausemesh(): Promise<Wire> {
     } else if (request.method === "POST" && path === "/agui") {
       sse(response);
       response.write(frame(6, { type: "RUN_STARTED", threadId: THREAD, runId: "r-2" }));
+      if (wire.runSnapshot !== undefined) {
+        response.write(frame(undefined, { type: "MESSAGES_SNAPSHOT", messages: wire.runSnapshot }));
+      }
       const refused = wire.runError;
       response.end(
         refused === undefined
@@ -147,6 +153,7 @@ async function pausemesh(): Promise<Wire> {
     capabilityHeaders: [],
     cutAfter: undefined,
     runError: undefined,
+    runSnapshot: undefined,
     async restart() {
       await stop();
       server = createServer((request, response) => void handler(request, response));
@@ -191,6 +198,55 @@ test("restore reads the thread and replays it through connect, the agent not run
       ],
     );
     assert.deepEqual(agent.state, { bookings: [] });
+  } finally {
+    await wire.close();
+  }
+});
+
+const said = (id: string): Message => ({ id, role: "user", content: `said ${id}` });
+
+test("a run's page snapshot replaces the messages from the page's first on, the older ones stay", async () => {
+  const wire = await pausemesh();
+  try {
+    const agent = agentFor(wire);
+    agent.setMessages(["m1", "m2", "m3", "m4"].map(said));
+    // The newest page: m3 edited by the server, m4 gone from it, a5 new.
+    wire.runSnapshot = [{ ...said("m3"), content: "m3 as stored" }, said("a5")];
+    await agent.runChecked();
+    assert.deepEqual(
+      agent.messages.map((m) => [m.id, m.content]),
+      [
+        ["m1", "said m1"],
+        ["m2", "said m2"],
+        ["m3", "m3 as stored"],
+        ["a5", "said a5"],
+      ],
+    );
+  } finally {
+    await wire.close();
+  }
+});
+
+test("a snapshot of the whole thread, or a page this client never reached, applies as the official client does", async () => {
+  const wire = await pausemesh();
+  try {
+    const whole = agentFor(wire);
+    whole.setMessages(["m1", "m2", "m3"].map(said));
+    wire.runSnapshot = [said("m1"), said("m3")];
+    await whole.runChecked();
+    assert.deepEqual(
+      whole.messages.map((m) => m.id),
+      ["m1", "m3"],
+    );
+
+    const behind = agentFor(wire);
+    behind.setMessages(["m1", "m2"].map(said));
+    wire.runSnapshot = [said("m7"), said("m8")];
+    await behind.runChecked();
+    assert.deepEqual(
+      behind.messages.map((m) => m.id),
+      ["m7", "m8"],
+    );
   } finally {
     await wire.close();
   }

@@ -16,7 +16,7 @@ import pytest
 from litestar import Litestar
 from starlette.applications import Starlette
 
-from pausemesh.agui.agent import AgentOutput, RunContext, lazy_history
+from pausemesh.agui.agent import AgentOutput, PauseRequest, RunContext, lazy_history
 from pausemesh.agui.events import TextMessageContentEvent, TextMessageStartEvent
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
@@ -29,8 +29,13 @@ PAGE = 3
 
 @lazy_history
 async def says_ok(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    if ctx.decisions:
+        return  # an answer ends quietly
     yield TextMessageStartEvent(message_id=f"a-{ctx.run_id}", role="assistant")
     yield TextMessageContentEvent(message_id=f"a-{ctx.run_id}", delta="ok")
+    last = ctx.messages[-1] if ctx.messages else None
+    if last is not None and last.id.startswith("ask"):
+        yield PauseRequest(message="Sure?", response_schema={"type": "boolean"})
 
 
 def _settings(database: Path) -> Settings:
@@ -61,6 +66,17 @@ async def _turn(client: httpx.AsyncClient, n: int) -> None:
     ran = await client.post("/agui", json=body)
     assert ran.status_code == 200
     assert '"RUN_FINISHED"' in ran.text, ran.text[:500]
+
+
+async def _events(client: httpx.AsyncClient, body: dict[str, Any]) -> list[dict[str, Any]]:
+    ran = await client.post("/agui", json={"threadId": "t1", **body})
+    assert ran.status_code == 200
+    return RunResult(list(read_frames(iter(ran.text.split("\n")), StreamChecker()))).events
+
+
+def _snapshot_ids(events: list[dict[str, Any]]) -> list[str]:
+    (messages,) = (e["messages"] for e in events if e["type"] == "MESSAGES_SNAPSHOT")
+    return [m["id"] for m in messages]
 
 
 def _ids(turns: range) -> list[str]:
@@ -175,3 +191,45 @@ async def test_the_snapshot_and_pages_carry_each_messages_server_time_beside_the
     for message_id in ("a-r1", "u1"):
         assert page["messageTimes"][message_id] == before["messageTimes"][message_id]
     assert snapshot["messageTimes"]["u2"] == page["messageTimes"]["u2"]
+
+
+@HOSTS
+async def test_a_paused_run_and_a_replayed_answer_send_the_newest_page_not_the_history(
+    tmp_path: Path, make_host: Callable[[Path], Any]
+) -> None:
+    async with client_for(make_host(tmp_path / "s.db")) as client:
+        for n in range(4):
+            await _turn(client, n)
+        asked = await _events(
+            client,
+            {"runId": "r-ask", "messages": [{"id": "ask-1", "role": "user", "content": "ask"}]},
+        )
+        (interrupt,) = asked[-1]["outcome"]["interrupts"]
+        resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}]
+        answered = await _events(client, {"runId": "r-answer", "messages": [], "resume": resume})
+        replayed = await _events(client, {"runId": "r-again", "messages": [], "resume": resume})
+        snapshot = (await client.get("/agui/threads/t1")).json()
+        everything = (await client.get("/agui/threads/t1/messages")).json()
+
+    history = [*_ids(range(4)), "ask-1", "a-r-ask"]
+    assert [e["type"] for e in asked[-3:]] == [
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
+    # The page a reload carries, and the cursor of the snapshot route leads to the rest.
+    assert _snapshot_ids(asked) == history[-PAGE:]
+    assert answered[-1]["type"] == "RUN_FINISHED"
+    assert "MESSAGES_SNAPSHOT" not in [e["type"] for e in answered]
+    # A replay of that answer is answered from the record: the newest page again.
+    assert [e["type"] for e in replayed] == [
+        "RUN_STARTED",
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
+    assert _snapshot_ids(replayed) == [m["id"] for m in snapshot["messages"]]
+    assert len(_snapshot_ids(replayed)) == PAGE
+    assert snapshot["messagesCursor"] is not None
+    # Nothing was lost on the server: the pages hold the whole conversation.
+    assert [m["id"] for m in reversed(everything["messages"])][: len(history)] == history

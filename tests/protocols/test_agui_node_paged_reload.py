@@ -1,7 +1,9 @@
-"""The official ``@ag-ui/client`` ``HttpAgent`` (Node) reloads a thread longer than the reload's
-page (issue 42): ``POST /agui/connect`` restores the newest ``PAUSEMESH_SNAPSHOT_MESSAGES``
-messages and the open question, the client answers it from there, and the server's pages
-(``GET /agui/threads/{id}/messages``) still hold the whole conversation, newest first."""
+"""The official ``@ag-ui/client`` ``HttpAgent`` (Node) on a thread longer than a snapshot's page
+(issue 42): the paused run's ``MESSAGES_SNAPSHOT`` and ``POST /agui/connect`` both carry the
+newest ``PAUSEMESH_SNAPSHOT_MESSAGES`` messages (the client, which replaces its messages with a
+snapshot, then holds that page), the open question survives, the client answers it from
+there, and the server's pages (``GET /agui/threads/{id}/messages``) still hold the whole
+conversation, newest first."""
 
 from __future__ import annotations
 
@@ -40,11 +42,15 @@ def test_the_official_client_reloads_the_newest_page_and_answers_from_it(
     assert report["warnings"] == [], report["warnings"]
 
     ask = report["ask"]
-    assert len(ask["messages"]) > PAGE
+    assert ask["errors"] == []
+    assert ask["types"][-3:] == ["MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    # The pause's snapshot is the newest page: the official client holds that, no more.
+    assert len(ask["messages"]) == PAGE
+    assert len(ask["pendingInterrupts"]) == 1
     reload = report["reload"]
     assert reload["types"] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
     assert reload["errors"] == []
-    assert reload["messages"] == ask["messages"][-PAGE:]
+    assert reload["messages"] == ask["messages"]
     assert reload["pendingInterrupts"] == ask["pendingInterrupts"]
 
     answer = report["answer"]
@@ -63,5 +69,9 @@ def test_the_official_client_reloads_the_newest_page_and_answers_from_it(
         seen += page.json()["messages"]
         cursor = page.json()["nextCursor"]
     history = list(reversed(seen))
-    assert history[: len(ask["messages"])] == ask["messages"]
-    assert history[len(ask["messages"]) :] == answer["messages"][PAGE:]
+    asked = history.index(ask["messages"][-1]) + 1
+    # More than the page was said before the pause: the user's message opens the thread.
+    assert asked > PAGE
+    assert history[0]["id"] == "user-node-paged-1"
+    assert history[asked - PAGE : asked] == ask["messages"]
+    assert history[asked:] == answer["messages"][PAGE:]

@@ -59,6 +59,8 @@ class RunFinish:
     clock: Clock
     principal: str | None
     roles: frozenset[str]
+    # How many of the newest messages the snapshot at a pause carries (``RunParts``).
+    snapshot_messages: int
 
     async def end(
         self,
@@ -98,10 +100,11 @@ class RunFinish:
         saved = await self._save(
             record, transcript, open_cohort=cohort, closed_cohort=closed, title=title, now=now
         )
-        # The snapshot at a pause carries the whole history (a client replaces its messages
-        # with it): read back under the lease, so it is what was just saved.
-        whole = await self.threads.get(lease.thread_id)
-        messages = transcript.messages if whole is None else whole.messages
+        # The snapshot at a pause carries the newest page, as a reload does (the older ones
+        # come from ``GET /agui/threads/{id}/messages``): read back under the lease, so it is
+        # what was just saved, and O(page) however long the thread is.
+        page = await self.threads.get(lease.thread_id, tail=self.snapshot_messages)
+        messages = transcript.messages[-self.snapshot_messages :] if page is None else page.messages
         return Finished(
             saved,
             [

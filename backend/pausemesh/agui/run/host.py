@@ -348,6 +348,7 @@ class RunHost:
             queue_size=self.queue_size,
             run_timeout_seconds=self.run_timeout_seconds,
             max_thread_bytes=self.max_thread_bytes,
+            snapshot_messages=self.snapshot_messages,
         )
         run = LeasedRun(parts, record, run_input, principal, lease_id, roles=roles)
         self.leases.hold(

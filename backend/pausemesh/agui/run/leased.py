@@ -198,6 +198,7 @@ class LeasedRun:
             clock=parts.clock,
             principal=self.principal,
             roles=self.roles,
+            snapshot_messages=parts.snapshot_messages,
         )
         finished = await finish.end(
             record, transcript, agent.pauses, settled.closing, title=agent.title
@@ -243,7 +244,9 @@ class LeasedRun:
         )
 
     async def _replayed(self) -> bytes:
-        record = await self.parts.threads.get(self.thread_id) or self.record
+        # The newest page, as a reload carries (``RunFinish``).
+        tail = self.parts.snapshot_messages
+        record = await self.parts.threads.get(self.thread_id, tail=tail) or self.record
         # If the agent paused again after that resume, the thread's current question stands.
         return await self.lease.emit(
             restored(

@@ -36,3 +36,5 @@ class RunParts:
     queue_size: int
     run_timeout_seconds: float | None
     max_thread_bytes: int
+    # How many of the newest messages a snapshot a run sends carries (a paused run's, a replay's).
+    snapshot_messages: int
