@@ -25,7 +25,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from pausemesh.core.approvers import Approver
 from pausemesh.core.clock import ManualClock
 from pausemesh.core.ports import EventStore
-from pausemesh.core.push import PushStore, delivery_id
+from pausemesh.core.push import PushStore, timed_delivery_id
 from pausemesh.core.resume import NamedApprover, Resume
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer
@@ -290,6 +290,24 @@ def test_the_webhooks_file_is_checked_whole() -> None:
         parse_webhooks(json.dumps({"webhooks": [good, good]}).encode())
 
 
+async def test_webhook_ids_are_stable_and_sort_by_the_time_of_their_change(
+    stores: tuple[EventStore, PushStore],
+) -> None:
+    # Time first, so the outbox's index on the id grows at its end (see timed_delivery_id).
+    with Receiver() as receiver:
+        hooks = Hooks(stores, [subscription(receiver.url, id="ops")])
+        first = await hooks.ask()
+        hooks.clock.advance(1)
+        second = await hooks.ask()
+        assert await hooks.round() == 2
+        ids = sorted(delivery.headers["webhook-id"] for delivery in receiver.wait_for(2))
+        later = T0 + timedelta(seconds=1)
+        assert ids == [
+            timed_delivery_id(f"{first}:1", "ops", T0),
+            timed_delivery_id(f"{second}:1", "ops", later),
+        ]
+
+
 async def test_a_destination_that_is_down_rests_while_the_others_are_served(
     stores: tuple[EventStore, PushStore],
 ) -> None:
@@ -302,7 +320,8 @@ async def test_a_destination_that_is_down_rests_while_the_others_are_served(
         await hooks.round()
         good.wait_for(12)
         states = [
-            await stores[1].delivery_state(delivery_id(f"{pause}:1", "down")) for pause in pauses
+            await stores[1].delivery_state(timed_delivery_id(f"{pause}:1", "down", T0))
+            for pause in pauses
         ]
         # The down destination was tried once per delivery of its first round, then rested:
         # its other deliveries stay due, unattempted, while the good one got all twelve.
@@ -311,6 +330,7 @@ async def test_a_destination_that_is_down_rests_while_the_others_are_served(
         hooks.clock.advance(61)  # past the longest rest
         await hooks.round()
         states = [
-            await stores[1].delivery_state(delivery_id(f"{pause}:1", "down")) for pause in pauses
+            await stores[1].delivery_state(timed_delivery_id(f"{pause}:1", "down", T0))
+            for pause in pauses
         ]
         assert sum(s.attempts for s in states if s is not None) > 5

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -42,6 +42,7 @@ __all__ = (
     "PushNotice",
     "PushStore",
     "delivery_id",
+    "timed_delivery_id",
 )
 
 # The error recorded for a delivery given up after a last attempt that left no outcome.
@@ -57,6 +58,19 @@ A2A_CHANNEL = "a2a"
 def delivery_id(event_id: str, config_id: str) -> str:
     """An opaque id per (state change, webhook): header-safe whatever the config id holds."""
     return hashlib.sha256(f"{event_id}\n{config_id}".encode()).hexdigest()[:32]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def timed_delivery_id(event_id: str, config_id: str, at: datetime) -> str:
+    """``delivery_id``'s form for an event that happened once at ``at``: the time first (14 hex
+    digits of microseconds), then 18 of the hash. Ids of later changes sort after earlier ones,
+    so the outbox's index on the id grows at its end, one page per commit, instead of taking a
+    random page per delivery (a third of what a webhook cost a pause's write on SQLite)."""
+    micros = (at.astimezone(UTC) - _EPOCH) // _MICROSECOND
+    return f"{micros:014x}{delivery_id(event_id, config_id)[:18]}"
 
 
 class PushConfigRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,8 +12,8 @@ The body is ``{"type", "timestamp", "data"}``: ``data`` holds what a receiver ne
 the request (the message, the response schema, who asked, the approvers, the deadline, the
 thread and its title, tags, the decision once made) and never a resume token. Its ``links``
 (one-click decision links) are added by the sender when it signs, never stored. The delivery
-id (the ``webhook-id`` header) is the same on every attempt: ``delivery_id`` of the event
-(``<continuation id>:<version>``) and the subscription.
+id (the ``webhook-id`` header) is the same on every attempt: ``timed_delivery_id`` of the event
+(``<continuation id>:<version>``, its time first) and the subscription.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pausemesh.core.model import (
     ContinuationResumed,
 )
 from pausemesh.core.operations import OperationRecord
-from pausemesh.core.push import OutboxEntry, delivery_id
+from pausemesh.core.push import OutboxEntry, delivery_id, timed_delivery_id
 from pausemesh.core.urls import has_unsafe_characters
 
 __all__ = (
@@ -260,17 +260,18 @@ class WebhookRoutes:
         self.wake = wake
 
     def entries(
-        self, kind: str, state: Continuation, *, event_id: str, at: str
+        self, kind: str, state: Continuation, *, event_id: str, at: datetime
     ) -> list[OutboxEntry]:
         """The deliveries ``kind`` on ``state`` (the pause after the change) owes, with the
-        stable ``event_id``; ``at``: the change's time (ISO 8601)."""
+        stable ``event_id``; ``at``: the change's time (in the body, and first in the
+        delivery id: ``timed_delivery_id``)."""
         wanted = [s for s in self.subscriptions if s.wants(kind, state)]
         if not wanted:
             return []
-        payload = {"type": kind, "timestamp": at, "data": body_data(state)}
+        payload = {"type": kind, "timestamp": at.isoformat(), "data": body_data(state)}
         return [
             OutboxEntry(
-                delivery_id=delivery_id(event_id, subscription.id),
+                delivery_id=timed_delivery_id(event_id, subscription.id, at),
                 task_id=state.continuation_id,
                 channel=WEBHOOK_CHANNEL,
                 config={"url": subscription.url, "subscription": subscription.id},
@@ -287,7 +288,7 @@ class WebhookRoutes:
             event_type(event),
             state,
             event_id=f"{event.continuation_id}:{event.version}",
-            at=event.occurred_at.isoformat(),
+            at=event.occurred_at,
         )
 
     def for_unknown_outcome(
