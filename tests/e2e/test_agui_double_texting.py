@@ -29,7 +29,16 @@ import httpx
 import pytest
 
 from pausemesh.stores.postgres.migrate import migrate
-from tests.support.agui import Frame, RunResult, StreamChecker, post_run, read_frames, run_body
+from tests.support.agui import (
+    Frame,
+    RunResult,
+    StreamChecker,
+    needs_node,
+    post_run,
+    read_frames,
+    run_body,
+    run_node_harness,
+)
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.server import ServerProcess
 
@@ -322,6 +331,67 @@ def test_rollback_stops_the_run_removes_its_output_and_runs(replicas: Replicas) 
         ("assistant", "echo start over"),
     ]
     assert removed[0] not in {m["id"] for m in messages}
+
+
+def test_a_later_input_that_sends_the_rolled_back_output_again_does_not_bring_it_back(
+    replicas: Replicas,
+) -> None:
+    """A client keeps what it streamed: its next input carries the removed answer, which the
+    thread remembers as removed (on whichever replica the input arrives)."""
+    thread_id = new_thread()
+    run, held = hold(replicas, thread_id, f"never-{thread_id}")
+    redo = message("start over")
+    answer = run_on(replicas.b, body(thread_id, [held, redo], "rollback"))
+    stopped = run.result()
+    (removed,) = stopped.events[-2]["value"]["removedMessageIds"]
+    # The stopped client's copy of the removed answer, as it streamed it.
+    partial = {"id": removed, "role": "assistant", "content": f"holding never-{thread_id}."}
+    echoed = {"id": answer.events[1]["messageId"], "role": "assistant", "content": answer.text()}
+    later = run_on(replicas.a, body(thread_id, [held, partial, redo, echoed, message("later")]))
+    assert later.text() == "echo later"
+
+    for server in (replicas.a, replicas.b):
+        assert texts(server, thread_id) == [
+            ("user", held["content"]),
+            ("user", "start over"),
+            ("assistant", "echo start over"),
+            ("user", "later"),
+            ("assistant", "echo later"),
+        ]
+
+
+@needs_node
+def test_the_official_client_after_a_rollback_does_not_bring_the_removed_answer_back(
+    replicas: Replicas,
+) -> None:
+    """Two ``@ag-ui/client`` HttpAgents (two tabs), one per replica: B rolls back A's run; A's
+    next run sends its whole history, the removed answer in it; the thread stays without it."""
+    thread_id = new_thread()
+    report = run_node_harness(
+        "rollback.mjs",
+        replicas.a.base_url,
+        replicas.b.base_url,
+        thread_id,
+        f"never-{thread_id}",
+    )
+    rolled_back = report["rolledBack"]
+    assert rolled_back["last"] == "RUN_FINISHED"
+    assert rolled_back["value"]["mode"] == "rollback"
+    (removed,) = rolled_back["value"]["removedMessageIds"]
+    # The client kept the removed answer and sent it again with its next input.
+    assert removed in [m["id"] for m in report["tabAHeld"]]
+    assert removed in report["sentIds"]
+
+    expected = [
+        ("user", f"hold never-{thread_id}"),
+        ("user", "start over"),
+        ("assistant", "echo start over"),
+        ("user", "and then"),
+        ("assistant", "echo and then"),
+    ]
+    assert [(m["role"], m["content"]) for m in report["reloaded"]] == expected
+    assert removed not in [m["id"] for m in report["reloaded"]]
+    assert texts(replicas.a, thread_id) == expected
 
 
 def test_a_pending_question_still_blocks_new_input_under_every_policy(replicas: Replicas) -> None:

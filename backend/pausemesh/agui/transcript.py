@@ -39,7 +39,8 @@ class Transcript:
     on (the run reads a window, not the whole thread), then the run's own. An event naming a
     message older than the window starts a new one (as ``@ag-ui/client`` does for a parent
     that is not the last message). ``dirty_from`` is the first position the run added or
-    changed (None: none): the store rewrites from there, nothing before it.
+    changed (None: none): the store rewrites from there, nothing before it. ``removed``: the
+    ids of messages a rollback took out (the save remembers them, so they never come back).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class Transcript:
         self.state = state
         self.base = base
         self.dirty_from = dirty_from
+        self.removed: list[str] = []
         self._open_text: list[str] = []
         self._open_tools: list[str] = []
         self._open_steps: list[str] = []

@@ -300,6 +300,11 @@ class ThreadStore(Protocol):
         """Which of ``ids`` the thread's stored messages carry (an index lookup per id)."""
         ...
 
+    async def removed_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` a save removed from the thread (``save(removed_ids=...)``, a
+        rollback's output): an index lookup per id; a later input carrying them drops them."""
+        ...
+
     async def list_records(
         self,
         prefix: str,
@@ -314,7 +319,12 @@ class ThreadStore(Protocol):
         ...
 
     async def save(
-        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+        self,
+        record: ThreadRecord,
+        *,
+        now: datetime,
+        agent_title: str | None = None,
+        removed_ids: Sequence[str] = (),
     ) -> ThreadRecord:
         """CAS: store ``messages`` (in place of the stored ones from ``record.messages_from``
         on; those before are kept), ``state``, ``open_receipt`` and ``closed_receipt`` if the
@@ -326,6 +336,9 @@ class ThreadStore(Protocol):
         agent named the thread) replaces a derived or earlier agent title, never the owner's
         (``set_title``) nor a title of unknown source; without one, a thread that has no title
         takes ``derive_title(record.messages)``.
+
+        ``removed_ids``: message ids the run removed (a rollback), remembered in the same
+        write for ``removed_message_ids`` (a tombstone per id, kept until the thread is erased).
         """
         ...
 

@@ -139,7 +139,9 @@ class RunFinish:
         )
         self.lease.check()
         try:
-            return await self.threads.save(ended, now=now, agent_title=title)
+            return await self.threads.save(
+                ended, now=now, agent_title=title, removed_ids=transcript.removed
+            )
         except VersionConflictError:
             raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run") from None
 

@@ -177,6 +177,7 @@ class AgentPump:
         mode = self.interrupted or "interrupt"
         if mode == "rollback":
             del transcript.messages[self._first_new :]
+            transcript.removed += [i for i in ids if isinstance(i, str)]
             transcript.state = self._state_before
         else:
             for message in written:

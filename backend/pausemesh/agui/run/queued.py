@@ -24,13 +24,12 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 from msgspec import UNSET
 
 from pausemesh.agui.double_texting import (
-    INTERRUPTED_EVENT,
     NOT_QUEUEABLE,
     QUEUE_FULL,
     QUEUED_INPUT_DROPPED,
@@ -88,8 +87,6 @@ class MakeRun(Protocol):
 
 class _Logged(msgspec.Struct):
     type: str
-    name: str | None = None
-    value: Any = None
 
 
 _LOGGED = msgspec.json.Decoder(_Logged)
@@ -97,16 +94,6 @@ _LOGGED = msgspec.json.Decoder(_Logged)
 
 def _ends(entry: ThreadLogEntry) -> bool:
     return _LOGGED.decode(entry.event_json).type in ("RUN_FINISHED", "RUN_ERROR")
-
-
-def _rolled_back(entry: ThreadLogEntry) -> list[str]:
-    """The message ids a rollback logged as removed (none for any other event)."""
-    if INTERRUPTED_EVENT not in entry.event_json:
-        return []
-    logged = _LOGGED.decode(entry.event_json)
-    value = logged.value if isinstance(logged.value, dict) else {}
-    removed = value.get("removedMessageIds") if logged.name == INTERRUPTED_EVENT else None
-    return [i for i in removed if isinstance(i, str)] if isinstance(removed, list) else []
 
 
 class QueuedInputs:
@@ -302,14 +289,11 @@ class QueuedInputs:
     ) -> LeasedRun | None:
         """Run ``head`` under ``lease_id``; None when its run already ended (found in the log:
         a process died between the run's end and taking it off the queue)."""
-        ended, removed = await self._log_since(head)
-        if ended:
+        if await self._ended(head):
             return None
+        # What a rollback since it was queued removed does not come back with it: the run
+        # drops the ids the thread remembers as removed (``ThreadStore.removed_message_ids``).
         run_input = msgspec.json.decode(head.input_json, type=RunAgentInput)
-        if removed:
-            # What a rollback since it was queued removed does not come back with it.
-            kept = [m for m in run_input.messages if m.id not in removed]
-            run_input = msgspec.structs.replace(run_input, messages=kept)
         run = self._make_run(
             record, run_input, head.principal, lease_id, roles=frozenset(head.roles)
         )
@@ -321,19 +305,17 @@ class QueuedInputs:
                 pass  # every frame is in the thread log; the sender's relay reads it there
         return run
 
-    async def _log_since(self, head: QueuedInput) -> tuple[bool, set[str]]:
-        """Whether ``head``'s run already ended in the log, and what rollbacks removed since
-        it was queued."""
-        after, removed = head.after_sequence, set[str]()
+    async def _ended(self, head: QueuedInput) -> bool:
+        """Whether ``head``'s run already ended in the log (since it was queued)."""
+        after = head.after_sequence
         while True:
             page = await self.threads.read_events(head.thread_id, after_sequence=after, limit=_PAGE)
             for logged in page:
                 after = logged.sequence
                 if logged.run_id == head.run_id and _ends(logged):
-                    return True, removed
-                removed.update(_rolled_back(logged))
+                    return True
             if len(page) < _PAGE:
-                return False, removed
+                return False
 
     async def close(self) -> None:
         """Stop the drains of this process (their inputs stay queued for the next one)."""

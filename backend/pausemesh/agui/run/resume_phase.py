@@ -164,7 +164,8 @@ class ResumePhase:
         self, record: ThreadRecord, run_input: RunAgentInput, cohort: IssuedCohort | None
     ) -> list[dict[str, Any]]:
         """What the client added to the server's history (the server's copy of a known id
-        wins): the input's ids looked up in the store's index, not the history read.
+        wins; an id a rollback removed stays removed): the input's ids looked up in the
+        store's indexes, not the history read.
 
         A ``tool`` message the client made up for a tool call the ``cohort``'s interrupts
         answer (CopilotKit does) is dropped: the resume entry is the answer.
@@ -177,6 +178,7 @@ class ResumePhase:
         ids = [m.id for m in run_input.messages]
         known = (
             await self.threads.known_message_ids(record.thread_id, ids)
+            | await self.threads.removed_message_ids(record.thread_id, ids)
             if ids and record.message_count
             else set()
         )

@@ -48,6 +48,8 @@ class InMemoryThreadStore:
         self._messages: dict[str, list[bytes]] = {}
         # When each of them was first stored (parallel to ``_messages``).
         self._times: dict[str, list[datetime | None]] = {}
+        # Message ids a rollback removed from each thread (its tombstones).
+        self._removed: dict[str, set[str]] = {}
         self._notifier = ThreadNotifier()
         self._closed = False
         self._erased: dict[str, datetime] = {}
@@ -156,12 +158,23 @@ class InMemoryThreadStore:
                 found.add(message_id)
         return found
 
+    async def removed_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        self._check_open()
+        return self._removed.get(thread_id, set()).intersection(ids)
+
     async def save(
-        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+        self,
+        record: ThreadRecord,
+        *,
+        now: datetime,
+        agent_title: str | None = None,
+        removed_ids: Sequence[str] = (),
     ) -> ThreadRecord:
         current = self._require(record.thread_id)
         if current.version != record.version:
             raise VersionConflictError(record.thread_id, record.version, current.version)
+        if removed_ids:
+            self._removed.setdefault(record.thread_id, set()).update(removed_ids)
         title, source = current.title, current.title_source
         if agent_title is not None and (title is None or source in ("agent", "derived")):
             title, source = agent_title, "agent"
@@ -337,6 +350,7 @@ class InMemoryThreadStore:
         self._logs.pop(thread_id, None)
         self._messages.pop(thread_id, None)
         self._times.pop(thread_id, None)
+        self._removed.pop(thread_id, None)
         return self._records.pop(thread_id, None) is not None
 
     async def forget_erased(self) -> None:

@@ -14,6 +14,10 @@ from pausemesh.stores.migrations import Migration
 from pausemesh.stores.postgres.schema_message_times import MESSAGE_TIMES
 from pausemesh.stores.postgres.schema_messages import THREAD_MESSAGES, THREAD_MESSAGES_OBJECTS
 from pausemesh.stores.postgres.schema_queue import THREAD_QUEUE, THREAD_QUEUE_OBJECTS
+from pausemesh.stores.postgres.schema_removed_messages import (
+    REMOVED_MESSAGES,
+    REMOVED_MESSAGES_OBJECTS,
+)
 
 __all__ = (
     "DEFAULT_SCHEMA",
@@ -630,6 +634,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     THREAD_MESSAGES,
     THREAD_QUEUE,
     MESSAGE_TIMES,
+    REMOVED_MESSAGES,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -729,6 +734,7 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     },
     42: THREAD_MESSAGES_OBJECTS,
     44: THREAD_QUEUE_OBJECTS,
+    46: REMOVED_MESSAGES_OBJECTS,
 }
 
 

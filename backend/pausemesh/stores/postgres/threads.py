@@ -295,6 +295,10 @@ class PostgresThreadStore(SharedDatabaseStore):
                                 WHERE thread_id = $1)
                             THEN m.stored_at ELSE excluded.stored_at END
                 RETURNING m.position, m.stored_at
+            ), removed AS (
+                INSERT INTO {q}.agui_thread_removed_messages (thread_id, message_id)
+                SELECT DISTINCT $1, r.message_id FROM head, unnest($12::text[]) AS r (message_id)
+                ON CONFLICT DO NOTHING
             )
             SELECT head.*, (
                 SELECT coalesce(array_agg(w.stored_at ORDER BY w.position), '{{}}')
@@ -329,6 +333,10 @@ class PostgresThreadStore(SharedDatabaseStore):
             SELECT m.message_id FROM {q}.agui_thread_messages m
             WHERE m.thread_id = $1 AND m.message_id = ANY($2::text[])
               AND m.position < (SELECT message_count FROM {q}.agui_threads WHERE thread_id = $1)
+        """
+        self._sql_removed = f"""
+            SELECT r.message_id FROM {q}.agui_thread_removed_messages r
+            WHERE r.thread_id = $1 AND r.message_id = ANY($2::text[])
         """
         self._sql_list = {after: list_threads_sql(q, after=after) for after in (True, False)}
         self._sql_title = (
@@ -434,6 +442,15 @@ class PostgresThreadStore(SharedDatabaseStore):
 
         return {r[0] for r in await self.database.run(op, read=True)}
 
+    async def removed_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+
+        async def op(conn: Conn) -> list[Any]:
+            return list(await conn.fetch(self._sql_removed, thread_id, list(ids)))
+
+        return {r[0] for r in await self.database.run(op, read=True)}
+
     async def list_records(
         self,
         prefix: str,
@@ -475,7 +492,11 @@ class PostgresThreadStore(SharedDatabaseStore):
         return await _record(row) if row is not None else await self._load(thread_id)
 
     async def _save_args(
-        self, record: ThreadRecord, now: datetime, agent_title: str | None
+        self,
+        record: ThreadRecord,
+        now: datetime,
+        agent_title: str | None,
+        removed_ids: Sequence[str] = (),
     ) -> list[Any]:
         ids, texts = await _message_rows(record.messages)
         return [
@@ -490,14 +511,20 @@ class PostgresThreadStore(SharedDatabaseStore):
             ids,
             texts,
             sum(len(t.encode()) + 2 for t in texts),
+            list(removed_ids),
         ]
 
     async def save(
-        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+        self,
+        record: ThreadRecord,
+        *,
+        now: datetime,
+        agent_title: str | None = None,
+        removed_ids: Sequence[str] = (),
     ) -> ThreadRecord:
         await self.database.ensure_schema()
         row = await self.database.fetchrow(
-            self._sql_save, *await self._save_args(record, now, agent_title)
+            self._sql_save, *await self._save_args(record, now, agent_title, removed_ids)
         )
         if row is None:
             actual = await self._version(record.thread_id)

@@ -6,6 +6,7 @@ from pausemesh.stores.migrations import Migration
 from pausemesh.stores.sqlite.schema_message_times import MESSAGE_TIMES
 from pausemesh.stores.sqlite.schema_messages import THREAD_MESSAGES
 from pausemesh.stores.sqlite.schema_queue import THREAD_QUEUE
+from pausemesh.stores.sqlite.schema_removed_messages import REMOVED_MESSAGES
 
 __all__ = ("SQLITE_MIGRATIONS",)
 
@@ -479,4 +480,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     THREAD_MESSAGES,
     THREAD_QUEUE,
     MESSAGE_TIMES,
+    REMOVED_MESSAGES,
 )

@@ -273,7 +273,11 @@ def save_op(
 
 
 def _save_op(
-    record: ThreadRecord, texts: _Texts, now: datetime, agent_title: str | None
+    record: ThreadRecord,
+    texts: _Texts,
+    now: datetime,
+    agent_title: str | None,
+    removed_ids: Sequence[str] = (),
 ) -> Callable[[sqlite3.Connection], ThreadRecord]:
     deadline = cohort_deadline(record.open_receipt)
     start = max(record.messages_from, 0)
@@ -324,6 +328,12 @@ def _save_op(
                 (record.thread_id, start + i, ids[i], text, times[i])
                 for i, text in enumerate(texts.messages)
             ],
+        )
+        # A rollback's tombstones, in the save's transaction (``removed_message_ids``).
+        conn.executemany(
+            "INSERT INTO agui_thread_removed_messages (thread_id, message_id) VALUES (?, ?)"
+            " ON CONFLICT DO NOTHING",
+            [(record.thread_id, i) for i in dict.fromkeys(removed_ids)],
         )
         lease = None
         if row[5] is not None:
@@ -458,6 +468,16 @@ class SqliteThreadStore:
         )
         return {r[0] for r in rows}
 
+    async def removed_message_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        rows = await self.database.read(
+            "SELECT message_id FROM agui_thread_removed_messages WHERE thread_id = ?"
+            " AND message_id IN (SELECT value FROM json_each(?))",
+            (thread_id, msgspec.json.encode(list(ids)).decode()),
+        )
+        return {r[0] for r in rows}
+
     async def list_records(
         self,
         prefix: str,
@@ -488,10 +508,15 @@ class SqliteThreadStore:
         return records
 
     async def save(
-        self, record: ThreadRecord, *, now: datetime, agent_title: str | None = None
+        self,
+        record: ThreadRecord,
+        *,
+        now: datetime,
+        agent_title: str | None = None,
+        removed_ids: Sequence[str] = (),
     ) -> ThreadRecord:
         texts = await _texts(record)
-        op = _save_op(record, texts, now, agent_title)
+        op = _save_op(record, texts, now, agent_title, removed_ids)
         large = texts.size > LARGE_BYTES or texts.messages_size > LARGE_BYTES
         saved = await self.database.write(op, large=large or self._known_large(record.thread_id))
         if texts.size > LARGE_BYTES:
@@ -684,6 +709,9 @@ class SqliteThreadStore:
             )
             conn.execute("DELETE FROM agui_thread_events WHERE thread_id = ?", (thread_id,))
             conn.execute("DELETE FROM agui_thread_messages WHERE thread_id = ?", (thread_id,))
+            conn.execute(
+                "DELETE FROM agui_thread_removed_messages WHERE thread_id = ?", (thread_id,)
+            )
             cursor = conn.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
             return cursor.rowcount == 1
 
