@@ -35,6 +35,7 @@ from pausemesh.core.operations import (
     run_once,
 )
 from pausemesh.core.ports import Clock
+from pausemesh.core.webhooks import WebhookRoutes
 
 __all__ = (
     "LAZY_HISTORY_ATTRIBUTE",
@@ -78,8 +79,10 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     # At the deadline, instead of lapsing: "cancel", "deny" (the schema's denying choice) or
     # an answer; the thread then continues with it, decided by "expiry" (docs/approvals.md).
     on_expiry: Any = None
-    # Labels for the approvals inbox and the webhooks' filters (docs/approvals.md).
+    # Labels for the approvals inbox and the webhooks' filters (docs/approvals.md), and the
+    # name of the agent asking, shown there and filtered by (``/v1/approvals?agent=``).
     tags: tuple[str, ...] = ()
+    agent: str | None = None
     # Seconds from now, each before the deadline: a reminder (webhook ``pause.reminder``), and
     # an escalation adding ``escalate_to`` as approvers (``pause.escalated``); each fires once.
     remind_after: float | None = None
@@ -122,9 +125,20 @@ class Operations:
     or replayed run that asks again gets the recorded result and nothing is done twice.
     """
 
-    def __init__(self, ledger: OperationLedger, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        ledger: OperationLedger,
+        *,
+        clock: Clock | None = None,
+        webhooks: WebhookRoutes | None = None,
+        declared_by: str = "run_once",
+    ) -> None:
         self.ledger = ledger
         self._clock = clock or SystemClock()
+        # An unknown outcome is declared as ``declared_by`` (this process's lease holder), with
+        # the ``operation.outcome_unknown`` webhooks of ``webhooks`` (see ``run_once``).
+        self._webhooks = webhooks
+        self._declared_by = declared_by
 
     async def run_once(
         self,
@@ -147,6 +161,8 @@ class Operations:
             action,
             clock=self._clock,
             lookup=lookup,
+            webhooks=self._webhooks,
+            declared_by=self._declared_by,
         )
 
     async def list(self, domain: str, *, limit: int = 100) -> Sequence[OperationRecord]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import msgspec
 
 from pausemesh.core.errors import ReplyTooLateError
-from pausemesh.core.operations import OperationBegin, OperationRecord
+from pausemesh.core.operations import OperationBegin, OperationRecord, UnknownDeclaration
 
 if TYPE_CHECKING:
     from pausemesh.core.webhooks import WebhookRoutes
@@ -57,15 +57,6 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     resolved_by: str
     reason: str
     resolved_at: datetime
-
-
-class UnknownDeclaration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A process told a client ``OUTCOME_UNKNOWN`` for the attempt: no reply is recorded after."""
-
-    operation_id: str
-    declared_by: str
-    reason: str
-    declared_at: datetime
 
 
 def check_reply_in_time(

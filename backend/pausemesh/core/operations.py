@@ -35,6 +35,16 @@ target that keeps its effects by that key, so even a late earlier resend cannot 
 second effect; and none is blind.
 
 Targets without a lookup stay sticky; an operator settles them.
+
+**Declared unknown.** When ``run_once`` reports an unknown outcome (``OutcomeUnknownError``:
+no lookup, the target gave no answer, or every permitted resend was used) or its action raised
+without a lookup, it first writes the declaration (``OperationLedger.declare_unknown``: who,
+why, when; once per operation, the first stays) and, in the same transaction, the
+``operation.outcome_unknown`` webhooks its subscriptions owe (``WebhookRoutes``): an operator
+is needed. Not while a resend claimed by another caller may still be on its way (a lost claim,
+or the last resend younger than ``RESEND_SETTLE``): that one may yet settle it. A declaration
+fences nothing here (unlike the gateway's): a recovery or an operator's resolution still
+records the outcome, and ``pausemesh ops status`` shows both.
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -54,30 +64,40 @@ from pausemesh.core.errors import (
     OperationConflictError,
     OutcomeUnknownError,
     PauseMeshError,
+    StoreError,
 )
 from pausemesh.core.ports import Clock
 from pausemesh.core.validation import check_id, check_payload
 from pausemesh.observability.telemetry import OPERATION_DECISIONS, count, span
 
+if TYPE_CHECKING:
+    from pausemesh.core.push import OutboxEntry
+
 __all__ = (
+    "ACTION_FAILED",
     "EXECUTE",
     "MAX_RESENDS",
+    "NO_OUTCOME_RECORDED",
     "OUTCOME_UNKNOWN",
     "RECONCILIATION_ONLY",
     "RECOVERED",
+    "RESENDS_USED_UP",
     "RESEND_SETTLE",
     "RESENT",
+    "TARGET_DID_NOT_ANSWER",
     "OperationBegin",
     "OperationDecision",
     "OperationLedger",
     "OperationRecord",
     "OperationRecovery",
     "OperationResult",
+    "OutcomeUnknownWebhooks",
     "RecoveryStep",
     "StatusLookup",
     "TargetAnswer",
     "TargetFound",
     "TargetNeverSaw",
+    "UnknownDeclaration",
     "ask_target",
     "begun",
     "check_completion",
@@ -104,6 +124,12 @@ MAX_RESENDS: Final = 3
 # sender had that long to reach the target (a live run renews its lease; a dead one's lapses
 # within seconds), so an answer inside it may just predate a resend still on its way.
 RESEND_SETTLE: Final = timedelta(seconds=10)
+
+# Why ``run_once`` declared an outcome unknown (``UnknownDeclaration.reason``).
+NO_OUTCOME_RECORDED: Final = "NO_OUTCOME_RECORDED"  # an earlier attempt, no outcome, no lookup
+ACTION_FAILED: Final = "ACTION_FAILED"  # the action raised; no lookup can settle it later
+TARGET_DID_NOT_ANSWER: Final = "TARGET_DID_NOT_ANSWER"  # the status lookup raised
+RESENDS_USED_UP: Final = "RESENDS_USED_UP"  # "never saw it" after the last permitted resend
 
 OperationDecision = Literal["EXECUTE", "RECONCILIATION_ONLY", "OUTCOME_UNKNOWN"]
 RecoveryStep = Literal["RECOVERED", "RESENT"]
@@ -133,6 +159,16 @@ class OperationRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
     @property
     def completed(self) -> bool:
         return self.result_hash is not None
+
+
+class UnknownDeclaration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A process told a caller ``OUTCOME_UNKNOWN`` for the attempt and declared it (the
+    gateway: no reply is recorded after it; the ledger: an operator is needed)."""
+
+    operation_id: str
+    declared_by: str
+    reason: str
+    declared_at: datetime
 
 
 class OperationBegin(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,6 +271,23 @@ def result_hash(result: Any) -> str:
     return sha256_hex(canonical_json(result))
 
 
+class OutcomeUnknownWebhooks(Protocol):
+    """What a declaration needs of the event webhooks (``core/webhooks.WebhookRoutes``, which
+    imports this module): the deliveries it owes, and the wake-up once they are committed."""
+
+    def for_unknown_outcome(
+        self,
+        record: OperationRecord,
+        *,
+        declared_by: str,
+        reason: str,
+        since: datetime,
+        ledger: bool = False,
+    ) -> list[OutboxEntry]: ...
+
+    def queued(self, entries: Sequence[OutboxEntry]) -> None: ...
+
+
 @runtime_checkable
 class OperationLedger(Protocol):
     """Port for the operation ledger. Memory, SQLite and PostgreSQL implement it.
@@ -284,6 +337,27 @@ class OperationLedger(Protocol):
 
     async def recoveries(self, operation_id: str) -> Sequence[OperationRecovery]:
         """The operation's audited recovery steps, oldest first."""
+        ...
+
+    async def declare_unknown(
+        self,
+        operation_id: str,
+        *,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: OutcomeUnknownWebhooks | None = None,
+    ) -> OperationRecord:
+        """Record that the attempt's outcome is unknown (an operator is needed) and queue the
+        ``operation.outcome_unknown`` webhooks (``webhooks.for_unknown_outcome``) in the same
+        transaction; return the stored record. Writes nothing if the operation has an outcome
+        or was declared before (the first declaration stays, and so one event per operation,
+        however many callers or replicas declare it). ``OPERATION_NOT_FOUND`` if never begun.
+        Wakes the webhook dispatcher of this process (``webhooks.wake``) once committed."""
+        ...
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        """The operation's declaration, if one was written."""
         ...
 
     async def get(self, operation_id: str) -> OperationRecord | None: ...
@@ -351,6 +425,8 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
     *,
     clock: Clock | None = None,
     lookup: StatusLookup | None = None,
+    webhooks: OutcomeUnknownWebhooks | None = None,
+    declared_by: str = "run_once",
 ) -> OperationResult:
     """Run ``action`` at most once for ``(domain, business_key)`` and return its JSON result.
 
@@ -363,11 +439,16 @@ async def run_once(  # noqa: PLR0917 - the signature the agents call: identity, 
     With a ``lookup`` (a cooperating target keyed by the operation id) an unknown outcome is
     asked for first (see the module docstring); ``OutcomeUnknownError`` only when the target
     gives no answer, or it never saw the key and ``next_resend`` permits no resend now.
+
+    Before it reports an unknown outcome, and when ``action`` raised without a ``lookup``, it
+    declares the outcome unknown as ``declared_by`` (the module docstring), queueing
+    ``webhooks``' ``operation.outcome_unknown`` deliveries with the declaration.
     """
+    declare = _Declare(ledger, webhooks, declared_by)
     with span("operation.run_once", domain=domain, tool=tool) as current:
         try:
             outcome = await _run_once(
-                ledger, domain, business_key, tool, arguments, action, clock, lookup
+                ledger, domain, business_key, tool, arguments, action, clock, lookup, declare
             )
         except PauseMeshError as error:
             count(OPERATION_DECISIONS, error.code)
@@ -387,6 +468,7 @@ async def _run_once(  # noqa: PLR0917 - run_once's arguments, passed on
     action: Callable[[], Awaitable[Any]],
     clock: Clock | None,
     lookup: StatusLookup | None,
+    declare: _Declare,
 ) -> OperationResult:
     now = (clock or SystemClock()).now
     begun = await ledger.begin(domain, business_key, tool=tool, arguments=arguments, now=now())
@@ -396,13 +478,44 @@ async def _run_once(  # noqa: PLR0917 - run_once's arguments, passed on
         )
     if begun.decision == OUTCOME_UNKNOWN:
         if lookup is None:
+            await declare(begun.record.operation_id, NO_OUTCOME_RECORDED, now())
             raise OutcomeUnknownError(begun.record.operation_id)
-        return await _recover(ledger, begun.record, action, lookup, now)
-    result = await action()
+        return await _recover(ledger, begun.record, action, lookup, now, declare)
+    try:
+        result = await action()
+    except Exception:
+        # The effect may or may not have happened; with a lookup the next call asks the target.
+        if lookup is None:
+            await declare(begun.record.operation_id, ACTION_FAILED, now())
+        raise
     record = await ledger.complete(
         begun.record.operation_id, attempt_id=begun.record.attempt_id, result=result, now=now()
     )
     return OperationResult(decision=EXECUTE, result=record.result, record=record)
+
+
+class _Declare:
+    """``run_once``'s declarations of an unknown outcome (see the module docstring)."""
+
+    __slots__ = ("by", "ledger", "webhooks")
+
+    def __init__(
+        self, ledger: OperationLedger, webhooks: OutcomeUnknownWebhooks | None, declared_by: str
+    ) -> None:
+        self.ledger = ledger
+        self.webhooks = webhooks
+        self.by = declared_by
+
+    async def __call__(self, operation_id: str, reason: str, now: datetime) -> None:
+        try:
+            await self.ledger.declare_unknown(
+                operation_id, declared_by=self.by, reason=reason, now=now, webhooks=self.webhooks
+            )
+        except StoreError as error:
+            # The caller still hears OUTCOME_UNKNOWN; the next caller that meets it declares.
+            _log.warning(
+                "could not declare operation %s unknown (%s): %s", operation_id, reason, error.code
+            )
 
 
 async def ask_target(
@@ -414,6 +527,19 @@ async def ask_target(
     """What a cooperating target's answer about an unknown outcome permits now: its result
     (``TargetFound``), the number of the resend ``next_resend`` permits after a fresh "never
     saw it", or None (no resend permitted now, or no answer: the outcome stays unknown)."""
+    answer = await _ask_target(ledger, operation_id, lookup, now)
+    return None if isinstance(answer, str) else answer
+
+
+async def _ask_target(
+    ledger: OperationLedger,
+    operation_id: str,
+    lookup: StatusLookup,
+    now: Callable[[], datetime],
+) -> TargetFound | int | str | None:
+    """``ask_target``, with why no resend is permitted when an operator is needed for it: a
+    reason to declare (``TARGET_DID_NOT_ANSWER``, ``RESENDS_USED_UP``); None while a resend
+    may still be on its way."""
     # Read before asking: a claim made after this read makes a claim built on it fail, so the
     # answer below is always newer than the last resend that claim builds on.
     steps = await ledger.recoveries(operation_id)
@@ -421,23 +547,30 @@ async def ask_target(
         answer = await lookup(operation_id)
     except Exception:  # noqa: BLE001 - no answer from the target: the outcome stays unknown
         _log.warning("status lookup for operation %s got no answer", operation_id, exc_info=True)
-        return None
+        return TARGET_DID_NOT_ANSWER
     if isinstance(answer, TargetFound):
         return answer
-    return next_resend(steps, now())
+    permitted = next_resend(steps, now())
+    if permitted is None and sum(1 for step in steps if step.step == RESENT) >= MAX_RESENDS:
+        return RESENDS_USED_UP
+    return permitted
 
 
-async def _recover(
+async def _recover(  # noqa: PLR0917 - _run_once's parts for an unknown outcome
     ledger: OperationLedger,
     record: OperationRecord,
     action: Callable[[], Awaitable[Any]],
     lookup: StatusLookup,
     now: Callable[[], datetime],
+    declare: _Declare,
 ) -> OperationResult:
     """Ask the cooperating target about an unknown outcome; resend only after a fresh "never
     saw it" that ``next_resend`` permits, never blindly."""
     operation = record.operation_id
-    permitted = await ask_target(ledger, operation, lookup, now)
+    permitted = await _ask_target(ledger, operation, lookup, now)
+    if isinstance(permitted, str):
+        await declare(operation, permitted, now())
+        raise OutcomeUnknownError(operation)
     if isinstance(permitted, TargetFound):
         recovered = await ledger.recover(
             operation, attempt_id=record.attempt_id, result=permitted.result, now=now()

@@ -84,8 +84,8 @@ class Streams:
             await self.store.append(continuation_id, expected_version, [event])
             return
         await self.store.append(continuation_id, expected_version, [event], outbox=outbox)
-        if webhooks is not None and webhooks.wake is not None:
-            webhooks.wake([str(entry.config.get("url", "")) for entry in outbox])
+        if webhooks is not None:
+            webhooks.queued(outbox)
 
     async def load(self, continuation_id: str) -> LoadedStream:
         """The stream, whoever asks; ``ContinuationNotFoundError`` when there is none."""

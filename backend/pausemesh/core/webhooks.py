@@ -18,6 +18,7 @@ id (the ``webhook-id`` header) is the same on every attempt: ``timed_delivery_id
 
 from __future__ import annotations
 
+import shlex
 import urllib.parse
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -65,8 +66,10 @@ EVENT_TYPES: Final = frozenset(
     }
 )
 OUTCOME_UNKNOWN_EVENT: Final = "operation.outcome_unknown"
-# Where the operator's part is documented (the body's ``operatorAction.docs``).
+# Where the operator's part is documented (the body's ``operatorAction.docs``): for a
+# gateway's operation, and for one an agent ran through the ledger's ``run_once``.
 _RESOLVE_DOCS: Final = "docs/gateway.md#runbook-an-operation-is-outcome_unknown"
+_LEDGER_RESOLVE_DOCS: Final = "docs/approvals.md#an-agents-operation-whose-outcome-is-unknown"
 # The continuation metadata key the inbox reads: {"tags": [...], "agent": str, "threadTitle"}.
 INBOX_METADATA: Final = "inbox"
 _MAX_SUBSCRIPTIONS: Final = 64
@@ -259,6 +262,12 @@ class WebhookRoutes:
         # not at its poll.
         self.wake = wake
 
+    def queued(self, entries: Sequence[OutboxEntry]) -> None:
+        """Tell this process's dispatcher that a committed write queued ``entries``, so it
+        sends them now rather than at its next poll (nothing when none were queued)."""
+        if entries and self.wake is not None:
+            self.wake([str(entry.config.get("url", "")) for entry in entries])
+
     def entries(
         self, kind: str, state: Continuation, *, event_id: str, at: datetime
     ) -> list[OutboxEntry]:
@@ -292,23 +301,33 @@ class WebhookRoutes:
         )
 
     def for_unknown_outcome(
-        self, record: OperationRecord, *, declared_by: str, reason: str, since: datetime
+        self,
+        record: OperationRecord,
+        *,
+        declared_by: str,
+        reason: str,
+        since: datetime,
+        ledger: bool = False,
     ) -> list[OutboxEntry]:
         """The ``operation.outcome_unknown`` deliveries owed when ``record``'s attempt is
         declared unknown (an operator is needed). One event per operation: its id is the
         operation id, so a second declaration queues nothing new. A subscription takes it by
         its events list alone (its filters name pauses: roles, agents, tags). The body holds
         the operation's identity, a digest of its business key and what to do; never the
-        arguments (they may hold secrets) nor any upstream reply."""
+        arguments (they may hold secrets) nor any upstream reply. ``ledger``: declared by an
+        agent's ``run_once`` (no gateway config: the commands name the domain instead)."""
         wanted = [s for s in self.subscriptions if OUTCOME_UNKNOWN_EVENT in s.events]
         if not wanted:
             return []
         operation = record.operation_id
+        # A gateway's commands take its --config; an agent's operations have none.
+        where = f" --domain {shlex.quote(record.domain)}" if ledger else ""
         payload = {
             "type": OUTCOME_UNKNOWN_EVENT,
             "timestamp": since.isoformat(),
             "data": {
                 "operationId": operation,
+                "source": "ledger" if ledger else "gateway",
                 "domain": record.domain,
                 "tool": record.tool,
                 "businessKeySha256": sha256_hex(record.business_key.encode()),
@@ -320,10 +339,10 @@ class WebhookRoutes:
                 "operatorAction": {
                     "summary": "Find out whether the effect happened at the target, then"
                     " record what really happened; PauseMesh never dispatches it again.",
-                    "command": f"pausemesh ops resolve {operation}"
+                    "command": f"pausemesh ops resolve {operation}{where}"
                     " --result-file <what-happened.json> --reason <why>",
-                    "inspect": f"pausemesh ops why {operation}",
-                    "docs": _RESOLVE_DOCS,
+                    "inspect": f"pausemesh ops why {operation}{where}",
+                    "docs": _LEDGER_RESOLVE_DOCS if ledger else _RESOLVE_DOCS,
                 },
             },
         }

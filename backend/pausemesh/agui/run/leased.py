@@ -234,7 +234,12 @@ class LeasedRun:
             decisions=settled.decisions,
             operations=None
             if parts.operations is None
-            else Operations(parts.operations, clock=parts.clock),
+            else Operations(
+                parts.operations,
+                clock=parts.clock,
+                webhooks=parts.service.webhooks,
+                declared_by=parts.leases.holder,
+            ),
             tools=self.input.tools,
             context=self.input.context,
             forwarded_props=None

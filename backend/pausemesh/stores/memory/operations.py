@@ -1,10 +1,15 @@
-"""In-memory operation ledger: the fake for tests (same contract as the real ledgers)."""
+"""In-memory operation ledger: the fake for tests (same contract as the real ledgers).
+
+A declaration's webhooks go to ``outbox`` (the in-memory push store, as the event store's
+``outbox``) with no await between the declaration and the queueing, so on one event loop the
+two happen together, as the database ledgers' single transaction makes them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,13 +22,19 @@ from pausemesh.core.operations import (
     OperationBegin,
     OperationRecord,
     OperationRecovery,
+    OutcomeUnknownWebhooks,
     RecoveryStep,
+    UnknownDeclaration,
     begun,
     check_completion,
     decide,
     new_attempt,
     result_hash,
 )
+from pausemesh.core.validation import check_id
+
+if TYPE_CHECKING:
+    from pausemesh.stores.memory.push import InMemoryPushStore
 
 __all__ = ("InMemoryOperationLedger",)
 
@@ -33,7 +44,10 @@ class InMemoryOperationLedger:
         # Insertion order is attempt order; no await between read and write, so it is atomic.
         self._records: dict[str, OperationRecord] = {}
         self._recoveries: dict[tuple[str, RecoveryStep, int], OperationRecovery] = {}
+        self._unknowns: dict[str, UnknownDeclaration] = {}
         self._closed = False
+        # Where a declaration's webhooks are queued; None: they are dropped (no webhooks).
+        self.outbox: InMemoryPushStore | None = None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -106,6 +120,37 @@ class InMemoryOperationLedger:
         self._check_open()
         # Insertion order is the order the steps were recorded in.
         return [e for (op, _, _), e in self._recoveries.items() if op == operation_id]
+
+    async def declare_unknown(
+        self,
+        operation_id: str,
+        *,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: OutcomeUnknownWebhooks | None = None,
+    ) -> OperationRecord:
+        self._check_open()
+        check_id(declared_by, "declaredBy")
+        check_id(reason, "reason")
+        record = begun(operation_id, self._records.get(operation_id))
+        if record.completed or operation_id in self._unknowns:
+            return record
+        self._unknowns[operation_id] = UnknownDeclaration(
+            operation_id=operation_id, declared_by=declared_by, reason=reason, declared_at=now
+        )
+        if webhooks is not None:
+            entries = webhooks.for_unknown_outcome(
+                record, declared_by=declared_by, reason=reason, since=now, ledger=True
+            )
+            if self.outbox is not None:
+                self.outbox.queue(entries, now=now)
+                webhooks.queued(entries)
+        return record
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        self._check_open()
+        return self._unknowns.get(operation_id)
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         self._check_open()

@@ -12,11 +12,8 @@ declaration, never both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-
-import msgspec
 
 from pausemesh.core.canonical import canonical_json
 from pausemesh.core.errors import InvalidInputError, RuntimeNotCurrentError
@@ -35,11 +32,14 @@ from pausemesh.core.operations import (
     decide,
     result_hash,
 )
-from pausemesh.core.push import OutboxEntry
 from pausemesh.core.validation import check_id, check_reason
 from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase
-from pausemesh.stores.postgres.operations import OPERATION_COLUMNS, operation_record
+from pausemesh.stores.postgres.operations import (
+    OPERATION_COLUMNS,
+    UnknownDeclarations,
+    operation_record,
+)
 
 __all__ = ("PostgresFencedOperations",)
 
@@ -82,20 +82,7 @@ class PostgresFencedOperations:
             INSERT INTO {q}.operation_resolutions (operation_id, resolved_by, reason, resolved_at)
             VALUES ($1, $2, $3, $4)
         """
-        self._sql_declare = f"""
-            INSERT INTO {q}.operation_unknowns (operation_id, declared_by, reason, declared_at)
-            VALUES ($1, $2, $3, $4) ON CONFLICT (operation_id) DO NOTHING RETURNING 1
-        """
-        self._sql_queue = f"""
-            INSERT INTO {q}.a2a_push_deliveries (delivery_id, task_id, channel, config_json,
-                payload_json, created_at, next_attempt_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT DO NOTHING
-        """
         self._sql_declared = f"SELECT 1 FROM {q}.operation_unknowns WHERE operation_id = $1"
-        self._sql_unknown_of = f"""
-            SELECT declared_by, reason, declared_at FROM {q}.operation_unknowns
-            WHERE operation_id = $1
-        """
         self._sql_dispatch_of = f"""
             SELECT worker, epoch, job, dispatched_at FROM {q}.gateway_dispatches
             WHERE operation_id = $1
@@ -104,6 +91,7 @@ class PostgresFencedOperations:
             SELECT resolved_by, reason, resolved_at FROM {q}.operation_resolutions
             WHERE operation_id = $1
         """
+        self._unknowns = UnknownDeclarations(database)
 
     async def _fence(self, conn: Conn, domain: str, worker: str, epoch: int) -> None:
         current = await conn.fetchval(self._sql_epoch + " FOR SHARE", domain, worker)
@@ -238,34 +226,12 @@ class PostgresFencedOperations:
         now: datetime,
         webhooks: WebhookRoutes | None = None,
     ) -> OperationRecord:
-        check_id(declared_by, "declaredBy")
-        check_id(reason, "reason")
-        await self.database.ensure_schema()
-
-        async def op(conn: Conn) -> OperationRecord:
-            async with conn.transaction():
-                record = await self._get_locked(conn, operation_id)
-                if record.completed:
-                    return record
-                declared = await conn.fetchval(
-                    self._sql_declare, operation_id, declared_by, reason, now
-                )
-                if declared is not None and webhooks is not None:
-                    entries = webhooks.for_unknown_outcome(
-                        record, declared_by=declared_by, reason=reason, since=now
-                    )
-                    await conn.executemany(self._sql_queue, [(*row, now) for row in _rows(entries)])
-                return record
-
-        return await self.database.run(op)
+        return await self._unknowns.declare(
+            operation_id, declared_by, reason, now, webhooks, ledger=False
+        )
 
     async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
-        row = await self.database.fetchrow(self._sql_unknown_of, operation_id, read=True)
-        if row is None:
-            return None
-        return UnknownDeclaration(
-            operation_id=operation_id, declared_by=row[0], reason=row[1], declared_at=row[2]
-        )
+        return await self._unknowns.unknown_of(operation_id)
 
     async def resolve(
         self, operation_id: str, *, result: Any, resolved_by: str, reason: str, now: datetime
@@ -314,17 +280,3 @@ class PostgresFencedOperations:
         return Resolution(
             operation_id=operation_id, resolved_by=row[0], reason=row[1], resolved_at=row[2]
         )
-
-
-def _rows(entries: Sequence[OutboxEntry]) -> list[tuple[str, str, str, str, str]]:
-    encode = msgspec.json.encode
-    return [
-        (
-            entry.delivery_id,
-            entry.task_id,
-            entry.channel,
-            encode(entry.config).decode(),
-            encode(entry.payload).decode(),
-        )
-        for entry in entries
-    ]

@@ -3,7 +3,9 @@
 ``begin`` inserts the attempt with ``ON CONFLICT DO NOTHING``: of any number of concurrent
 first calls, on any replica, exactly one inserts and gets ``EXECUTE``; the others read the
 committed row and ``decide``. ``complete`` writes the outcome once, fenced by the attempt id
-(and by a write-once trigger in the database).
+(and by a write-once trigger in the database). ``declare_unknown`` writes the declaration
+(``operation_unknowns``) and the webhooks it owes (``a2a_push_deliveries``) in one transaction
+that holds the operation's row (``UnknownDeclarations``, shared with the gateway's fencing).
 """
 
 # ruff: noqa: S608 - the only identifier put into SQL text is the validated, quoted schema name
@@ -26,15 +28,24 @@ from pausemesh.core.operations import (
     OperationBegin,
     OperationRecord,
     OperationRecovery,
+    OutcomeUnknownWebhooks,
+    UnknownDeclaration,
     begun,
     check_completion,
     decide,
     new_attempt,
     result_hash,
 )
+from pausemesh.core.push import OutboxEntry
+from pausemesh.core.validation import check_id
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase, SharedDatabaseStore
 
-__all__ = ("OPERATION_COLUMNS", "PostgresOperationLedger", "operation_record")
+__all__ = (
+    "OPERATION_COLUMNS",
+    "PostgresOperationLedger",
+    "UnknownDeclarations",
+    "operation_record",
+)
 
 OPERATION_COLUMNS = (
     "operation_id, domain, business_key, tool, arguments_json, terms_hash, attempt_id,"
@@ -63,6 +74,88 @@ def operation_record(row: Any) -> OperationRecord:
         result_hash=row[9],
         completed_at=row[10],
     )
+
+
+class UnknownDeclarations:
+    """Declarations that an operation's outcome is unknown, on one schema (the ledger's and the
+    gateway fencing's ``declare_unknown``)."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = database
+        q = database.q
+        # Locked until the transaction ends: a completion and a declaration serialise.
+        self._sql_get_locked = (
+            f"SELECT {OPERATION_COLUMNS} FROM {q}.operations WHERE operation_id = $1 FOR UPDATE"
+        )
+        self._sql_declare = f"""
+            INSERT INTO {q}.operation_unknowns (operation_id, declared_by, reason, declared_at)
+            VALUES ($1, $2, $3, $4) ON CONFLICT (operation_id) DO NOTHING RETURNING 1
+        """
+        self._sql_queue = f"""
+            INSERT INTO {q}.a2a_push_deliveries (delivery_id, task_id, channel, config_json,
+                payload_json, created_at, next_attempt_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT DO NOTHING
+        """
+        self._sql_unknown_of = f"""
+            SELECT declared_by, reason, declared_at FROM {q}.operation_unknowns
+            WHERE operation_id = $1
+        """
+
+    async def declare(
+        self,
+        operation_id: str,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: OutcomeUnknownWebhooks | None,
+        *,
+        ledger: bool,
+    ) -> OperationRecord:
+        check_id(declared_by, "declaredBy")
+        check_id(reason, "reason")
+        await self.database.ensure_schema()
+        encode = msgspec.json.encode
+
+        async def op(conn: Conn) -> tuple[OperationRecord, list[OutboxEntry]]:
+            async with conn.transaction():
+                row = await conn.fetchrow(self._sql_get_locked, operation_id)
+                record = begun(operation_id, None if row is None else operation_record(row))
+                if record.completed:
+                    return record, []
+                declared = await conn.fetchval(
+                    self._sql_declare, operation_id, declared_by, reason, now
+                )
+                if declared is None or webhooks is None:
+                    return record, []
+                entries = webhooks.for_unknown_outcome(
+                    record, declared_by=declared_by, reason=reason, since=now, ledger=ledger
+                )
+                rows = [
+                    (
+                        entry.delivery_id,
+                        entry.task_id,
+                        entry.channel,
+                        encode(entry.config).decode(),
+                        encode(entry.payload).decode(),
+                        now,
+                    )
+                    for entry in entries
+                ]
+                await conn.executemany(self._sql_queue, rows)
+                return record, entries
+
+        record, queued = await self.database.run(op)
+        if webhooks is not None:
+            webhooks.queued(queued)
+        return record
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        row = await self.database.fetchrow(self._sql_unknown_of, operation_id, read=True)
+        if row is None:
+            return None
+        return UnknownDeclaration(
+            operation_id=operation_id, declared_by=row[0], reason=row[1], declared_at=row[2]
+        )
 
 
 class PostgresOperationLedger(SharedDatabaseStore):
@@ -115,6 +208,7 @@ class PostgresOperationLedger(SharedDatabaseStore):
         self._sql_list = f"""
             SELECT {OPERATION_COLUMNS} FROM {q}.operations WHERE domain = $1 ORDER BY position LIMIT $2
         """
+        self._unknowns = UnknownDeclarations(database)
 
     async def begin(
         self,
@@ -212,6 +306,22 @@ class PostgresOperationLedger(SharedDatabaseStore):
             OperationRecovery(operation_id=r[0], step=r[1], recorded_at=r[2], number=r[3])
             for r in await self.database.run(op, read=True)
         ]
+
+    async def declare_unknown(
+        self,
+        operation_id: str,
+        *,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: OutcomeUnknownWebhooks | None = None,
+    ) -> OperationRecord:
+        return await self._unknowns.declare(
+            operation_id, declared_by, reason, now, webhooks, ledger=True
+        )
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        return await self._unknowns.unknown_of(operation_id)
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         row = await self.database.fetchrow(self._sql_get, operation_id, read=True)

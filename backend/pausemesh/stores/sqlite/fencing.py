@@ -27,12 +27,18 @@ from pausemesh.core.operations import (
     begun,
     result_hash,
 )
+from pausemesh.core.push import OutboxEntry
 from pausemesh.core.validation import check_id, check_reason
 from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
-from pausemesh.stores.sqlite.operations import begin_in, complete_in, select_operation
-from pausemesh.stores.sqlite.outbox import QUEUE_OUTBOX, outbox_rows
+from pausemesh.stores.sqlite.operations import (
+    begin_in,
+    complete_in,
+    declare_unknown_in,
+    select_operation,
+    unknown_of,
+)
 
 __all__ = ("SqliteFencedOperations",)
 
@@ -152,37 +158,18 @@ class SqliteFencedOperations:
         check_id(declared_by, "declaredBy")
         check_id(reason, "reason")
 
-        def op(conn: sqlite3.Connection) -> OperationRecord:
-            record = begun(operation_id, select_operation(conn, operation_id))
-            if record.completed:
-                return record
-            at = epoch_us(now)
-            declared = conn.execute(
-                "INSERT INTO operation_unknowns (operation_id, declared_by, reason,"
-                " declared_at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (operation_id, declared_by, reason, at),
+        def op(conn: sqlite3.Connection) -> tuple[OperationRecord, list[OutboxEntry]]:
+            return declare_unknown_in(
+                conn, operation_id, declared_by, reason, now, webhooks, ledger=False
             )
-            if declared.rowcount == 1 and webhooks is not None:
-                entries = webhooks.for_unknown_outcome(
-                    record, declared_by=declared_by, reason=reason, since=now
-                )
-                conn.executemany(QUEUE_OUTBOX, outbox_rows(entries, at))
-            return record
 
-        return await self.database.write(op)
+        record, queued = await self.database.write(op)
+        if webhooks is not None:
+            webhooks.queued(queued)
+        return record
 
     async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
-        rows = await self.database.read(
-            "SELECT declared_by, reason, declared_at_us FROM operation_unknowns"
-            " WHERE operation_id = ?",
-            (operation_id,),
-        )
-        if not rows:
-            return None
-        by, reason, at = rows[0]
-        return UnknownDeclaration(
-            operation_id=operation_id, declared_by=by, reason=reason, declared_at=from_epoch_us(at)
-        )
+        return await unknown_of(self.database, operation_id)
 
     async def resolve(
         self, operation_id: str, *, result: Any, resolved_by: str, reason: str, now: datetime

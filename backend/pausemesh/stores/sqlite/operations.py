@@ -4,7 +4,8 @@
 so each decision is made and committed atomically under SQLite's write lock: of any number
 of concurrent first calls for one business key (in this process or another on the same
 file), exactly one inserts the attempt and gets ``EXECUTE``. A trigger keeps terms and
-outcomes write-once.
+outcomes write-once. A declaration that an outcome is unknown (``operation_unknowns``, migration
+11) and the webhooks it owes (``a2a_push_deliveries``) are one write too.
 """
 
 from __future__ import annotations
@@ -25,22 +26,29 @@ from pausemesh.core.operations import (
     OperationBegin,
     OperationRecord,
     OperationRecovery,
+    OutcomeUnknownWebhooks,
     RecoveryStep,
+    UnknownDeclaration,
     begun,
     check_completion,
     decide,
     new_attempt,
     result_hash,
 )
+from pausemesh.core.push import OutboxEntry
+from pausemesh.core.validation import check_id
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
+from pausemesh.stores.sqlite.outbox import QUEUE_OUTBOX, outbox_rows
 
 __all__ = (
     "SqliteOperationLedger",
     "begin_in",
     "complete_in",
+    "declare_unknown_in",
     "open_sqlite_operation_ledger",
     "select_operation",
+    "unknown_of",
 )
 
 _COLUMNS = (
@@ -117,6 +125,49 @@ def complete_in(  # noqa: PLR0917 - the outcome and where it goes
     completed = select_operation(conn, operation_id)
     assert completed is not None  # noqa: S101 - read back inside the same transaction
     return completed
+
+
+def declare_unknown_in(  # noqa: PLR0917 - the declaration and what it owes
+    conn: sqlite3.Connection,
+    operation_id: str,
+    declared_by: str,
+    reason: str,
+    now: datetime,
+    webhooks: OutcomeUnknownWebhooks | None,
+    *,
+    ledger: bool,
+) -> tuple[OperationRecord, list[OutboxEntry]]:
+    """``declare_unknown`` inside the caller's write transaction: the stored record and the
+    webhook deliveries queued with the declaration (none unless this call wrote it)."""
+    record = begun(operation_id, select_operation(conn, operation_id))
+    if record.completed:
+        return record, []
+    at = epoch_us(now)
+    declared = conn.execute(
+        "INSERT INTO operation_unknowns (operation_id, declared_by, reason,"
+        " declared_at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (operation_id, declared_by, reason, at),
+    )
+    if declared.rowcount != 1 or webhooks is None:
+        return record, []
+    entries = webhooks.for_unknown_outcome(
+        record, declared_by=declared_by, reason=reason, since=now, ledger=ledger
+    )
+    conn.executemany(QUEUE_OUTBOX, outbox_rows(entries, at))
+    return record, entries
+
+
+async def unknown_of(database: SqliteDatabase, operation_id: str) -> UnknownDeclaration | None:
+    rows = await database.read(
+        "SELECT declared_by, reason, declared_at_us FROM operation_unknowns WHERE operation_id = ?",
+        (operation_id,),
+    )
+    if not rows:
+        return None
+    by, reason, at = rows[0]
+    return UnknownDeclaration(
+        operation_id=operation_id, declared_by=by, reason=reason, declared_at=from_epoch_us(at)
+    )
 
 
 def _audit(conn: sqlite3.Connection, operation_id: str, step: RecoveryStep, now: datetime) -> bool:
@@ -206,6 +257,31 @@ class SqliteOperationLedger:
             )
             for r in rows
         ]
+
+    async def declare_unknown(
+        self,
+        operation_id: str,
+        *,
+        declared_by: str,
+        reason: str,
+        now: datetime,
+        webhooks: OutcomeUnknownWebhooks | None = None,
+    ) -> OperationRecord:
+        check_id(declared_by, "declaredBy")
+        check_id(reason, "reason")
+
+        def op(conn: sqlite3.Connection) -> tuple[OperationRecord, list[OutboxEntry]]:
+            return declare_unknown_in(
+                conn, operation_id, declared_by, reason, now, webhooks, ledger=True
+            )
+
+        record, queued = await self.database.write(op)
+        if webhooks is not None:
+            webhooks.queued(queued)
+        return record
+
+    async def unknown_of(self, operation_id: str) -> UnknownDeclaration | None:
+        return await unknown_of(self.database, operation_id)
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         rows = await self.database.read(
