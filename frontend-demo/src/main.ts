@@ -41,9 +41,7 @@ if (location.searchParams.get("view") === "approvals") {
   }).start();
   void showPeople().then(() => {
     byId("approvals-link").hidden = false;
-    new ApprovalsView(byId("approvals-list"), byId("approvals-status"), base, approvalsCount).start(
-      byId<HTMLFormElement>("approvals-filters"),
-    );
+    new ApprovalsView(byId("approvals-list"), byId("approvals-status"), base, approvalsCount).start();
     document.body.dataset["ready"] = "true";
   });
 } else {
