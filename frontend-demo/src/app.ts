@@ -791,11 +791,17 @@ function pendingKey(interrupts: readonly { id: string }[]): string {
 }
 
 /** `?questionTtl=<seconds>` asks the demo agent for a short deadline, to see expiry;
- * `?searchDelay=<seconds>` for a slow flight search, to see a newer message interrupt it. */
+ * `?searchDelay=<seconds>` for a slow flight search, to see a newer message interrupt it;
+ * `?remindAfter=` and `?escalateAfter=<seconds>` to see a manager's approval reminded and
+ * escalated sooner. */
 function forwardedPropsFrom(location: URL): Record<string, unknown> {
   const props: Record<string, unknown> = {};
   const ttl = Number(location.searchParams.get("questionTtl"));
   if (Number.isInteger(ttl) && ttl >= 1 && ttl <= 86_400) props["questionTtlSeconds"] = ttl;
+  const remind = Number(location.searchParams.get("remindAfter"));
+  if (Number.isInteger(remind) && remind >= 1 && remind <= 86_400) props["approvalRemindSeconds"] = remind;
+  const escalate = Number(location.searchParams.get("escalateAfter"));
+  if (Number.isInteger(escalate) && escalate >= 1 && escalate <= 86_400) props["approvalEscalateSeconds"] = escalate;
   const search = Number(location.searchParams.get("searchDelay"));
   if (Number.isInteger(search) && search >= 1 && search <= 60) props["searchSeconds"] = search;
   return props;

@@ -41,7 +41,9 @@ if (location.searchParams.get("view") === "approvals") {
   }).start();
   void showPeople().then(() => {
     byId("approvals-link").hidden = false;
-    new ApprovalsView(byId("approvals-list"), byId("approvals-status"), base, approvalsCount).start();
+    new ApprovalsView(byId("approvals-list"), byId("approvals-status"), base, approvalsCount).start(
+      byId<HTMLFormElement>("approvals-filters"),
+    );
     document.body.dataset["ready"] = "true";
   });
 } else {

@@ -1,4 +1,4 @@
-// The demo's two people (a traveller and a manager), when the demo runs without an identity
+// The demo's people (a traveller, a manager and a director), when the demo runs without an identity
 // provider: `GET demo/people` says so and who is calling; switching sets the cookie the
 // server's demo resolver reads (`pausemesh_demo_user`) and reloads the page as that person.
 
@@ -70,7 +70,8 @@ export function mountSwitcher(container: HTMLElement, people: People, base: URL)
     const chosen = people.people.find((p) => p.id === select.value);
     // A person's conversations are their own: start on their page, not the other's thread.
     const target = new URL(".", base);
-    if (chosen?.roles.includes("manager")) target.searchParams.set("view", "approvals");
+    // A manager or a director (to whom approvals escalate) starts on the approvals page.
+    if (chosen !== undefined && chosen.roles.length > 0) target.searchParams.set("view", "approvals");
     window.location.assign(target.href);
   });
   container.replaceChildren(label, select);

@@ -290,6 +290,38 @@ def test_the_webhooks_file_is_checked_whole() -> None:
         parse_webhooks(json.dumps({"webhooks": [good, good]}).encode())
 
 
+async def test_while_every_destination_rests_a_round_does_not_touch_the_store(
+    stores: tuple[EventStore, PushStore],
+) -> None:
+    refused = f"http://127.0.0.1:{free_port()}/hook"
+    hooks = Hooks(stores, [subscription(refused, id="down")])
+    for _ in range(8):
+        await hooks.ask()
+    used = 0
+
+    def store() -> PushStore:
+        nonlocal used
+        used += 1
+        return stores[1]
+
+    dispatcher = webhook_dispatcher(
+        store,
+        hooks.routes,
+        PushUrlPolicy("loopback"),
+        holder="replica-a",
+        options=OPTIONS,
+        clock=hooks.clock,
+    )
+    async with httpx.AsyncClient(timeout=5) as client:
+        assert await dispatcher.deliver_due(client) == 5  # tried, refused: the URL rests
+        before = used
+        assert await dispatcher.deliver_due(client) == 0
+        assert used == before  # a backlog to a resting destination costs no query
+        hooks.clock.advance(61)  # past the longest rest
+        assert await dispatcher.deliver_due(client) == 5  # its rest over, it is tried again
+        assert used > before
+
+
 async def test_webhook_ids_are_stable_and_sort_by_the_time_of_their_change(
     stores: tuple[EventStore, PushStore],
 ) -> None:

@@ -7,6 +7,7 @@ through the service with the metadata an agent's ``PauseRequest(tags=...)`` give
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,7 @@ from asgi_lifespan import LifespanManager
 from litestar import Litestar
 
 from pausemesh.core.approvers import Approver
+from pausemesh.core.timers import timer_fields
 from pausemesh.settings import Settings
 from pausemesh.web import PauseMeshConfig, PauseMeshPlugin
 from tests.support.agui import header_identity
@@ -97,3 +99,44 @@ async def test_bad_filters_are_refused_with_a_problem(
     client, _ = inbox
     for params in ({"olderThanSeconds": "-1"}, {"newerThanSeconds": "soon"}, {"tag": ""}):
         assert_problem(await client.get("/v1/approvals", params=params), 400, "INVALID_REQUEST")
+
+
+async def test_each_item_shows_its_reminder_and_escalation_before_they_fire(
+    tmp_path: Path,
+) -> None:
+    config = PauseMeshConfig(
+        settings=Settings(database_path=str(tmp_path / "p.db")), principal_resolver=header_identity
+    )
+    plugin = PauseMeshPlugin(config)
+    app = Litestar(plugins=[plugin])
+    async with LifespanManager(asgi(app), startup_timeout=60, shutdown_timeout=60):
+        service = plugin.runtime.service
+        now = service.clock.now()
+        timers = timer_fields(
+            now + timedelta(minutes=2), now + timedelta(minutes=5), [Approver.role("director")]
+        )
+        for inbox in ({"tags": ["travel"], **timers}, {"tags": ["plain"]}):
+            await service.create(
+                payload={"kind": "input", "message": "Approve?"},
+                owner="alice",
+                approvers=[Approver.role("manager")],
+                metadata={"inbox": inbox},
+            )
+        transport = httpx.ASGITransport(asgi(app))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost", headers=MANAGER
+        ) as client:
+            [timed] = (await client.get("/v1/approvals", params={"tag": "travel"})).json()[
+                "approvals"
+            ]
+            [plain] = (await client.get("/v1/approvals", params={"tag": "plain"})).json()[
+                "approvals"
+            ]
+    # Due, not yet fired: no firedAt (the browser test sees them fire).
+    assert timed["reminder"] == {"dueAt": timers["remindAt"].replace("+00:00", "Z")}
+    assert timed["escalation"] == {
+        "dueAt": timers["escalateAt"].replace("+00:00", "Z"),
+        "to": ["role:director"],
+    }
+    assert "reminder" not in plain
+    assert "escalation" not in plain

@@ -79,8 +79,10 @@ class PauseRequest(msgspec.Struct, frozen=True, kw_only=True):
     # At the deadline, instead of lapsing: "cancel", "deny" (the schema's denying choice) or
     # an answer; the thread then continues with it, decided by "expiry" (docs/approvals.md).
     on_expiry: Any = None
-    # Labels for the approvals inbox and the webhooks' filters (docs/approvals.md).
+    # Labels for the approvals inbox and the webhooks' filters (docs/approvals.md), and the
+    # name of the agent asking, shown there and filtered by (``/v1/approvals?agent=``).
     tags: tuple[str, ...] = ()
+    agent: str | None = None
     # Seconds from now, each before the deadline: a reminder (webhook ``pause.reminder``), and
     # an escalation adding ``escalate_to`` as approvers (``pause.escalated``); each fires once.
     remind_after: float | None = None

@@ -240,7 +240,7 @@ def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
     settings = settings_from(args)
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
-    configure_approvals(settings.demo_approval_threshold)
+    configure_approvals(settings.demo_approval_threshold, default_ttl=settings.token_ttl_seconds)
     return PreparedCommand(
         settings=settings,
         agent=travel_agent,

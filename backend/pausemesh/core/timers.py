@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from pausemesh.core.approvers import Approver, decode_approver, encode_approver
 from pausemesh.core.model import (
@@ -32,8 +32,10 @@ __all__ = (
     "ESCALATE_AT",
     "ESCALATE_TO",
     "REMIND_AT",
+    "PauseTimers",
     "due_event",
     "next_due",
+    "pause_timers",
     "timer_fields",
     "timers_view",
 )
@@ -87,6 +89,21 @@ def next_due(
     if not escalated and (at := _at(inbox, ESCALATE_AT)) is not None:
         due.append(at)
     return min(due)
+
+
+class PauseTimers(NamedTuple):
+    """A pause's timers: when each is due (None: it has none), and whom an escalation adds."""
+
+    remind_at: datetime | None
+    escalate_at: datetime | None
+    escalate_to: list[Approver]
+
+
+def pause_timers(metadata: object) -> PauseTimers:
+    inbox = _inbox(metadata)
+    escalate_at = _at(inbox, ESCALATE_AT)
+    to = [] if escalate_at is None else _approvers(inbox.get(ESCALATE_TO))
+    return PauseTimers(_at(inbox, REMIND_AT), escalate_at, to)
 
 
 def timers_view(state: Continuation) -> dict[str, Any]:

@@ -23,7 +23,11 @@
   ``approvers=[Approver.role("manager")]``, showing the exact terms; another person, a manager,
   decides it from the approvals inbox (``/v1/approvals``), and that decision continues the
   traveller's thread (the server runs the agent with it): approved → booked, rejected → not
-  booked. A manager's own request waits for another manager (four eyes are two people).
+  booked. A manager's own request waits for another manager (four eyes are two people). The
+  request is tagged ``booking`` and its destination (``lisbon``) and names the agent
+  (``travel-assistant``) for the inbox's filters; if nobody decides it, a reminder goes out
+  after 2 minutes and after 5 a director (role ``director``) is asked too (each only when
+  before the deadline).
 
 The AG-UI state holds ``bookings``: one entry per real booking, ``[]`` from the first run on
 (its first event is that ``STATE_SNAPSHOT``), so a client never finds the key missing.
@@ -31,7 +35,9 @@ The AG-UI state holds ``bookings``: one entry per real booking, ``[]`` from the 
 A client may pass ``forwardedProps.questionTtlSeconds`` (1-86400) to give the question a
 shorter deadline, to see expiry without waiting for the server's default, and
 ``forwardedProps.searchSeconds`` (0-60) to make the flight search take that long, to see a
-newer message interrupt a run (double texting).
+newer message interrupt a run (double texting), and ``forwardedProps.approvalRemindSeconds``
+and ``approvalEscalateSeconds`` (1-86400) to see a manager's approval reminded and escalated
+sooner.
 """
 
 from __future__ import annotations
@@ -76,7 +82,9 @@ from pausemesh.demo.flights import (
 from pausemesh.demo.reservations import airline
 
 __all__ = (
+    "AGENT_NAME",
     "APPROVER_ROLE",
+    "ESCALATION_ROLE",
     "QUESTION",
     "UNKNOWN_EVENT",
     "answer_text",
@@ -93,18 +101,27 @@ _GREETINGS: Final = frozenset(
 )
 _HELP: Final = ("help", "what can you do", "how does this work", "who are you", "what do you do")
 APPROVER_ROLE: Final = "manager"
+# Who is asked too when no manager decided in time.
+ESCALATION_ROLE: Final = "director"
+AGENT_NAME: Final = "travel-assistant"
+_REMIND_AFTER: Final = 120.0
+_ESCALATE_AFTER: Final = 300.0
 _APPROVAL: Final = "approval"
 _OPERATION: Final = "operation"
 UNKNOWN_EVENT: Final = "pausemesh.operation_unknown"
 _MAX_TTL = 86_400
 _MAX_SEARCH = 60
 _threshold: int = DEFAULT_APPROVAL_THRESHOLD
+# The server's default deadline (PAUSEMESH_TOKEN_TTL_SECONDS): timers must come before it.
+_default_ttl: float = 900.0
 
 
-def configure_approvals(threshold: int) -> None:
-    """Prices above ``threshold`` need a manager's approval (``pausemesh demo`` sets it)."""
-    global _threshold  # noqa: PLW0603 - one demo per process, set once at start-up
+def configure_approvals(threshold: int, *, default_ttl: float = 900.0) -> None:
+    """Prices above ``threshold`` need a manager's approval; a pause without its own deadline
+    has ``default_ttl`` seconds (``pausemesh demo`` sets both)."""
+    global _threshold, _default_ttl  # noqa: PLW0603 - one demo per process, set at start-up
     _threshold = threshold
+    _default_ttl = default_ttl
 
 
 def approval_schema() -> dict[str, Any]:
@@ -236,14 +253,41 @@ async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
 
 
 def _approval_request(ctx: RunContext, offer: Flight) -> PauseRequest:
+    ttl = _question_ttl(ctx)
+    remind, escalate = _approval_timers(ctx, _default_ttl if ttl is None else ttl)
     return PauseRequest(
         message=_terms(offer, ctx.principal),
         reason="approval_required",
         response_schema=approval_schema(),
         approvers=(Approver.role(APPROVER_ROLE),),
         metadata={"kind": _APPROVAL, "flight": offer.code},
-        expires_in=_question_ttl(ctx),
+        expires_in=ttl,
+        tags=("booking", _destination(offer.code).lower()),
+        agent=AGENT_NAME,
+        remind_after=remind,
+        escalate_after=escalate,
+        escalate_to=() if escalate is None else (Approver.role(ESCALATION_ROLE),),
     )
+
+
+def _approval_timers(ctx: RunContext, ttl: float) -> tuple[float | None, float | None]:
+    """Seconds to the reminder and to the escalation, each None unless before the deadline."""
+    props = ctx.forwarded_props if isinstance(ctx.forwarded_props, dict) else {}
+    chosen: list[float | None] = []
+    for key, default in (
+        ("approvalRemindSeconds", _REMIND_AFTER),
+        ("approvalEscalateSeconds", _ESCALATE_AFTER),
+    ):
+        value = props.get(key)
+        seconds = default
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and 1 <= value <= _MAX_TTL
+        ):
+            seconds = float(value)
+        chosen.append(seconds if seconds < ttl else None)
+    return chosen[0], chosen[1]
 
 
 def _after_checking(decision: Decision) -> str | Decision:

@@ -18,7 +18,7 @@ from pausemesh.web.plugin import PauseMeshPlugin
 __all__ = ("PEOPLE_PATH", "demo_people")
 
 PEOPLE_PATH = "/demo/people"
-_NAMES = {"traveller": "Traveller", "manager": "Manager"}
+_NAMES = {"traveller": "Traveller", "manager": "Manager", "director": "Director"}
 
 
 def _demo_identity_active(plugin: PauseMeshPlugin) -> bool:

@@ -14,7 +14,9 @@ least once, and the receiver drops duplicates by the id.
 No delivery can stop the others: whatever one raises is that delivery's failed attempt, each
 attempt is bounded by ``timeout_seconds`` as a whole (a receiver trickling its answer included),
 the claim never hands out a delivery past its attempts and takes at most a quarter of a round
-from one task or one URL (``PushStore.claim``). The log says WARNING once when a delivery
+from one task or one URL (``PushStore.claim``), and a destination that failed rests (left out
+of the claim) for its backoff; a channel that knows all its destinations (the webhooks) does
+not even query the store while every one of them rests. The log says WARNING once when a delivery
 first fails and once when it is given up, never once per attempt; the channel's counter counts
 the outcomes.
 """
@@ -123,8 +125,12 @@ class OutboxDispatcher:
         logger: str,
         options: OutboxOptions | None = None,
         clock: Clock | None = None,
+        destinations: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self._store = store
+        # Every URL this channel delivers to, when known (the webhook subscriptions; None for
+        # A2A push, whose URLs clients choose): while each of them rests, no round can claim.
+        self._destinations = destinations
         self._sender = sender
         self._channel = channel
         self._holder = holder
@@ -167,6 +173,12 @@ class OutboxDispatcher:
             del self._resting[url]
         return [url for url, (until, _) in self._resting.items() if until > now]
 
+    def _all_resting(self, resting: list[str]) -> bool:
+        if self._destinations is None or not resting:
+            return False
+        destinations = self._destinations()
+        return bool(destinations) and set(destinations) <= set(resting)
+
     async def run(self) -> None:
         """Deliver until cancelled (the app lifespan runs it as a task)."""
         options = self._options
@@ -206,6 +218,12 @@ class OutboxDispatcher:
         (sent or given up)."""
         options = self._options
         now = self._clock.now()
+        resting = self._resting_urls(now)
+        if self._all_resting(resting):
+            # Not even the store's due query: a backlog to destinations that are down then
+            # costs nothing per poll until a rest ends (the poll after it claims again).
+            self._more_due = False
+            return 0
         claim = await self._store().claim(
             now=now,
             holder=self._holder,
@@ -214,7 +232,7 @@ class OutboxDispatcher:
             max_attempts=options.max_attempts,
             per_key=_PER_KEY,
             channel=self._channel,
-            skip_urls=self._resting_urls(now),
+            skip_urls=resting,
         )
         for failure in claim.given_up:
             self._gave_up(failure)

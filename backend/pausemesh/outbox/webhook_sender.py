@@ -123,6 +123,7 @@ def webhook_dispatcher(
         logger="pausemesh.webhooks",
         options=options,
         clock=clock,
+        destinations=lambda: [subscription.url for subscription in routes.subscriptions],
     )
     routes.wake = dispatcher.wake
     return dispatcher

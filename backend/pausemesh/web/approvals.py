@@ -5,7 +5,8 @@ is decided here by one of them, never by the thread's owner, who asked (four eye
 people), unless the pause sets ``allow_requester`` and the owner is one of them.
 ``GET /v1/approvals`` lists the pending ones the caller may decide, newest first (narrowed by
 ``tag``, ``agent``, ``askedBy``, ``olderThanSeconds``, ``newerThanSeconds``: the tags and agent
-of the pause's ``metadata.inbox``, ``PauseRequest(tags=...)``);
+of the pause's ``metadata.inbox``, ``PauseRequest(tags=..., agent=...)``), each with its
+reminder and escalation (``core/timers.py``: when due, and when fired);
 ``POST /v1/approvals/{continuationId}`` with ``{"payload"}`` and an ``Idempotency-Key``
 decides one exactly once, validated against its ``responseSchema``. Its owner is refused with
 403 ``NOT_AN_APPROVER`` (it knows the pause exists); anyone else who may not decide it is told
@@ -30,6 +31,7 @@ from pausemesh.core.model import Continuation
 from pausemesh.core.pause import parse_pause_payload
 from pausemesh.core.resume import NamedApprover, Resume
 from pausemesh.core.service import MAX_PAUSE_TTL_SECONDS
+from pausemesh.core.timers import pause_timers
 from pausemesh.core.validation import check_id, check_idempotency_key
 from pausemesh.core.webhooks import INBOX_METADATA
 from pausemesh.stores.storage import Storage
@@ -37,7 +39,13 @@ from pausemesh.web.context import PauseMeshCaller
 from pausemesh.web.problems import problem_responses
 from pausemesh.web.schemas import ID_PATTERN, ContinuationBody, ResumeBody, StrictBody, strict_body
 
-__all__ = ("ApprovalController", "ApprovalItem", "ApprovalList")
+__all__ = (
+    "ApprovalController",
+    "ApprovalEscalation",
+    "ApprovalItem",
+    "ApprovalList",
+    "ApprovalReminder",
+)
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -46,6 +54,19 @@ _SCAN = 2000
 
 Caller = NamedDependency[PauseMeshCaller]
 StorageDep = NamedDependency[Storage]
+
+
+class ApprovalReminder(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    due_at: datetime
+    # When the reminder went out (``pause.reminder``); absent while it has not.
+    fired_at: datetime | UnsetType = UNSET
+
+
+class ApprovalEscalation(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    due_at: datetime
+    # The approvers it adds (text form), who may decide the pause once it has fired.
+    to: list[str]
+    fired_at: datetime | UnsetType = UNSET
 
 
 class ApprovalItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
@@ -61,6 +82,8 @@ class ApprovalItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel", om
     thread_title: str | UnsetType = UNSET
     tags: list[str] = msgspec.field(default_factory=list)
     agent: str | UnsetType = UNSET
+    reminder: ApprovalReminder | UnsetType = UNSET
+    escalation: ApprovalEscalation | UnsetType = UNSET
 
 
 class ApprovalList(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -96,7 +119,28 @@ async def _item(storage: Storage, continuation: Continuation) -> ApprovalItem:
         approvers=list(continuation.approvers),
         response_schema=UNSET if pause.response_schema is None else pause.response_schema,
         thread_title=UNSET if title is None else title,
+        **_timers(continuation),
     )
+
+
+def _timers(continuation: Continuation) -> dict[str, Any]:
+    timers = pause_timers(continuation.metadata)
+    out: dict[str, Any] = {}
+    if timers.remind_at is not None:
+        out["reminder"] = ApprovalReminder(
+            due_at=timers.remind_at, fired_at=_fired(continuation.reminded_at)
+        )
+    if timers.escalate_at is not None:
+        out["escalation"] = ApprovalEscalation(
+            due_at=timers.escalate_at,
+            to=[a.text for a in timers.escalate_to],
+            fired_at=_fired(continuation.escalated_at),
+        )
+    return out
+
+
+def _fired(at: datetime | UnsetType) -> datetime | UnsetType:
+    return at if isinstance(at, datetime) else UNSET
 
 
 def _inbox(continuation: Continuation) -> dict[str, Any]:

@@ -40,6 +40,9 @@ from pausemesh.core.webhooks import INBOX_METADATA
 
 __all__ = ("Finished", "RunFinish")
 
+# As long as the inbox's ``agent`` filter accepts.
+_MAX_AGENT = 200
+
 
 class Finished(NamedTuple):
     """What the finish changed: the thread's saved record, and the events that end the run."""
@@ -198,6 +201,11 @@ class RunFinish:
             inbox["threadTitle"] = thread_title
         if pause.tags:
             inbox["tags"] = list(pause.tags)
+        if pause.agent is not None:
+            if not isinstance(pause.agent, str) or not 1 <= len(pause.agent) <= _MAX_AGENT:
+                msg = f"agent must be a name of 1-{_MAX_AGENT} characters"
+                raise ValueError(msg)
+            inbox["agent"] = pause.agent
         if pause.on_expiry is not None:
             answer = default_answer(pause.on_expiry, pause.response_schema)
             schema = pause.response_schema
