@@ -284,6 +284,9 @@ class Settings:
     public_url: Annotated[str, Meta(pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")] | None = None
     # ``pausemesh demo`` only: bookings priced above this need a manager's approval.
     demo_approval_threshold: Annotated[int, Meta(ge=0, le=1_000_000)] = 500
+    # ``pausemesh demo`` only: a pydantic-ai model ("openai:gpt-4o-mini", "test") that drives
+    # the demo agent instead of its rules (needs the pydantic-ai extra; demo/model_agent.py).
+    example_model: Annotated[str, _TEXT] | None = None
 
     @classmethod
     def load(

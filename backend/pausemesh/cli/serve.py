@@ -37,6 +37,7 @@ __all__ = (
     "add_demo_arguments",
     "add_serve_arguments",
     "check_start",
+    "demo_model_agent",
     "prepare_command",
     "probe_store",
     "run_server",
@@ -241,14 +242,36 @@ def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
     airline_path = settings.demo_airline_path or settings.resolved_data_dir / "airline.db"
     configure_airline(Airline(airline_path, latency_seconds=settings.demo_airline_latency_seconds))
     configure_approvals(settings.demo_approval_threshold, default_ttl=settings.token_ttl_seconds)
+    model = settings.example_model
     return PreparedCommand(
         settings=settings,
-        agent=travel_agent,
+        agent=travel_agent if model is None else demo_model_agent(model),
         plugins=(DemoSitePlugin(), *demo_protocol_plugins(), OperationWatchPlugin()),
         open_url=None if args.no_browser else f"http://{settings.host}:{settings.port}/",
         # The demo's two people, only on loopback without a configured resolver.
         loopback_resolver=demo_identity,
     )
+
+
+def demo_model_agent(model: str) -> Any:
+    """The demo agent on the pydantic-ai model ``model`` (``PAUSEMESH_EXAMPLE_MODEL``), or a
+    ``CliError`` in one line: the pydantic-ai extra missing, or a model it cannot use."""
+    try:
+        from pausemesh.demo.model_agent import ModelTravelAgent, model_from  # noqa: PLC0415 - the pydantic-ai extra loads only with the setting
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != "pydantic_ai":
+            raise
+        msg = (
+            f"PAUSEMESH_EXAMPLE_MODEL={model!r} needs pydantic-ai: pip install"
+            " 'pausemesh[pydantic-ai]' (or unset it for the rule-based demo agent)"
+        )
+        raise CliError(msg) from None
+    try:
+        agent = ModelTravelAgent(model_from(model))
+    except AgentLoadError as error:
+        raise CliError(error.message) from None
+    _log.info("the demo agent runs on the pydantic-ai model %s (PAUSEMESH_EXAMPLE_MODEL)", model)
+    return agent
 
 
 def prepare_command(args: argparse.Namespace, *, worker: bool = False) -> PreparedCommand:
@@ -264,6 +287,9 @@ def run_server(args: argparse.Namespace) -> None:
     settings = settings_from(args)
     if settings.workers > 1:
         configure_process_logging(settings)
+        if args.command == "demo" and settings.example_model is not None:
+            # Said once, before any worker starts (each worker builds its own agent).
+            demo_model_agent(settings.example_model)
         _serve_workers(settings, args.argv)
         return
     prepared = prepare_command(args)

@@ -55,6 +55,7 @@ from pausemesh.agui import (
     Approver,
     CustomEvent,
     Decision,
+    Operations,
     PauseRequest,
     RunContext,
     StateSnapshotEvent,
@@ -88,9 +89,17 @@ __all__ = (
     "QUESTION",
     "UNKNOWN_EVENT",
     "answer_text",
+    "approval_request",
     "approval_schema",
+    "approval_terms",
+    "approval_threshold",
+    "book_once",
+    "choice_request",
     "configure_approvals",
+    "needs_approval",
+    "question_ttl",
     "reply_to",
+    "say",
     "travel_agent",
 )
 
@@ -124,6 +133,15 @@ def configure_approvals(threshold: int, *, default_ttl: float = 900.0) -> None:
     _default_ttl = default_ttl
 
 
+def approval_threshold() -> int:
+    """The price (EUR) above which a booking waits for a manager."""
+    return _threshold
+
+
+def needs_approval(offer: Flight) -> bool:
+    return offer.price > _threshold
+
+
 def approval_schema() -> dict[str, Any]:
     """The manager's answer: an enum of codes, with titles (the MCP form subset)."""
     return {
@@ -145,7 +163,7 @@ def _destination(code: str) -> str:
     return _STANDARD_DESTINATION if city is None else city.name
 
 
-def _terms(offer: Flight, who: str | None) -> str:
+def approval_terms(offer: Flight, who: str | None) -> str:
     traveller = "" if who is None else f" for {who}"
     return (
         f"Approve booking flight {offer.code} to {_destination(offer.code)}{traveller}:"
@@ -160,7 +178,7 @@ def _message_id(kind: str = "msg") -> str:
     return f"{kind}-{time.time_ns() // 1_000_000}-{uuid.uuid4()}"
 
 
-def _say(
+def say(
     text: str, *, role: Literal["assistant", "user"] = "assistant", kind: str = "msg"
 ) -> list[AgentOutput]:
     """One message, streamed in a few word-sized deltas (the assistant's, or the answer a
@@ -175,7 +193,7 @@ def _say(
     ]
 
 
-def _question_ttl(ctx: RunContext) -> float | None:
+def question_ttl(ctx: RunContext) -> float | None:
     props = ctx.forwarded_props
     if not isinstance(props, dict):
         return None
@@ -224,25 +242,25 @@ def _is_booking(result: dict[str, Any]) -> bool:
     return isinstance(result.get("flight"), str) and isinstance(result.get("confirmation"), str)
 
 
-async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
-    """Book the chosen flight once per question (the interrupt), via the operation ledger."""
-    flight = _flight(decision)
+async def book_once(operations: Operations | None, business_key: str, code: str) -> dict[str, Any]:
+    """Book flight ``code`` at most once per ``business_key`` (in ``BOOKING_DOMAIN``, through the
+    operation ledger, the airline looked up after a crash): the record the MCP and A2A
+    surfaces book too. Raises ``OutcomeUnknownError`` when the airline cannot tell."""
     desk = airline()
-    key = operation_id(BOOKING_DOMAIN, _business_key(ctx, decision))
-
-    destination = _destination(flight)
+    key = operation_id(BOOKING_DOMAIN, business_key)
+    destination = _destination(code)
 
     async def action() -> dict[str, Any]:
-        return await desk.book(key, destination, flight)
+        return await desk.book(key, destination, code)
 
-    if ctx.operations is None:
+    if operations is None:
         msg = "the demo agent needs the operation ledger"
         raise RuntimeError(msg)
-    outcome = await ctx.operations.run_once(
+    outcome = await operations.run_once(
         BOOKING_DOMAIN,
-        _business_key(ctx, decision),
+        business_key,
         tool="book_flight",
-        arguments={"destination": destination, "flight": flight},
+        arguments={"destination": destination, "flight": code},
         action=action,
         lookup=desk.lookup,
     )
@@ -252,11 +270,26 @@ async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
     return resolved if isinstance(resolved, dict) else result
 
 
-def _approval_request(ctx: RunContext, offer: Flight) -> PauseRequest:
-    ttl = _question_ttl(ctx)
+async def _book(ctx: RunContext, decision: Decision) -> dict[str, Any]:
+    """Book the chosen flight once per question (the interrupt), via the operation ledger."""
+    return await book_once(ctx.operations, _business_key(ctx, decision), _flight(decision))
+
+
+def choice_request(ctx: RunContext, city: City) -> PauseRequest:
+    """ "Which flight should I book?": one of ``city``'s flights, as buttons."""
+    return PauseRequest(
+        message=QUESTION,
+        reason="input_required",
+        response_schema=flight_choice_schema(city.name, approval_above=_threshold),
+        expires_in=question_ttl(ctx),
+    )
+
+
+def approval_request(ctx: RunContext, offer: Flight) -> PauseRequest:
+    ttl = question_ttl(ctx)
     remind, escalate = _approval_timers(ctx, _default_ttl if ttl is None else ttl)
     return PauseRequest(
-        message=_terms(offer, ctx.principal),
+        message=approval_terms(offer, ctx.principal),
         reason="approval_required",
         response_schema=approval_schema(),
         approvers=(Approver.role(APPROVER_ROLE),),
@@ -347,8 +380,8 @@ def _before_booking(
     if decision.status == "cancelled":
         return "All right, I will not book a flight."
     offer = flight(_flight(decision))
-    if offer is not None and offer.price > _threshold:
-        approvals.append(_approval_request(ctx, offer))
+    if offer is not None and needs_approval(offer):
+        approvals.append(approval_request(ctx, offer))
         return (
             f"Flight {offer.code} costs {offer.price} {offer.currency}, above the"
             f" {_threshold} {offer.currency} limit: I have asked a manager to approve it."
@@ -451,8 +484,8 @@ async def _continue(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     waits: list[AgentOutput] = []
     for decision in ctx.decisions.values():
         given = answer_text(decision)
-        events = [] if given is None else _say(given[1], role="user", kind=given[0])
-        events += _say(await _reply(ctx, decision, bookings, unconfirmed, waits))
+        events = [] if given is None else say(given[1], role="user", kind=given[0])
+        events += say(await _reply(ctx, decision, bookings, unconfirmed, waits))
         for event in events:
             yield event
     state = dict(ctx.state) if isinstance(ctx.state, dict) else {}
@@ -470,7 +503,7 @@ async def _offer(ctx: RunContext, text: str) -> AsyncIterator[AgentOutput]:
     """A user's message: flights to the city it names and the question, or a plain answer."""
     understood = reply_to(text)
     if isinstance(understood, str):
-        for event in _say(understood):
+        for event in say(understood):
             yield event
         return
     city = understood
@@ -481,14 +514,9 @@ async def _offer(ctx: RunContext, text: str) -> AsyncIterator[AgentOutput]:
         # A slow search on request; a newer message may interrupt the run meanwhile.
         await asyncio.sleep(searching)
     # The flights themselves are the question's choices (listed once, as buttons).
-    for event in _say(f"I found {len(city.flights)} flights to {city.name}."):
+    for event in say(f"I found {len(city.flights)} flights to {city.name}."):
         yield event
-    yield PauseRequest(
-        message=QUESTION,
-        reason="input_required",
-        response_schema=flight_choice_schema(city.name, approval_above=_threshold),
-        expires_in=_question_ttl(ctx),
-    )
+    yield choice_request(ctx, city)
 
 
 async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
@@ -502,7 +530,7 @@ async def travel_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         yield StateSnapshotEvent(snapshot={**base, "bookings": []})
     last = ctx.messages[-1] if ctx.messages else None
     if not isinstance(last, UserMessage):
-        for event in _say("Tell me where you would like to fly, and I will find flights."):
+        for event in say("Tell me where you would like to fly, and I will find flights."):
             yield event
         return
     async for output in _offer(ctx, last.content if isinstance(last.content, str) else ""):
