@@ -1,8 +1,8 @@
 """A demo booking whose outcome nobody can know sends one signed ``operation.outcome_unknown``.
 
-A real ``pausemesh demo`` process on a SQLite file, its airline a SQLite file of its own, and a
-local HTTP receiver for ``PAUSEMESH_WEBHOOKS_FILE`` that checks each delivery with the
-``standardwebhooks`` package's verifier. The booking's attempt is staged in the ledger as a
+A real ``pausemesh demo`` process on a SQLite file or a PostgreSQL schema, its airline a SQLite
+file of its own, and a local HTTP receiver for ``PAUSEMESH_WEBHOOKS_FILE`` that checks each
+delivery with the ``standardwebhooks`` package's verifier. The booking's attempt is staged in the ledger as a
 cut run leaves it (attempt recorded, no outcome), every permitted resend claimed long ago and
 none reaching the airline (as in ``test_demo_unknown_outcome``): when the traveller's answer
 arrives, ``run_once`` can neither recover nor resend it and declares it unknown.
@@ -18,26 +18,38 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import secrets
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from pausemesh.core.operations import MAX_RESENDS, RESEND_SETTLE, RESENDS_USED_UP, operation_id
+from pausemesh.core.operations import (
+    MAX_RESENDS,
+    RESEND_SETTLE,
+    RESENDS_USED_UP,
+    OperationLedger,
+    operation_id,
+)
 from pausemesh.core.webhooks import WebhookRoutes, parse_webhooks
 from pausemesh.demo.flights import BOOKING_DOMAIN
 from pausemesh.demo.reservations import Airline
+from pausemesh.stores.postgres import PostgresDatabase, PostgresOperationLedger
+from pausemesh.stores.postgres.migrate import migrate
 from pausemesh.stores.sqlite import open_sqlite_operation_ledger
 from tests.e2e.agui_helpers import ask, new_thread, resolved, resume_body, snapshot
 from tests.support.agui import post_run
+from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
 from tests.support.push_receiver import Delivery, Receiver
 from tests.support.server import REPO_ROOT, ServerProcess
 
@@ -52,10 +64,52 @@ def _kind(delivery: Delivery) -> str:
     return kind
 
 
-async def _cut_booking(database: Path, business_key: str) -> str:
+class Store:
+    """Where the demo keeps its ledger and outbox, and how the test reaches it from outside
+    (as another process on the same data would)."""
+
+    def __init__(self, tmp_path: Path, schema: str | None) -> None:
+        self.path = tmp_path / "demo.db"
+        self.schema = schema
+        self.key = secrets.token_urlsafe(48)
+
+    def env(self) -> dict[str, str]:
+        # Replicas on PostgreSQL must share one server key; the demo asks for it there.
+        return {} if self.schema is None else {"PAUSEMESH_SECRET_KEY": self.key}
+
+    def flags(self) -> list[str]:
+        if self.schema is None:
+            return ["--database-path", str(self.path)]
+        return ["--database-url", DATABASE_URL, "--database-schema", self.schema]
+
+    async def ledger(self) -> OperationLedger:
+        if self.schema is None:
+            return await open_sqlite_operation_ledger(str(self.path))
+        database = await PostgresDatabase.connect(
+            DATABASE_URL, schema=self.schema, min_size=1, max_size=2
+        )
+        return PostgresOperationLedger(database, owns_database=True)
+
+    async def queued_unknowns(self) -> int:
+        """``operation.outcome_unknown`` rows in the outbox (delivered or not)."""
+        query = "SELECT payload_json FROM {}a2a_push_deliveries WHERE channel = 'webhook'"
+        rows: list[Any]
+        if self.schema is None:
+            with closing(sqlite3.connect(self.path)) as lite:
+                rows = lite.execute(query.format("")).fetchall()
+        else:
+            pg = await asyncpg.connect(DATABASE_URL)
+            try:
+                rows = list(await pg.fetch(query.format(f'"{self.schema}".')))
+            finally:
+                await pg.close()
+        return sum(1 for (payload,) in rows if json.loads(payload)["type"] == UNKNOWN)
+
+
+async def _cut_booking(store: Store, business_key: str) -> str:
     """The attempt a cut run left, and every permitted resend claimed and lost long ago (as a
     replica killed each time before the airline saw it would leave them)."""
-    ledger = await open_sqlite_operation_ledger(str(database))
+    ledger = await store.ledger()
     try:
         long_ago = datetime.now(UTC) - 2 * RESEND_SETTLE
         begun = await ledger.begin(
@@ -77,18 +131,9 @@ async def _cut_booking(database: Path, business_key: str) -> str:
         await ledger.close()
 
 
-def _queued_unknowns(database: Path) -> int:
-    """``operation.outcome_unknown`` rows in the outbox (delivered or not)."""
-    with closing(sqlite3.connect(database)) as conn:
-        rows = conn.execute(
-            "SELECT payload_json FROM a2a_push_deliveries WHERE channel = 'webhook'"
-        ).fetchall()
-    return sum(1 for (payload,) in rows if json.loads(payload)["type"] == UNKNOWN)
-
-
-async def _declare_elsewhere(database: Path, operation: str) -> None:
-    routes = WebhookRoutes(parse_webhooks((database.parent / "webhooks.json").read_bytes()))
-    ledger = await open_sqlite_operation_ledger(str(database))
+async def _declare_elsewhere(store: Store, hooks: Path, operation: str) -> None:
+    routes = WebhookRoutes(parse_webhooks(hooks.read_bytes()))
+    ledger = await store.ledger()
     try:
         await ledger.declare_unknown(
             operation,
@@ -101,18 +146,42 @@ async def _declare_elsewhere(database: Path, operation: str) -> None:
         await ledger.close()
 
 
-def _ops_status(database: Path, operation: str) -> dict[str, Any]:
+def _ops_status(store: Store, operation: str) -> dict[str, Any]:
     command = [sys.executable, "-m", "pausemesh", "ops", "status", operation]
-    command += ["--domain", BOOKING_DOMAIN, "--database-path", str(database)]
+    command += ["--domain", BOOKING_DOMAIN, *store.flags()]
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False
+        command,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+        check=False,
+        env={**os.environ, **store.env()},
     )
     assert done.returncode == 0, done.stderr
     status: dict[str, Any] = json.loads(done.stdout)
     return status
 
 
-def _server(tmp_path: Path, receiver: Receiver, events: list[str]) -> ServerProcess:
+@pytest.fixture(
+    name="store", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def store_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        yield Store(tmp_path, None)
+        return
+    asyncio.run(require_postgres())
+    schema = fresh_schema("pm_unknown")
+    asyncio.run(migrate(DATABASE_URL, schema=schema))
+    try:
+        yield Store(tmp_path, schema)
+    finally:
+        asyncio.run(drop_schema(schema))
+
+
+def _server(
+    tmp_path: Path, receiver: Receiver, events: list[str], store: Store | None = None
+) -> ServerProcess:
     hooks = tmp_path / "webhooks.json"
     hook = {"id": "ops", "url": receiver.url, "events": events, "secrets": [SECRET]}
     hooks.write_text(json.dumps({"webhooks": [hook]}))
@@ -124,24 +193,23 @@ def _server(tmp_path: Path, receiver: Receiver, events: list[str]) -> ServerProc
         "PAUSEMESH_DEMO_AIRLINE_PATH": str(tmp_path / "airline.db"),
         "PAUSEMESH_LOG_LEVEL": "warning",
     }
-    args = ["demo", "--no-browser", "--database-path", str(tmp_path / "demo.db")]
-    return ServerProcess(args, env=env)
+    store = store or Store(tmp_path, None)
+    return ServerProcess(["demo", "--no-browser", *store.flags()], env={**env, **store.env()})
 
 
 def test_a_cut_booking_nobody_can_settle_sends_one_signed_outcome_unknown_without_a_poll(
-    tmp_path: Path,
+    tmp_path: Path, store: Store
 ) -> None:
-    database = tmp_path / "demo.db"
     desk = Airline(tmp_path / "airline.db")
     with (
         Receiver() as receiver,
-        _server(tmp_path, receiver, [UNKNOWN]) as server,
+        _server(tmp_path, receiver, [UNKNOWN], store) as server,
         httpx.Client(base_url=server.base_url, timeout=60) as client,
     ):
         thread = new_thread()
         [question] = ask(client, thread).interrupts
         business_key = f"{thread}:{question['id']}"
-        operation = asyncio.run(_cut_booking(database, business_key))
+        operation = asyncio.run(_cut_booking(store, business_key))
         assert operation == operation_id(BOOKING_DOMAIN, business_key)
 
         answer = post_run(client, resume_body(thread, [resolved(question["id"], "PM202")]))
@@ -154,8 +222,8 @@ def test_a_cut_booking_nobody_can_settle_sends_one_signed_outcome_unknown_withou
         # Asked again (a browser retrying its answer) and declared by another process on the
         # same file (a replica that met it too): the first declaration stays, nothing is queued.
         post_run(client, resume_body(thread, [resolved(question["id"], "PM202")]))
-        asyncio.run(_declare_elsewhere(database, operation))
-        status = _ops_status(database, operation)
+        asyncio.run(_declare_elsewhere(store, tmp_path / "webhooks.json", operation))
+        status = _ops_status(store, operation)
 
     body: dict[str, Any] = Webhook(SECRET).verify(delivery.body, delivery.headers)
     assert body["type"] == UNKNOWN
@@ -174,7 +242,7 @@ def test_a_cut_booking_nobody_can_settle_sends_one_signed_outcome_unknown_withou
     assert "PM202" not in text
     assert thread not in text
     # One event in the outbox (its retries would carry its one webhook-id), one delivery.
-    assert _queued_unknowns(database) == 1
+    assert asyncio.run(store.queued_unknowns()) == 1
     assert [d.headers["webhook-id"] for d in receiver.requests] == [delivery.headers["webhook-id"]]
     assert status["status"] == "OUTCOME_UNKNOWN"
     assert status["declaredUnknown"]["reason"] == RESENDS_USED_UP
