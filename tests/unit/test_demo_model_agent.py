@@ -43,8 +43,9 @@ from pausemesh.stores.sqlite import open_sqlite_storage
 from pausemesh.web.app import create_app
 from tests.support.agui import RunResult, StreamChecker, read_frames, run_body
 
-# What the scripted model saw, per request: the instructions and the tools it was given.
+# What the scripted model saw, per request: the instructions and tools, and the conversation.
 _SEEN: list[AgentInfo] = []
+_HISTORIES: list[list[ModelMessage]] = []
 
 
 def _call(name: str, arguments: dict[str, Any]) -> DeltaToolCalls:
@@ -57,6 +58,7 @@ async def _scripted(
 ) -> AsyncIterator[str | DeltaToolCalls]:
     """Search where the user says, book what the traveller picked, repeat the tool's words."""
     _SEEN.append(info)
+    _HISTORIES.append(list(messages))
     last = messages[-1]
     parts = last.parts if isinstance(last, ModelRequest) else []
     for part in parts:
@@ -196,6 +198,43 @@ async def _wait_for_bookings(client: httpx.AsyncClient, thread: str) -> list[dic
             return found
         await asyncio.sleep(0.05)
     pytest.fail("the manager's decision did not continue the thread")
+
+
+async def test_a_later_message_continues_with_the_conversation_so_far(
+    traveller: httpx.AsyncClient, desk: Airline
+) -> None:
+    [question] = (await _ask(traveller, "later", "Madrid")).interrupts
+    done = await _run(traveller, run_body("later", "pick", resume=_answer(question, "PM121")))
+    [booking] = desk.bookings().values()
+    asked = await _ask(traveller, "later", "Now one to Málaga")
+    [again] = asked.interrupts
+    assert again["responseSchema"]["properties"]["flight"]["enum"] == ["PM131", "PM231"]
+    # The model's history, rebuilt from the thread: the booking it confirmed, then the message.
+    history = _HISTORIES[-1]
+    returned = [
+        p.model_response_str()
+        for m in history
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.tool_name == "book_flight"
+    ]
+    assert [booking["confirmation"] in r for r in returned] == [True]
+    last = history[-1]
+    assert isinstance(last, ModelRequest)
+    assert [p.content for p in last.parts if isinstance(p, UserPromptPart)] == ["Now one to Málaga"]
+    assert booking["confirmation"] in done.text()
+    assert (await _thread(traveller, "later"))["title"] == "Flight to Málaga"
+
+
+async def test_no_flight_thanks_books_nothing(traveller: httpx.AsyncClient, desk: Airline) -> None:
+    [question] = (await _ask(traveller, "none", "Reykjavík")).interrupts
+    declined = [{"interruptId": question["id"], "status": "cancelled"}]
+    done = await _run(traveller, run_body("none", "decline", resume=declined))
+    assert done.last["type"] == "RUN_FINISHED", done.events
+    said = [m.get("content") for m in (await _thread(traveller, "none"))["messages"]]
+    assert "No flight, thanks." in said
+    assert "TOOL_CALL_START" not in done.types  # the model did not try to book
+    assert desk.bookings() == {}
 
 
 async def test_a_business_fare_waits_for_the_managers_approval_then_books_once(
