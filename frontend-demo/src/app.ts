@@ -8,7 +8,10 @@ import { type Booking, bookingsIn, recordedOutcome } from "./bookings";
 import {
   APPROVAL_REASON,
   dayAndTime,
+  interruptedIds,
+  isInterrupted,
   messageTime,
+  STOPPED_MARK,
   SUGGESTIONS,
   speakerOf,
   stampedId,
@@ -92,6 +95,9 @@ export class ChatApp {
   private waitingCard: HTMLElement | undefined;
   private loaded = false;
   private stopped = false;
+  /** Messages of a run a newer message stopped, as the live event named them (a snapshot
+   * says so in each message's metadata). */
+  private readonly stoppedIds = new Set<string>();
   /** Messages shown before the agent's (the newest page a restore brings): pages loaded on
    * scroll, and what slid out of the newest page since. */
   private earlier: Message[] = [];
@@ -151,7 +157,10 @@ export class ChatApp {
       },
       onCustomEvent: ({ event }) => {
         // This tab's run was stopped by a newer message (double texting, `interrupt`).
-        if (event.name === INTERRUPTED_EVENT) this.stopped = true;
+        if (event.name !== INTERRUPTED_EVENT) return;
+        this.stopped = true;
+        for (const id of interruptedIds(event.value)) this.stoppedIds.add(id);
+        this.renderMessages();
       },
     });
   }
@@ -606,6 +615,7 @@ export class ChatApp {
       }
       const body = item.querySelector<HTMLParagraphElement>(".body");
       if (body !== null && body.textContent !== text) body.textContent = text;
+      if (this.stoppedIds.has(message.id) || isInterrupted(message)) markStopped(item);
       place(item);
       if (message.role !== "assistant") continue;
       for (const booking of bookings) {
@@ -805,6 +815,16 @@ function forwardedPropsFrom(location: URL): Record<string, unknown> {
   const search = Number(location.searchParams.get("searchDelay"));
   if (Number.isInteger(search) && search >= 1 && search <= 60) props["searchSeconds"] = search;
   return props;
+}
+
+/** Draws a message as cut short: muted, with the reason under it (once). */
+function markStopped(item: HTMLLIElement): void {
+  if (item.classList.contains("message-stopped")) return;
+  item.classList.add("message-stopped");
+  const mark = item.ownerDocument.createElement("p");
+  mark.className = "stopped-mark";
+  mark.textContent = STOPPED_MARK;
+  item.append(mark);
 }
 
 function messageText(message: Message): string | undefined {

@@ -84,3 +84,24 @@ export const SUGGESTIONS: readonly string[] = [
   "Book me a business flight to Zürich",
   "What can you do?",
 ];
+
+/** The mark on what a run said before a newer message stopped it (double texting). */
+export const STOPPED_MARK = "Stopped \u2014 you sent a newer message";
+
+/** Whether a stored message belongs to a run a newer message stopped: the server marks it
+ * `metadata.pausemesh.interrupted` (in a snapshot, after a reload). */
+export function isInterrupted(message: unknown): boolean {
+  const metadata = (message as { metadata?: unknown } | null)?.metadata;
+  if (typeof metadata !== "object" || metadata === null) return false;
+  const ours = (metadata as { pausemesh?: unknown }).pausemesh;
+  return typeof ours === "object" && ours !== null && (ours as { interrupted?: unknown }).interrupted === true;
+}
+
+/** The messages a live `pausemesh.run_interrupted` event says were kept and marked (its
+ * `interrupt` form; a `rollback` removed them instead). */
+export function interruptedIds(value: unknown): string[] {
+  const event = value as { mode?: unknown; messageIds?: unknown } | null;
+  if (event === null || typeof event !== "object" || event.mode !== "interrupt") return [];
+  const ids = event.messageIds;
+  return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === "string") : [];
+}

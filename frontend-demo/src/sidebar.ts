@@ -3,7 +3,7 @@
 // question waits, and can be renamed (PATCH) or deleted (DELETE) in place.
 
 import { dayAndTime, type Move, moveBadge, pendingIn, whoseMove } from "./chat";
-import { clock, relativeTime, rowTitle, type ThreadRow, threadRows } from "./conversations";
+import { clock, distinctTitles, relativeTime, rowTitle, type ThreadRow, threadRows } from "./conversations";
 import { urlWithThread } from "./thread";
 
 export interface SidebarOptions {
@@ -21,6 +21,8 @@ const REFRESH_MS = 10_000;
 
 export class Sidebar {
   private rows: ThreadRow[] = [];
+  /** Each row's label, told apart from its namesakes ("Flight to Lisbon (2)"). */
+  private labels = new Map<string, string>();
   private editing: string | undefined;
   private confirming: string | undefined;
   private timer: number | undefined;
@@ -55,13 +57,14 @@ export class Sidebar {
       });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       this.rows = threadRows(await response.json());
+      this.labels = distinctTitles(this.rows);
       await this.readMoves();
       this.options.status.textContent = "";
     } catch {
       this.options.status.textContent = "Could not load your conversations; retrying.";
     }
     const current = this.rows.find((r) => r.threadId === this.options.current);
-    this.options.onCurrentTitle(current?.title, current?.createdAt);
+    this.options.onCurrentTitle(current && this.label(current), current?.createdAt);
     // A periodic refresh must not wipe a name being typed; the list updates after it.
     if (this.editing === undefined) this.render();
   }
@@ -127,7 +130,7 @@ export class Sidebar {
     const item = doc.createElement("li");
     item.className = row.threadId === this.options.current ? "thread current" : "thread";
     item.dataset["threadId"] = row.threadId;
-    const title = rowTitle(row);
+    const title = this.label(row);
     if (this.editing === row.threadId) {
       item.append(this.renameForm(row, title));
       return item;
@@ -205,6 +208,10 @@ export class Sidebar {
     );
     item.append(actions);
     return item;
+  }
+
+  private label(row: ThreadRow): string {
+    return this.labels.get(row.threadId) ?? rowTitle(row);
   }
 
   private renameForm(row: ThreadRow, title: string): HTMLFormElement {

@@ -2,10 +2,13 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   deadlineText,
+  interruptedIds,
+  isInterrupted,
   messageTime,
   moveBadge,
   optionParts,
   pendingIn,
+  STOPPED_MARK,
   speakerOf,
   stampedId,
   whoseMove,
@@ -56,4 +59,19 @@ test("an option's title says up front whether it needs approval", () => {
     label: "PM101 · 07:05–09:10 · 89 EUR",
     needsApproval: false,
   });
+});
+
+test("a message the server marked interrupted reads as stopped; others do not", () => {
+  assert.equal(isInterrupted({ id: "m", metadata: { pausemesh: { interrupted: true, runId: "r" } } }), true);
+  assert.equal(isInterrupted({ id: "m", metadata: { pausemesh: { interrupted: false } } }), false);
+  assert.equal(isInterrupted({ id: "m", metadata: { other: 1 } }), false);
+  assert.equal(isInterrupted({ id: "m" }), false);
+  assert.equal(isInterrupted(null), false);
+  assert.equal(STOPPED_MARK, "Stopped \u2014 you sent a newer message");
+});
+
+test("the live interrupt event names the kept messages; a rollback's removed ones are not marked", () => {
+  assert.deepEqual(interruptedIds({ runId: "r", mode: "interrupt", messageIds: ["a", 3, "b"] }), ["a", "b"]);
+  assert.deepEqual(interruptedIds({ runId: "r", mode: "rollback", removedMessageIds: ["a"] }), []);
+  assert.deepEqual(interruptedIds(undefined), []);
 });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { bookingsIn, recordedOutcome } from "../src/bookings.js";
-import { relativeTime, rowTitle, threadRows } from "../src/conversations.js";
+import { distinctTitles, relativeTime, rowTitle, threadRows, UNTITLED } from "../src/conversations.js";
 import { personCookie, readPeople } from "../src/people.js";
 import { choiceTitles, formModel } from "../src/schema.js";
 
@@ -90,4 +90,35 @@ test("the demo people answer is read only when it names who is calling", () => {
   assert.equal(readPeople({ person: "ghost", people: [{ id: "traveller" }] }), undefined);
   assert.equal(readPeople({ detail: "Not Found" }), undefined);
   assert.match(personCookie("manager"), /^pausemesh_demo_user=manager; Path=\/; SameSite=Strict/);
+});
+
+test("namesakes are told apart: the first begun keeps the title, later ones add an ordinal", () => {
+  const at = (minute: number): Date => new Date(Date.UTC(2026, 11, 7, 14, minute));
+  const row = (threadId: string, title: string | undefined, created: Date | undefined) => ({
+    threadId,
+    title,
+    createdAt: created,
+    updatedAt: created,
+    pending: 0,
+    lastSequence: 1,
+  });
+  // Listed newest first, as GET /agui/threads answers; two began in the same minute.
+  const rows = [
+    row("t-c", "Flight to Lisbon", at(5)),
+    row("t-b", "flight to lisbon", at(1)),
+    row("t-a", "Flight to Lisbon", at(1)),
+    row("t-own", "Flight to Lisbon (2)", at(0)),
+    row("t-porto", "Flight to Porto", at(2)),
+    row("t-new", undefined, undefined),
+  ];
+  const labels = distinctTitles(rows);
+  assert.deepEqual(Object.fromEntries(labels), {
+    "t-a": "Flight to Lisbon",
+    "t-b": "flight to lisbon (3)", // (2) is a row's own title
+    "t-c": "Flight to Lisbon (4)",
+    "t-own": "Flight to Lisbon (2)",
+    "t-porto": "Flight to Porto",
+    "t-new": UNTITLED,
+  });
+  assert.equal(new Set(labels.values()).size, rows.length);
 });

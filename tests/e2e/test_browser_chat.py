@@ -399,11 +399,56 @@ def test_a_newer_message_from_another_tab_interrupts_a_running_answer(
     expect(transcript(first).get_by_text("I found 3 flights to Madrid.")).to_be_visible()
     expect(transcript(first).get_by_text("I found 4 flights to Porto.")).to_have_count(0)
     expect(flight(first, "PM121")).to_be_enabled()
+    # What the stopped run said stays, drawn as stopped, in both tabs and after a reload.
+    for page in (first, second):
+        partial = (
+            transcript(page).locator("li.message").filter(has_text="Searching flights to Porto…")
+        )
+        expect(partial).to_have_class(re.compile(r"\bmessage-stopped\b"))
+        expect(partial.locator(".stopped-mark")).to_have_text("Stopped — you sent a newer message")
+    expect(transcript(first).locator(".stopped-mark")).to_have_count(1)
     shots.take(first, "interrupted-tab")
     shots.take(second, "interrupting-tab")
+    first.reload()
+    expect(first.locator("body")).to_have_attribute("data-ready", "true")
+    stopped = transcript(first).locator("li.message-stopped")
+    expect(stopped).to_have_count(1)
+    expect(stopped).to_contain_text("Searching flights to Porto…")
+    expect(stopped.locator(".stopped-mark")).to_have_text("Stopped — you sent a newer message")
+    expect(transcript(first).get_by_text("I found 3 flights to Madrid.")).to_be_visible()
+    shots.take(first, "stopped-after-reload")
     pending = httpx.get(server.url(f"/agui/threads/{thread}"), timeout=10).json()
     [question] = pending["pendingInterrupts"]
     assert question["responseSchema"]["properties"]["flight"]["enum"][0] == "PM121"
+    [kept] = [m for m in pending["messages"] if m.get("metadata")]
+    assert kept["metadata"]["pausemesh"]["interrupted"] is True
+
+
+def test_two_conversations_to_one_city_begun_together_get_distinct_titles(
+    server: ServerProcess, desktop: BrowserContext
+) -> None:
+    """Same destination, same minute: the later one is "Flight to Málaga (2)", in the list
+    and as the open conversation's heading."""
+    shots = Shots("chat-distinct-titles")
+    threads = [f"t-malaga-{n}-{uuid.uuid4()}" for n in (1, 2)]
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        for thread in threads:
+            message = {"id": f"u-{thread}", "role": "user", "content": "A flight to Malaga"}
+            post_run(http, run_body(thread, "r-1", messages=[message]))
+    page = open_demo(desktop, server.url(f"/?thread={threads[1]}"))
+    titles = sidebar(page).locator(".thread-title").filter(has_text="Flight to Málaga")
+    expect(titles).to_have_count(2)
+    expect(current_row(page).locator(".thread-title")).to_have_text("Flight to Málaga (2)")
+    first = sidebar(page).locator(f'li.thread[data-thread-id="{threads[0]}"]')
+    expect(first.locator(".thread-title")).to_have_text("Flight to Málaga")
+    expect(page.get_by_role("heading", name="Flight to Málaga (2)")).to_be_visible()
+    expect(page).to_have_title("Flight to Málaga (2) · Travel assistant")
+    # The stored titles stay as the agent gave them; only the labels tell them apart.
+    for thread in threads:
+        assert httpx.get(server.url(f"/agui/threads/{thread}"), timeout=10).json()["title"] == (
+            "Flight to Málaga"
+        )
+    shots.take(page, "two-namesakes")
 
 
 def test_a_long_conversation_loads_older_messages_when_scrolled_to_the_top(

@@ -511,7 +511,10 @@ async def _offer(ctx: RunContext, text: str) -> AsyncIterator[AgentOutput]:
     yield ThreadTitle(f"Flight to {city.name}")
     searching = _search_seconds(ctx)
     if searching:
-        # A slow search on request; a newer message may interrupt the run meanwhile.
+        # A slow search on request; a newer message may interrupt the run meanwhile (what it
+        # said so far stays, marked as stopped).
+        for event in say(f"Searching flights to {city.name}\u2026"):
+            yield event
         await asyncio.sleep(searching)
     # The flights themselves are the question's choices (listed once, as buttons).
     for event in say(f"I found {len(city.flights)} flights to {city.name}."):
