@@ -114,6 +114,10 @@ class Settings:
     # How many of a thread's newest messages a reload carries (the snapshot, /connect); older
     # ones come a page at a time from GET /agui/threads/{id}/messages.
     snapshot_messages: Annotated[int, Meta(ge=1, le=10_000)] = 100
+    # How many of a thread's newest messages a framework agent's new user turn reads as the
+    # model's history (pydantic-ai): a run's cost, and the prompt, stay bounded on a thread of
+    # weeks (no model's context holds it whole anyway); an answer to a pause reads none.
+    agent_history_messages: Annotated[int, Meta(ge=1, le=100_000)] = 200
     # What an AG-UI input that arrives while a run holds its thread gets (docs/agui.md, "Double
     # texting"): reject (THREAD_BUSY), enqueue, interrupt or rollback; a request may choose
     # for itself in forwardedProps.pausemesh.doubleTexting.

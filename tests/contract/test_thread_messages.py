@@ -317,6 +317,22 @@ async def reads_all(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     yield TextMessageContentEvent(message_id=f"ok-{ctx.run_id}", delta="ok")
 
 
+async def unmarked_never_looks(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    yield TextMessageStartEvent(message_id=f"ok-{ctx.run_id}", role="assistant")
+    yield TextMessageContentEvent(message_id=f"ok-{ctx.run_id}", delta="ok")
+
+
+async def walks_back(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """Looks at the newest messages one by one, as an agent finding the last user turn does,
+    then (on a later turn of its own) at all of them."""
+    SEEN.append([str(len(ctx.messages)), ctx.messages[-1].id, ctx.messages[-2].id])
+    yield TextMessageStartEvent(message_id=f"ok-{ctx.run_id}", role="assistant")
+    SEEN.append([m.id for m in ctx.messages[-4:]])
+    SEEN.append([m.id for m in ctx.messages])
+    SEEN.append([m.id for m in reversed(ctx.messages)][:2])
+    yield TextMessageContentEvent(message_id=f"ok-{ctx.run_id}", delta="ok")
+
+
 def _host(agent: Any, threads: ThreadStore) -> RunHost:
     service = ContinuationService(
         store=InMemoryEventStore(),
@@ -370,3 +386,48 @@ async def test_an_agent_reads_the_window_it_asks_for_and_one_unmarked_reads_all(
     assert SEEN[0] == ["ok-r2", "u3"]
     assert window == [("get", 1)]
     assert SEEN[1] == [i for n in range(4) for i in (f"u{n}", f"ok-r{n}")] + ["u4"]
+    # An unmarked agent's ``ctx.messages`` is read when it is looked at: all 8 stored, once.
+    assert counted.message_reads[len(window) :] == [("read_messages", 8)]
+
+
+async def test_an_unmarked_agent_that_never_looks_at_its_messages_causes_no_history_read(
+    threads: ThreadStore,
+) -> None:
+    counted = CountedReads(threads)
+    host = _host(unmarked_never_looks, cast("ThreadStore", counted))
+    for n in range(4):
+        await _run(host, n)
+
+    assert counted.message_reads == []
+    stored = await threads.get("t1")
+    assert stored is not None
+    assert [m["id"] for m in stored.messages] == [
+        i for n in range(4) for i in (f"u{n}", f"ok-r{n}")
+    ]
+
+
+async def test_an_unmarked_agent_reads_only_the_messages_it_looks_at_each_once(
+    threads: ThreadStore,
+) -> None:
+    SEEN.clear()
+    counted = CountedReads(threads)
+    for n in range(5):  # 10 stored messages
+        await _run(_host(answers_ok, cast("ThreadStore", counted)), n)
+    await _run(_host(walks_back, cast("ThreadStore", counted)), 5)
+
+    history = [i for n in range(5) for i in (f"u{n}", f"ok-r{n}")]
+    # Its length needs no read; the newest message is the request's own; the one before it
+    # is one stored message; the last four are read as 2 more (twice what it held: a walk
+    # backwards reads each once), then the rest in one read.
+    looked = list(SEEN)
+    assert looked == [
+        ["11", "u5", "ok-r4"],
+        [*history[-3:], "u5"],
+        [*history, "u5"],
+        ["u5", "ok-r4"],
+    ]
+    assert counted.message_reads == [
+        ("read_messages", 1),
+        ("read_messages", 2),
+        ("read_messages", 7),
+    ]

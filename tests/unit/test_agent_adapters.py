@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
+import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from pydantic_ai import Agent, DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.messages import (
@@ -235,3 +236,47 @@ def test_a_langgraph_interrupt_value_becomes_a_pause() -> None:
         ),
     }
     assert lg._resume_values(decisions) == {"lg-1": 1}
+
+
+async def test_a_new_turn_gives_the_model_a_window_of_the_history_from_a_user_message() -> None:
+    asked: list[int | None] = []
+    seen: list[list[ModelMessage]] = []
+    stored = [
+        UserMessage(id="u1", content="first"),
+        AssistantMessage(
+            id="a1",
+            tool_calls=[
+                ToolCall(id="c1", function=FunctionCall(name="read_thermometer", arguments="{}"))
+            ],
+        ),
+        AguiToolMessage(id="t1", tool_call_id="c1", content="21"),
+        AssistantMessage(id="a2", content="It is 21."),
+        UserMessage(id="u2", content="And now?"),
+    ]
+
+    async def window(limit: int | None) -> list[Any]:
+        asked.append(limit)
+        return stored if limit is None else stored[-limit:]
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        del info
+        seen.append(messages)
+        yield "Still 21."
+
+    agent = pai.PydanticAIAgent(Agent(FunctionModel(stream_function=model)), history_messages=3)
+    await _collect(agent, _context(history_loader=window))
+
+    # The newest 3 read, not the thread; cut inside a turn, the window starts at its user
+    # message (a tool result without its call would be refused by a model's API).
+    assert asked == [3]
+    [messages] = seen
+    prompts = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == ["And now?"]
+    assert not any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+
+
+def test_a_history_window_below_one_message_is_refused() -> None:
+    with pytest.raises(ValueError, match="history_messages"):
+        pai.PydanticAIAgent(
+            Agent(FunctionModel(stream_function=_weather_model)), history_messages=0
+        )

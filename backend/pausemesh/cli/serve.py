@@ -226,7 +226,7 @@ def _prepare_serve(args: argparse.Namespace) -> PreparedCommand:
     agent = None
     if settings.agent is not None:
         try:
-            agent = load_agent(settings.agent)
+            agent = load_agent(settings.agent, history_messages=settings.agent_history_messages)
         except AgentLoadError as error:
             raise CliError(error.message) from None
     return PreparedCommand(settings=settings, agent=agent)

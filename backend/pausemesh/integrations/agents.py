@@ -56,10 +56,14 @@ def _is_agent_function(obj: object) -> bool:
     return not inspect.isfunction(obj) and inspect.isasyncgenfunction(call)
 
 
-def as_agent(obj: object, *, database: AgentDatabase | None = None) -> Agent:
+def as_agent(
+    obj: object, *, database: AgentDatabase | None = None, history_messages: int | None = None
+) -> Agent:
     """Adapt ``obj`` to the agent protocol, or raise ``AgentLoadError`` saying what it is.
 
     ``database`` is PauseMesh's own (a LangGraph agent keeps its checkpoints there).
+    ``history_messages``: how many of the newest messages a pydantic-ai agent's new user turn
+    reads (``PAUSEMESH_AGENT_HISTORY_MESSAGES``; None: the integration's default).
     """
     framework = _framework(obj)
     if framework == "pydantic_ai":
@@ -72,7 +76,9 @@ def as_agent(obj: object, *, database: AgentDatabase | None = None) -> Agent:
             msg = f"found {describe(obj)}: serving it needs `pip install pausemesh[pydantic-ai]` ({error})"
             raise AgentLoadError(msg) from None
         if is_pydantic_ai_agent(obj):
-            return PydanticAIAgent(obj)
+            if history_messages is None:
+                return PydanticAIAgent(obj)
+            return PydanticAIAgent(obj, history_messages=history_messages)
     if framework == "langgraph":
         try:
             from pausemesh.integrations.langgraph import (  # noqa: PLC0415 - optional extra
@@ -114,7 +120,9 @@ def _import_module(target: str) -> Any:
     return importlib.import_module(target)
 
 
-def load_agent(spec: str, *, database: AgentDatabase | None = None) -> Agent:
+def load_agent(
+    spec: str, *, database: AgentDatabase | None = None, history_messages: int | None = None
+) -> Agent:
     """Import ``"module:attr"`` / ``"path.py:attr"`` and adapt what it names (``as_agent``)."""
     target, _, attribute = spec.strip().rpartition(":")
     if not target:  # no colon: the whole spec is the module, the attribute is ``agent``
@@ -133,6 +141,6 @@ def load_agent(spec: str, *, database: AgentDatabase | None = None) -> Agent:
     except AttributeError:
         raise AgentLoadError(f"module {target!r} has no attribute {attribute!r}") from None
     try:
-        return as_agent(obj, database=database)
+        return as_agent(obj, database=database, history_messages=history_messages)
     except AgentLoadError as error:
         raise AgentLoadError(f"{spec}: {error.message}") from None

@@ -19,7 +19,8 @@ Install with ``pip install pausemesh[pydantic-ai]``; ``as_agent`` (and so ``paus
   the client hears of the question, never sent to a client. The next run turns the whole-batch
   answer into ``DeferredToolResults`` and continues that exact history, so an approval survives
   reloads, restarts and replicas and the client never sends history back. A new user turn
-  rebuilds the history from the thread's AG-UI messages (which the thread keeps).
+  rebuilds the history from the thread's newest AG-UI messages (``history_messages``, 200 by
+  default: the run reads a window, never the whole thread; it starts at a user message).
 - An approved tool executes through the operation ledger (``run_once`` keyed by thread and tool
   call id): a crash after it ran, or a retried resume, gets the recorded result and the tool
   never runs twice. A crash *while* it runs leaves the call ``OUTCOME_UNKNOWN``, which ends the
@@ -93,10 +94,21 @@ from pausemesh.agui.events import (
 from pausemesh.core.errors import PauseMeshError
 from pausemesh.integrations.approval import approval_message, approval_schema
 
-__all__ = ("DOMAIN", "PydanticAIAgent", "approval_schema", "is_pydantic_ai_agent")
+__all__ = (
+    "DEFAULT_HISTORY_MESSAGES",
+    "DOMAIN",
+    "PydanticAIAgent",
+    "approval_schema",
+    "is_pydantic_ai_agent",
+)
 
 DOMAIN: Final = "pydantic-ai"
 """The operation ledger domain of approved tool executions (business key: thread:tool call)."""
+
+DEFAULT_HISTORY_MESSAGES: Final = 200
+"""How many of the thread's newest messages a new user turn gives the model as its history:
+the run reads a window, not the thread (a conversation of weeks fits no model's context), and
+the window starts at a user message. ``PAUSEMESH_AGENT_HISTORY_MESSAGES`` when served."""
 
 _META: Final = "pydanticAi"
 _DENIED: Final = "The user declined this tool call."
@@ -233,6 +245,15 @@ def history_from_messages(messages: Sequence[Message]) -> list[ModelMessage]:
                 )
             )
     return history
+
+
+def _from_a_user_turn(messages: Sequence[Message]) -> Sequence[Message]:
+    """A window of the history that starts at a user message: one cut inside a turn would
+    start with a tool result whose call is outside it, which a model's API refuses."""
+    for index, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            return messages[index:]
+    return messages
 
 
 def _stored_history(decisions: Mapping[str, Decision]) -> list[ModelMessage] | None:
@@ -389,8 +410,9 @@ class PydanticAIAgent:
     # What AG-UI capability discovery declares (``pausemesh.agui.capabilities``): an approval
     # answer's ``editedArgs`` replace the tool call's arguments.
     framework = "pydantic-ai"
-    # The thread's history is read only for a new user turn (``ctx.history()``); a run that
-    # answers its pauses continues the history stored with them and reads none (issue 42).
+    # The thread's history is read only for a new user turn, its newest ``history_messages``
+    # (``ctx.history(limit=)``); a run that answers its pauses continues the history stored
+    # with them and reads none (issue 42).
     pausemesh_lazy_history = True
     accepts_edited_args = True
 
@@ -401,8 +423,14 @@ class PydanticAIAgent:
         deps: Callable[[RunContext], Any] | None = None,
         initial_state: Mapping[str, Any] | None = None,
         domain: str = DOMAIN,
+        history_messages: int | None = DEFAULT_HISTORY_MESSAGES,
     ) -> None:
+        if history_messages is not None and history_messages < 1:
+            msg = "history_messages must be at least 1 (None: the whole history)"
+            raise ValueError(msg)
         self.agent = agent
+        # How many of the newest messages a new user turn gives the model (None: all).
+        self.history_messages = history_messages
         self.deps = deps
         self.initial_state = dict(initial_state or {})
         self.domain = domain
@@ -435,7 +463,8 @@ class PydanticAIAgent:
                 return
             results = _results(ctx.decisions)
         else:
-            history = history_from_messages(await ctx.history())
+            window = await ctx.history(limit=self.history_messages)
+            history = history_from_messages(_from_a_user_turn(window))
         capabilities = (
             []
             if ctx.operations is None

@@ -102,7 +102,8 @@ async def _item(storage: Storage, continuation: Continuation) -> ApprovalItem:
     pause = parse_pause_payload(continuation.payload)
     title: str | None = None
     if storage.threads is not None:
-        record = await storage.threads.get(continuation.correlation_id)
+        # Only its title is shown: no message read.
+        record = await storage.threads.get(continuation.correlation_id, tail=0)
         title = None if record is None else record.title
     inbox = _inbox(continuation)
     agent = inbox.get("agent")

@@ -19,4 +19,4 @@ def served_agent(agent: object, settings: Settings) -> Agent:
         postgres_url=settings.database_url,
         postgres_schema=settings.database_schema,
     )
-    return as_agent(agent, database=database)
+    return as_agent(agent, database=database, history_messages=settings.agent_history_messages)

@@ -36,6 +36,7 @@ from pausemesh.agui.events import (
 )
 from pausemesh.agui.input import RunAgentInput
 from pausemesh.agui.run.finish import RunFinish
+from pausemesh.agui.run.history import StoredHistory
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run.parts import RunParts
 from pausemesh.agui.run.pump import AgentPump
@@ -160,18 +161,14 @@ class LeasedRun:
         )
         if settled.elsewhere:
             yield await self.lease.emit([decided_elsewhere_event(settled.decisions)])
-        lazy = reads_history_lazily(parts.agent)
-        # The stored history the run starts from: none for an agent that reads it on demand
-        # (the run's cost does not grow with the thread; its events continue only messages of
-        # this run), all of it for one that takes ``ctx.messages`` whole.
-        recent = record if lazy else await parts.threads.get(self.thread_id)
-        if recent is None:
-            raise AguiRunError("THREAD_CONFLICT", "The thread changed during the run")
+        # The run starts from none of the stored history (the lease's record holds no message):
+        # its events continue only messages of this run, and the agent reads what it looks at
+        # (``ctx.messages``, ``ctx.history``), so the run's cost does not grow with the thread.
         transcript = Transcript(
-            [*recent.messages, *settled.added],
+            [*record.messages, *settled.added],
             settled.state,
-            base=recent.messages_from,
-            dirty_from=recent.message_count if settled.added else None,
+            base=record.messages_from,
+            dirty_from=record.message_count if settled.added else None,
         )
         agent = AgentPump(
             agent=parts.agent,
@@ -183,7 +180,7 @@ class LeasedRun:
             # A run that carries decisions is never stopped: its side effects happen once.
             interruptible=not settled.decisions and settled.closing is None,
         )
-        context = await self._context(transcript, settled, lazy=lazy)
+        context = await self._context(transcript, settled, stored=record.messages_from)
         async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
@@ -208,26 +205,44 @@ class LeasedRun:
         self.outcome = "interrupt" if agent.pauses else "success"
         yield last
 
-    async def _context(self, transcript: Transcript, settled: Settled, *, lazy: bool) -> RunContext:
+    async def _context(
+        self, transcript: Transcript, settled: Settled, *, stored: int
+    ) -> RunContext:
+        """The agent's context; ``stored``: how many messages the thread held before the run's
+        request (all of them ``ctx.messages`` reads when looked at, ``run/history.py``)."""
         parts = self.parts
-        loader = None
-        if lazy:
-            added = [dict(m) for m in settled.added]
+        added = [dict(m) for m in settled.added]
+        request = await typed_messages(added)
+        history = None
+        if not reads_history_lazily(parts.agent):
 
-            async def loader(limit: int | None) -> list[Message]:
-                stored = None if limit is None else max(limit - len(added), 0)
-                found = (
-                    await parts.threads.get(self.thread_id, tail=stored)
-                    if stored is None or stored > 0
-                    else None
+            async def read(start: int, end: int) -> list[Message]:
+                rows = await parts.threads.read_messages(
+                    self.thread_id, before=end, limit=end - start
                 )
-                history = [*([] if found is None else found.messages), *added]
-                return await typed_messages(history if limit is None else history[-limit:])
+                return await typed_messages([row.message for row in reversed(rows)])
+
+            history = StoredHistory(stored, request, read)
+
+        async def loader(limit: int | None) -> list[Message]:
+            if history is not None:
+                held = history.held_tail(len(history) if limit is None else limit)
+                if held is not None:
+                    return held
+            tail = None if limit is None else max(limit - len(added), 0)
+            found = (
+                await parts.threads.get(self.thread_id, tail=tail)
+                if tail is None or tail > 0
+                else None
+            )
+            messages = [*([] if found is None else found.messages), *added]
+            return await typed_messages(messages if limit is None else messages[-limit:])
 
         return RunContext(
             thread_id=self.thread_id,
             run_id=self.run_id,
-            messages=await typed_messages(settled.added if lazy else transcript.messages),
+            # A ``lazy_history`` agent's: only what its request added.
+            messages=request if history is None else history,
             state=msgspec.json.decode(msgspec.json.encode(transcript.state)),
             principal=self.principal,
             roles=self.roles,

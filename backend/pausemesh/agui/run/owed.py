@@ -69,7 +69,8 @@ async def _decided(service: ContinuationService, record: ThreadRecord) -> bool |
 
 async def _look(host: RunHost, thread_id: str) -> Owed | None:
     """``None`` when the thread is owed a run now; otherwise why not."""
-    record = await host.threads.get(thread_id)
+    # Its cohort is all it looks at: no message read.
+    record = await host.threads.get(thread_id, tail=0)
     decided = None if record is None else await _decided(host.service, record)
     if decided is None:
         return Owed.DONE

@@ -29,6 +29,7 @@ from pausemesh.agui.events import (
     RunFinishedEvent,
     RunStartedEvent,
 )
+from pausemesh.agui.run.history import StoredHistory, step
 from pausemesh.agui.run.lease import RunLease
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME
@@ -99,16 +100,9 @@ class AgentPump:
         queue: asyncio.Queue[_Item] = asyncio.Queue(self._queue_size)
         self._begin(transcript)
 
-        async def produce() -> None:
-            try:
-                async for output in self._agent(context):
-                    await queue.put(output)
-            except Exception as error:  # noqa: BLE001 - reported to the client as RUN_ERROR
-                await queue.put(_Failed(error))
-            else:
-                await queue.put(_DONE)
-
-        task = asyncio.create_task(produce(), name=f"pausemesh-agent-{lease.thread_id}")
+        task = asyncio.create_task(
+            self._produce(context, queue), name=f"pausemesh-agent-{lease.thread_id}"
+        )
 
         def stop_agent() -> None:
             # The lease is gone: the agent stops now, not at its next output.
@@ -154,6 +148,25 @@ class AgentPump:
                 unwatch()
             # Not awaited: the agent's own cleanup must not hold up (or swallow) ours.
             task.cancel()
+
+    async def _produce(self, context: RunContext, queue: asyncio.Queue[_Item]) -> None:
+        """The agent's task: its outputs onto ``queue``, then ``_DONE`` or its failure."""
+        # While the stored history is not all read, each turn of the agent runs where a look
+        # at ``ctx.messages`` can wait for the store (``run/history.py``).
+        history = context.messages if isinstance(context.messages, StoredHistory) else None
+        try:
+            outputs = aiter(self._agent(context))
+            while True:
+                turn = anext(outputs)
+                try:
+                    output = await (turn if history is None or history.whole else step(turn))
+                except StopAsyncIteration:
+                    break
+                await queue.put(output)
+        except Exception as error:  # noqa: BLE001 - reported to the client as RUN_ERROR
+            await queue.put(_Failed(error))
+        else:
+            await queue.put(_DONE)
 
     def _begin(self, transcript: Transcript) -> None:
         # What the run writes starts here (a rollback removes it, an interrupt marks it).

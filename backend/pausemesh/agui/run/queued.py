@@ -163,7 +163,8 @@ class QueuedInputs:
             msg = "Only new messages can wait for a busy thread (an answer or an empty input not)"
             yield encode_frame(AguiRunError(NOT_QUEUEABLE, msg).to_event())
             return
-        record = await self.threads.get(thread_id)
+        # Its head (``last_sequence``) is all it needs: no message read.
+        record = await self.threads.get(thread_id, tail=0)
         if record is None:
             raise ThreadNotFoundError(thread_id)
         entry = QueuedInput(
