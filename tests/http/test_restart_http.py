@@ -57,6 +57,40 @@ def test_a_pending_continuation_survives_sigkill_and_resumes_with_its_token(
         server.close()
 
 
+def test_a_run_reported_finished_survives_a_sigkill_right_after(tmp_path: Path) -> None:
+    """The run's save and its RUN_FINISHED are committed before the client reads the event,
+    whichever thread committed them (the loop's or the writer's: ``INLINE_COMMIT_BUDGET``)."""
+    server = ServerProcess(
+        [
+            "serve",
+            "--agent",
+            "tests.support.texting_agent:agent",
+            "--database-path",
+            str(tmp_path / "pausemesh.db"),
+        ]
+    )
+    try:
+        server.start()
+        for turn in range(3):
+            body = {
+                "threadId": "t-killed",
+                "runId": f"r{turn}",
+                "messages": [{"id": f"u{turn}", "role": "user", "content": f"turn {turn}"}],
+            }
+            with httpx.stream("POST", server.url("/agui"), json=body) as response:
+                finished = next(
+                    line for line in response.iter_lines() if '"type":"RUN_FINISHED"' in line
+                )
+                assert server.kill() == -9  # the moment the client read it
+            assert f'"runId":"r{turn}"' in finished
+            server.start()
+            thread = httpx.get(server.url("/agui/threads/t-killed")).json()
+            said = [m["content"] for m in thread["messages"]]
+            assert said == [t for n in range(turn + 1) for t in (f"turn {n}", f"echo turn {n}")]
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_shuts_down_gracefully(tmp_path: Path, sig: signal.Signals) -> None:
     server = ServerProcess(["serve", "--database-path", str(tmp_path / "pausemesh.db")])

@@ -104,11 +104,26 @@ async def test_two_processes_resume_racing_cancel_losers_report_the_winner(tmp_p
 async def test_sigkill_during_grouped_appends_loses_no_acknowledged_write(
     tmp_path: Path, sync: str
 ) -> None:
+    await _kill_while_appending(tmp_path, "append")
+
+
+# A lone write commits on the loop's thread while commits are fast, on the writer thread while
+# they are slow (``INLINE_COMMIT_BUDGET``): either way it is acknowledged only once committed.
+@pytest.mark.slow
+@pytest.mark.parametrize("sync", ["commit", "ack"], indirect=True)
+@pytest.mark.parametrize("path", ["inline", "thread"])
+async def test_sigkill_during_lone_appends_loses_no_acknowledged_write(
+    tmp_path: Path, sync: str, path: str
+) -> None:
+    await _kill_while_appending(tmp_path, "append-lone", path)
+
+
+async def _kill_while_appending(tmp_path: Path, *mode: str) -> None:
     db = tmp_path / "crash.db"
-    worker = await asyncio.to_thread(_spawn, "append", str(db))
+    worker = await asyncio.to_thread(_spawn, mode[0], str(db), *mode[1:])
     assert worker.stdout is not None
     acknowledged: list[str] = []
-    # Let several groups commit, then kill the process wherever it is.
+    # Let many writes be acknowledged, then kill the process wherever it is.
     while len(acknowledged) < 500:
         line = await asyncio.to_thread(worker.stdout.readline)
         assert line, "worker died before it was killed"

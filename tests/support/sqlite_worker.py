@@ -2,7 +2,9 @@
 
 Usage: python -m tests.support.sqlite_worker MODE DB [ARGS...]
 Prints "ready", waits for a line on stdin, works, then prints one JSON line of outcomes.
-Mode ``append`` instead prints one line per acknowledged (committed) create, forever.
+Mode ``append`` instead prints one line per acknowledged (committed) create, forever;
+``append-lone PATH`` the same, one create at a time (each a lone write), committed on the
+writer thread (``PATH`` = ``thread``) or on the loop's (``inline``).
 ``PAUSEMESH_SQLITE_SYNC`` in the environment (``commit`` or ``ack``) chooses how commits reach
 the disk, as it does for a server.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -19,12 +22,13 @@ from typing import cast
 from pausemesh.core import ContinuationService, PauseMeshError
 from pausemesh.core.resume import Resume, TokenHolder
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteEventStore
-from pausemesh.stores.sqlite.database import SqliteSync
+from pausemesh.stores.sqlite.database import INLINE_COMMIT_BUDGET, SqliteSync
 
 
-async def _open(db: str) -> SqliteEventStore:
+async def _open(db: str, inline_commit_budget: float = INLINE_COMMIT_BUDGET) -> SqliteEventStore:
     sync = cast("SqliteSync", os.environ.get("PAUSEMESH_SQLITE_SYNC", "commit"))
-    return SqliteEventStore(await SqliteDatabase(db, sync=sync).open())
+    database = SqliteDatabase(db, sync=sync, inline_commit_budget=inline_commit_budget)
+    return SqliteEventStore(await database.open())
 
 
 async def _race(db: str, cid: str, token: str, count: int, key_prefix: str, cancels: int) -> None:
@@ -79,6 +83,19 @@ async def _append_forever(db: str) -> None:
             print(created.continuation.continuation_id, flush=True)
 
 
+async def _append_lone_forever(db: str, path: str) -> None:
+    # A budget of 0 sends every write to the writer thread; an infinite one keeps each lone
+    # write on the loop's thread, however long its commit takes.
+    store = await _open(db, 0.0 if path == "thread" else math.inf)
+    service = ContinuationService(store=store)
+    print("ready", flush=True)
+    count = 0
+    while True:
+        count += 1
+        created = await service.create(continuation_id=f"lone-{count}", payload={"i": count})
+        print(created.continuation.continuation_id, flush=True)
+
+
 def main() -> None:
     mode, db, *args = sys.argv[1:]
     if mode == "race":
@@ -86,6 +103,8 @@ def main() -> None:
         asyncio.run(_race(db, cid, token, int(count), key_prefix, int(cancels)))
     elif mode == "append":
         asyncio.run(_append_forever(db))
+    elif mode == "append-lone":
+        asyncio.run(_append_lone_forever(db, *args))
     else:
         raise SystemExit(f"unknown mode {mode}")
 

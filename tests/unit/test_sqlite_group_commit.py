@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,6 +56,8 @@ async def test_a_cas_failure_in_a_group_leaves_the_other_writes_of_that_group(
 
 # Liveness bound: only a stuck writer gets near it (never a timing assertion).
 STUCK = 30.0
+# Liveness bound: commits slower than the budget this many times over only on a stuck disk.
+STUCK_WRITES = 200
 
 
 async def test_the_writer_thread_commits_the_next_group_while_the_loop_is_busy(
@@ -90,6 +95,57 @@ async def test_the_writer_thread_commits_the_next_group_while_the_loop_is_busy(
         assert tables == [("a",), ("b",)]
     finally:
         release_first.set()
+        await database.close()
+
+
+def _on_thread(seen: list[int], hold: float = 0.0) -> Callable[[sqlite3.Connection], None]:
+    """A write op noting the thread it ran on, after holding it ``hold`` seconds (a slow
+    commit: the op runs inside it)."""
+
+    def op(conn: sqlite3.Connection) -> None:
+        time.sleep(hold)
+        seen.append(threading.get_ident())
+        conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+
+    return op
+
+
+async def test_a_lone_write_goes_to_the_writer_thread_after_a_slow_commit_and_back_later(
+    tmp_path: Path,
+) -> None:
+    """A commit that took longer than the budget (a loaded disk's fsync) would hold the loop:
+    lone writes go to the writer thread until commits are fast again."""
+    budget = 0.05
+    database = await SqliteDatabase(tmp_path / "adaptive.db", inline_commit_budget=budget).open()
+    loop_thread, seen = threading.get_ident(), list[int]()
+    try:
+        await database.write(_on_thread(seen, hold=budget * 1.2))
+        await database.write(_on_thread(seen))
+        assert seen == [loop_thread, seen[1]]
+        assert seen[1] != loop_thread
+        # Fast commits bring the estimate down (a liveness bound, not a time).
+        for _ in range(STUCK_WRITES):
+            await database.write(_on_thread(seen))
+            if seen[-1] == loop_thread:
+                break
+        assert seen[-1] == loop_thread
+    finally:
+        await database.close()
+
+
+@pytest.mark.parametrize(
+    ("budget", "inline"), [(0.0, False), (math.inf, True)], ids=["never inline", "always inline"]
+)
+async def test_the_inline_budget_bounds_where_lone_writes_commit(
+    tmp_path: Path, budget: float, *, inline: bool
+) -> None:
+    database = await SqliteDatabase(tmp_path / "budget.db", inline_commit_budget=budget).open()
+    seen = list[int]()
+    try:
+        for hold in (0.01, 0.0, 0.0):
+            await database.write(_on_thread(seen, hold))
+        assert [t == threading.get_ident() for t in seen] == [inline] * 3
+    finally:
         await database.close()
 
 

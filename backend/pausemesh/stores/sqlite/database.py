@@ -51,6 +51,15 @@ WriteOp = Callable[[sqlite3.Connection], Any]
 
 _MAX_GROUP = 256
 
+# A lone write commits on the loop's thread only while recent commits (with their fsync) took
+# less than this: a thread hop (about 0.1 ms) costs more than such a commit, but a commit that
+# takes longer (a loaded disk's fsync: 2-30 ms measured on the development VM) would hold every
+# other request of the process meanwhile, so it goes to the writer thread. Each commit
+# afterwards lowers the estimate by ``_COMMIT_ESTIMATE_DECAY`` (at most, a slow one raises it
+# at once): some ten fast commits after a 10 ms one, lone writes commit inline again.
+INLINE_COMMIT_BUDGET = 0.001
+_COMMIT_ESTIMATE_DECAY = 0.75
+
 _log = logging.getLogger("pausemesh.stores")
 
 # When a commit reaches the disk: inside ``COMMIT`` with the turn held (``commit``: FULL, the
@@ -225,8 +234,13 @@ class SqliteDatabase:
         busy_timeout_ms: int = 5000,
         migrations: Sequence[Migration] = SQLITE_MIGRATIONS,
         sync: SqliteSync = "commit",
+        inline_commit_budget: float = INLINE_COMMIT_BUDGET,
     ) -> None:
         self.path = str(path)
+        # 0: every write goes to the writer thread; ``math.inf``: a lone write always inline.
+        self._inline_budget = inline_commit_budget
+        # What a commit has lately cost, fsync included (seconds; see INLINE_COMMIT_BUDGET).
+        self._commit_estimate = 0.0
         self._busy_timeout_ms = busy_timeout_ms
         # A ``file:`` URI names no ``-wal`` file this process could fsync: FULL there.
         self.sync: SqliteSync = "commit" if self.path.startswith("file:") else sync
@@ -395,16 +409,21 @@ class SqliteDatabase:
             if self._closed:
                 self._wakeup.set()
             return
-        if len(self._queue) == 1 and not self._queue[0].large:
-            # A lone write commits right here: a thread hop costs more than the SQL, and the
-            # fsync of one small transaction is shorter than the hop's wake-ups. Under load
-            # groups grow and go to the writer thread, so the loop keeps serving meanwhile.
+        if len(self._queue) == 1 and self._inline_ok(self._queue[0]):
+            # A lone write commits right here while commits are fast: a thread hop costs more
+            # than the SQL and the fsync of one small transaction. Under load groups grow and
+            # go to the writer thread, and so does every write while the disk is slow, so the
+            # loop keeps serving meanwhile.
             pending = self._queue[0]
+            began = time.perf_counter()
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
                 run = self._run_group([pending.op], inline=True)
             if run.results is not None:
                 # Synced inline too: a thread hop would cost more than the fsync it waits for.
-                _settle_group([self._queue.popleft()], self._synced_now(run))
+                synced = self._synced_now(run)
+                if run.committed:
+                    self._note_commit(time.perf_counter() - began)
+                _settle_group([self._queue.popleft()], synced)
                 return
         self._group_in_flight = True
         self._wakeup.set()
@@ -478,9 +497,15 @@ class SqliteDatabase:
                         _settle(self._queue.popleft(), (False, failed))
                     if not isinstance(error, Exception):
                         raise
+                if len(self._queue) == 1 and self._inline_ok(self._queue[0]) and not self._closed:
+                    # Queued after the drain ended (the writer is idle now): a lone write that
+                    # commits inline, as if it had come a moment later.
+                    break
             self._group_in_flight = False
             if self._closed:
                 return
+            if self._queue:
+                self._flush()
 
     def _drain(self, loop: asyncio.AbstractEventLoop, context: contextvars.Context) -> None:
         """On the writer thread: commit groups until the queue is empty.
@@ -508,8 +533,21 @@ class SqliteDatabase:
                 # The next group begins now; this one's callers hear once the fsync that
                 # covers it (and any group committed meanwhile) has returned.
                 self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
+                self._note_commit(run.seconds or 0.0)
             else:  # nothing waits (or nothing to sync): no hop to the sync thread
-                post(_settle_group, group, self._synced_now(run))
+                synced = self._synced_now(run)
+                if run.committed:
+                    self._note_commit((run.seconds or 0.0) + (synced.synced or 0.0))
+                post(_settle_group, group, synced)
+
+    def _inline_ok(self, pending: _Pending) -> bool:
+        """Whether ``pending``, alone, may commit on the loop's thread (see ``_flush``)."""
+        return not pending.large and self._commit_estimate < self._inline_budget
+
+    def _note_commit(self, seconds: float) -> None:
+        """A durable commit took ``seconds`` (see ``INLINE_COMMIT_BUDGET``). On the loop's
+        thread or the writer's, never both at once (inline only with no group in flight)."""
+        self._commit_estimate = max(seconds, self._commit_estimate * _COMMIT_ESTIMATE_DECAY)
 
     def _synced_now(self, run: _GroupRun) -> _GroupRun:
         """``run`` made durable on this thread when ``sync="ack"`` left that to us."""
