@@ -245,7 +245,7 @@ def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
     model = settings.example_model
     return PreparedCommand(
         settings=settings,
-        agent=travel_agent if model is None else demo_model_agent(model),
+        agent=travel_agent if model is None else demo_model_agent(model, settings),
         plugins=(DemoSitePlugin(), *demo_protocol_plugins(), OperationWatchPlugin()),
         open_url=None if args.no_browser else f"http://{settings.host}:{settings.port}/",
         # The demo's two people, only on loopback without a configured resolver.
@@ -253,7 +253,7 @@ def _prepare_demo(args: argparse.Namespace) -> PreparedCommand:
     )
 
 
-def demo_model_agent(model: str) -> Any:
+def demo_model_agent(model: str, settings: Settings) -> Any:
     """The demo agent on the pydantic-ai model ``model`` (``PAUSEMESH_EXAMPLE_MODEL``), or a
     ``CliError`` in one line: the pydantic-ai extra missing, or a model it cannot use."""
     try:
@@ -267,7 +267,9 @@ def demo_model_agent(model: str) -> Any:
         )
         raise CliError(msg) from None
     try:
-        agent = ModelTravelAgent(model_from(model))
+        agent = ModelTravelAgent(
+            model_from(model), history_messages=settings.agent_history_messages
+        )
     except AgentLoadError as error:
         raise CliError(error.message) from None
     _log.info("the demo agent runs on the pydantic-ai model %s (PAUSEMESH_EXAMPLE_MODEL)", model)
@@ -289,7 +291,7 @@ def run_server(args: argparse.Namespace) -> None:
         configure_process_logging(settings)
         if args.command == "demo" and settings.example_model is not None:
             # Said once, before any worker starts (each worker builds its own agent).
-            demo_model_agent(settings.example_model)
+            demo_model_agent(settings.example_model, settings)
         _serve_workers(settings, args.argv)
         return
     prepared = prepare_command(args)

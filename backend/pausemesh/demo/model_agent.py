@@ -57,7 +57,7 @@ from pausemesh.demo.agent import (
     say,
 )
 from pausemesh.demo.flights import booking_summary, city_names, city_of, find_city, flight
-from pausemesh.integrations.pydantic_ai import PydanticAIAgent
+from pausemesh.integrations.pydantic_ai import DEFAULT_HISTORY_MESSAGES, PydanticAIAgent
 
 __all__ = ("DOMAIN", "ModelTravelAgent", "build_travel_agent", "instructions", "model_from")
 
@@ -235,16 +235,23 @@ def _demo_pause(ctx: RunContext, pause: PauseRequest) -> list[AgentOutput]:
 
 
 class ModelTravelAgent:
-    """The demo's agent on a pydantic-ai model (see the module docstring)."""
+    """The demo's agent on a pydantic-ai model (see the module docstring); a new user turn
+    gives the model the thread's newest ``history_messages`` (``PydanticAIAgent``'s)."""
 
     framework = "pydantic-ai"
     # Like the integration: the thread's history is read only for a new user turn.
     pausemesh_lazy_history = True
 
-    def __init__(self, model: Model | str) -> None:
+    def __init__(
+        self, model: Model | str, *, history_messages: int | None = DEFAULT_HISTORY_MESSAGES
+    ) -> None:
         self.agent = build_travel_agent(model)
         self._inner = PydanticAIAgent(
-            self.agent, deps=_trip, initial_state={"bookings": []}, domain=DOMAIN
+            self.agent,
+            deps=_trip,
+            initial_state={"bookings": []},
+            domain=DOMAIN,
+            history_messages=history_messages,
         )
 
     async def __call__(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
