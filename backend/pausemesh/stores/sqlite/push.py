@@ -38,30 +38,48 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
-# Due: scheduled at or before now, with no live lease.
-_GIVE_UP = (
-    "UPDATE a2a_push_deliveries SET next_attempt_at_us = NULL, lease_holder = NULL,"
-    " lease_until_us = NULL, last_error = COALESCE(last_error, :no_outcome)"
-    " WHERE channel = :channel AND next_attempt_at_us <= :now"
-    " AND (lease_until_us IS NULL OR lease_until_us <= :now)"
-    " AND attempts >= :max RETURNING delivery_id, task_id, attempts, last_error"
+# What a claim would give up and take, chosen by a read off the writer (see ``claim``): due
+# (scheduled at or before now, with no live lease)
+# rows past their attempts; and the due rest oldest first, at most :per_key rows per task and
+# per webhook URL (ranked over every due row), leaving out the URLs in :skip (resting).
+_TO_GIVE_UP = (
+    "SELECT delivery_id FROM a2a_push_deliveries WHERE channel = :channel"
+    " AND next_attempt_at_us <= :now AND (lease_until_us IS NULL OR lease_until_us <= :now)"
+    " AND attempts >= :max"
 )
-# Oldest first, at most :per_key rows per task and per webhook URL (ranked over every due row).
-_CLAIM = (
-    "UPDATE a2a_push_deliveries SET lease_holder = :holder, lease_until_us = :lease,"
-    " next_attempt_at_us = :lease, attempts = attempts + 1"
-    " WHERE delivery_id IN (SELECT delivery_id FROM (SELECT delivery_id, next_attempt_at_us,"
+_TO_CLAIM = (
+    "SELECT delivery_id FROM (SELECT delivery_id, next_attempt_at_us,"
     "   ROW_NUMBER() OVER (PARTITION BY task_id"
     "     ORDER BY next_attempt_at_us, delivery_id) AS by_task,"
     "   ROW_NUMBER() OVER (PARTITION BY json_extract(config_json, '$.url')"
     "     ORDER BY next_attempt_at_us, delivery_id) AS by_url"
     "   FROM a2a_push_deliveries WHERE channel = :channel AND next_attempt_at_us <= :now"
+    "   AND (lease_until_us IS NULL OR lease_until_us <= :now)"
     "   AND json_extract(config_json, '$.url') NOT IN (SELECT value FROM json_each(:skip))"
-    "   AND (lease_until_us IS NULL OR lease_until_us <= :now) AND attempts < :max)"
+    "   AND attempts < :max)"
     " WHERE by_task <= :per_key AND by_url <= :per_key"
-    " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit)"
+    " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit"
+)
+# The write then takes those rows that are still what the read saw (due, unleased, within or
+# past their attempts): a row another claim took meanwhile is left alone.
+_GIVE_UP = (
+    "UPDATE a2a_push_deliveries SET next_attempt_at_us = NULL, lease_holder = NULL,"
+    " lease_until_us = NULL, last_error = COALESCE(last_error, :no_outcome)"
+    " WHERE delivery_id IN (SELECT value FROM json_each(:give_up)) AND channel = :channel"
+    " AND next_attempt_at_us <= :now AND (lease_until_us IS NULL OR lease_until_us <= :now)"
+    " AND attempts >= :max RETURNING delivery_id, task_id, attempts, last_error"
+)
+_CLAIM = (
+    "UPDATE a2a_push_deliveries SET lease_holder = :holder, lease_until_us = :lease,"
+    " next_attempt_at_us = :lease, attempts = attempts + 1"
+    " WHERE delivery_id IN (SELECT value FROM json_each(:take)) AND channel = :channel"
+    " AND next_attempt_at_us <= :now AND (lease_until_us IS NULL OR lease_until_us <= :now)"
+    " AND attempts < :max"
     " RETURNING delivery_id, task_id, config_json, payload_json, attempts, created_at_us, channel"
 )
+# When another claim took some of the chosen rows first (claims of one file at once): the
+# choice again inside the write, for the rest of the limit.
+_CLAIM_RANKED = _CLAIM.replace("SELECT value FROM json_each(:take)", _TO_CLAIM)
 
 
 def _config(row: Any) -> PushConfigRecord:
@@ -167,21 +185,43 @@ class SqlitePushStore:
             return PushClaim(deliveries=[], given_up=[])
         params = {
             "now": at,
-            "holder": holder,
-            "lease": epoch_us(lease_until),
             "max": max_attempts,
             "per_key": per_key,
             "limit": limit,
-            "no_outcome": NO_OUTCOME,
             "channel": channel,
             "skip": msgspec.json.encode(list(skip_urls)).decode(),
         }
 
+        def choose(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
+            give_up = [row[0] for row in conn.execute(_TO_GIVE_UP, params)]
+            return give_up, [row[0] for row in conn.execute(_TO_CLAIM, params)]
+
+        # The choice ranks every due row: with a backlog of thousands (a destination that is
+        # down) that takes a good part of a second, so it is a read on a thread of its own,
+        # and the write that takes the rows is as short as a create's, never holding the
+        # group commit of the creates beside it.
+        to_give_up, to_take = await self.database.read_large(choose)
+        if not to_give_up and not to_take:
+            return PushClaim(deliveries=[], given_up=[])
+        writes = {
+            **params,
+            "holder": holder,
+            "lease": epoch_us(lease_until),
+            "no_outcome": NO_OUTCOME,
+            "give_up": msgspec.json.encode(to_give_up).decode(),
+            "take": msgspec.json.encode(to_take).decode(),
+        }
+
         def op(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-            given_up = conn.execute(_GIVE_UP, params).fetchall()
-            return given_up, conn.execute(_CLAIM, params).fetchall()
+            given_up = conn.execute(_GIVE_UP, writes).fetchall() if to_give_up else []
+            rows = conn.execute(_CLAIM, writes).fetchall() if to_take else []
+            if len(rows) < len(to_take):
+                rows += conn.execute(_CLAIM_RANKED, {**writes, "limit": limit - len(rows)})
+            return given_up, rows
 
         given_up, rows = await self.database.write(op)
+        order = {delivery: n for n, delivery in enumerate(to_take)}
+        rows.sort(key=lambda row: order.get(row[0], len(order)))  # oldest first, as chosen
         return PushClaim(
             deliveries=[
                 PushDelivery(
