@@ -2,18 +2,21 @@
 """Approvals benchmark: webhooks that cannot be delivered must not slow pauses down, and links.
 
 Prints, measured in this one run:
-  * pause creation (``ContinuationService.create`` with approvers, 16 in flight) on a fresh
-    SQLite file with no webhooks, and on another whose outbox holds ``--backlog`` (10,000)
-    webhook deliveries to a destination that refuses every connection, with the webhook
-    dispatcher running beside the creates in the same event loop (as every server process
-    runs it), retrying them; the ratio, goal ≥ 0.9;
+  * pause creation (``ContinuationService.create`` with an approver, 16 in flight) on two
+    SQLite files: one without webhooks, one with a subscription whose destination refuses every
+    connection. Both first get ``--backlog`` (10,000) pauses, so with webhooks 10,000
+    undeliverable deliveries are queued, then ``--warmup`` more, untimed. Then the two take
+    turns, ``--pauses`` creates each, ``--rounds`` times, the order alternating, so whatever
+    else loads the machine falls on both; the webhook dispatcher runs during the webhook arm's
+    turns (as every server process runs it), retrying the backlog, and never during the other
+    arm's. The goal: the median of the rounds' ratios (with webhooks / without) >= 0.9;
   * decisions per second through one-click decision links: ``pausemesh serve`` with a
     pausing agent and ``PAUSEMESH_DECISION_LINKS=1``, ``--decisions`` pauses asked over AG-UI,
     then each decided by its link's POST, 8 in flight (each decision owes the thread a run,
-    which the server starts at once: those runs are in the figure).
+    which the server starts at once: those runs are in the figure). ``--decisions 0`` skips it.
 
-Usage: .venv/bin/python bench/approvals.py [--seconds 3] [--backlog 10000] [--decisions 300]
-       [--rounds 3]  (interleaved rounds, medians)
+Usage: .venv/bin/python bench/approvals.py [--backlog 10000] [--warmup 1000] [--pauses 1000]
+       [--rounds 15] [--decisions 300]
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import secrets
 import socket
 import statistics
@@ -57,10 +61,11 @@ from pausemesh.core.links import DecisionLinks
 from pausemesh.core.service import ContinuationService
 from pausemesh.core.tokens import KeyedTokenIssuer
 from pausemesh.core.webhooks import WebhookRoutes, WebhookSubscription
-from pausemesh.outbox.dispatcher import OutboxOptions
+from pausemesh.outbox.dispatcher import OutboxDispatcher, OutboxOptions
 from pausemesh.outbox.url_policy import PushUrlPolicy
 from pausemesh.outbox.webhook_sender import webhook_dispatcher
 from pausemesh.stores.sqlite.storage import open_sqlite_storage
+from pausemesh.stores.storage import Storage
 
 SCHEMA = {
     "type": "object",
@@ -92,58 +97,90 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}/hook"  # nobody listens: every attempt is refused
 
 
-async def create_rate(path: Path, seconds: float, backlog: int, *, webhooks: bool) -> float:
-    """Pauses created per second on ``path`` after ``backlog`` pauses (the same file size for
-    both cases); with ``webhooks``, each of those queued an undeliverable webhook delivery,
-    and the dispatcher retries them meanwhile."""
-    storage = await open_sqlite_storage(str(path))
-    routes = None
-    if webhooks:
-        secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-        hook = WebhookSubscription(
-            id="down",
-            url=refused_url(),
-            events=frozenset({"pause.created"}),
-            secrets=(secret,),
-        )
-        routes = WebhookRoutes([hook])
-    issuer = KeyedTokenIssuer({"k": secrets.token_bytes(32)}, "k")
-    service = ContinuationService(store=storage.events, keyed_issuer=issuer, webhooks=routes)
-    approvers = [Approver.role("manager")]
+class Arm:
+    """One SQLite file and a service creating pauses on it; with ``webhooks``, a subscription
+    whose destination refuses every connection, and that channel's dispatcher."""
 
-    async def one() -> None:
-        await service.create(payload=PAYLOAD, approvers=approvers, owner="alice", keyed=True)
-
-    task = None
-    try:
-        for start in range(0, backlog, 200):
-            await asyncio.gather(*(one() for _ in range(min(200, backlog - start))))
-        if routes is not None:
+    def __init__(self, storage: Storage, *, webhooks: bool) -> None:
+        self.storage = storage
+        self.routes = None
+        self.dispatcher: OutboxDispatcher | None = None
+        if webhooks:
+            secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+            hook = WebhookSubscription(
+                id="down", url=refused_url(), events=frozenset({"pause.created"}), secrets=(secret,)
+            )
+            self.routes = WebhookRoutes([hook])
             push = storage.push
             assert push is not None
             options = OutboxOptions(backoff_seconds=0.5, backoff_max_seconds=5, timeout_seconds=2)
-            dispatcher = webhook_dispatcher(
-                lambda: push, routes, PushUrlPolicy("loopback"), holder="bench", options=options
+            self.dispatcher = webhook_dispatcher(
+                lambda: push,
+                self.routes,
+                PushUrlPolicy("loopback"),
+                holder="bench",
+                options=options,
             )
-            task = asyncio.create_task(dispatcher.run())  # under way before the clock starts
-        await asyncio.sleep(0.5)
-        created = 0
-        deadline = time.perf_counter() + seconds
-        started = time.perf_counter()
+        issuer = KeyedTokenIssuer({"k": secrets.token_bytes(32)}, "k")
+        self.service = ContinuationService(
+            store=storage.events, keyed_issuer=issuer, webhooks=self.routes
+        )
+
+    async def create(self, count: int) -> None:
+        """``count`` pauses, ``IN_FLIGHT`` at a time."""
+        left = count
+        approvers = [Approver.role("manager")]
 
         async def worker() -> None:
-            nonlocal created
-            while time.perf_counter() < deadline:
-                await one()
-                created += 1
+            nonlocal left
+            while left > 0:
+                left -= 1
+                await self.service.create(
+                    payload=PAYLOAD, approvers=approvers, owner="alice", keyed=True
+                )
 
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
-        return created / (time.perf_counter() - started)
+
+    async def rate(self, count: int) -> float:
+        """Pauses per second over ``count`` creates; the dispatcher (if any) runs meanwhile,
+        as every server process runs it, and only meanwhile: never in the other arm's turn."""
+        task = None if self.dispatcher is None else asyncio.create_task(self.dispatcher.run())
+        await asyncio.sleep(0)  # under way before the clock starts
+        try:
+            started = time.perf_counter()
+            await self.create(count)
+            return count / (time.perf_counter() - started)
+        finally:
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+
+async def create_rates(
+    folder: Path, *, backlog: int, warmup: int, pauses: int, rounds: int
+) -> list[tuple[float, float]]:
+    """Each round's (without webhooks, with) pauses/s: both files first get ``backlog`` pauses
+    (with webhooks each queued an undeliverable delivery), then ``warmup`` more, untimed; then
+    the arms take turns, ``pauses`` creates each, the order alternating round by round, so the
+    machine's other load and the disk's drift fall on both."""
+    plain = Arm(await open_sqlite_storage(str(folder / "plain.db")), webhooks=False)
+    hooks = Arm(await open_sqlite_storage(str(folder / "hooks.db")), webhooks=True)
+    try:
+        for arm in (plain, hooks):
+            for start in range(0, backlog, 200):
+                await arm.create(min(200, backlog - start))
+            await arm.rate(warmup)
+        results = []
+        for n in range(rounds):
+            if n % 2:
+                with_hooks, without = await hooks.rate(pauses), await plain.rate(pauses)
+            else:
+                without, with_hooks = await plain.rate(pauses), await hooks.rate(pauses)
+            results.append((without, with_hooks))
+        return results
     finally:
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        await storage.close()
+        await plain.storage.close()
+        await hooks.storage.close()
 
 
 def link_decisions(count: int) -> float:
@@ -206,31 +243,37 @@ def main() -> None:
     # One WARNING per delivery's first failure: thousands here, and not what is measured.
     logging.getLogger("pausemesh.webhooks").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--backlog", type=int, default=10_000)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--pauses", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--decisions", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="pm-bench-approvals-"))
-    # Interleaved rounds on fresh files, the median of each: this VM's disk drifts over minutes.
-    plains, loadeds = [], []
-    for n in range(args.rounds):
-        plains.append(
-            uvloop.run(
-                create_rate(base / f"plain{n}.db", args.seconds, args.backlog, webhooks=False)
-            )
+    folder = Path(tempfile.mkdtemp(prefix="pm-bench-approvals-"))
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    rounds = uvloop.run(
+        create_rates(
+            folder,
+            backlog=args.backlog,
+            warmup=args.warmup,
+            pauses=args.pauses,
+            rounds=args.rounds,
         )
-        loadeds.append(
-            uvloop.run(
-                create_rate(base / f"hooks{n}.db", args.seconds, args.backlog, webhooks=True)
-            )
-        )
-    plain, loaded = statistics.median(plains), statistics.median(loadeds)
-    print(f"pauses created/s, no webhooks:                         {plain:8,.0f}")
-    print(f"pauses created/s, {args.backlog:,} undeliverable webhooks queued: {loaded:8,.0f}")
-    print(f"ratio (goal >= 0.9):                                   {loaded / plain:8.2f}")
-    rate = link_decisions(args.decisions)
-    print(f"decisions/s through links ({args.decisions}, 8 in flight):        {rate:8,.0f}")
+    )
+    ratios = [hooks / plain for plain, hooks in rounds]
+    plain = statistics.median(r[0] for r in rounds)
+    hooks = statistics.median(r[1] for r in rounds)
+    low, high = min(ratios), max(ratios)
+    print(f"pauses created/s, no webhooks (median of {args.rounds}):      {plain:8,.0f}")
+    print(f"pauses created/s, {args.backlog:,}+ undeliverable queued:     {hooks:8,.0f}")
+    print(
+        f"ratio, median of the rounds' (goal >= 0.9):       {statistics.median(ratios):8.2f}"
+        f"  (rounds {low:.2f}-{high:.2f})"
+    )
+    print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.decisions:
+        rate = link_decisions(args.decisions)
+        print(f"decisions/s through links ({args.decisions}, 8 in flight):        {rate:8,.0f}")
 
 
 if __name__ == "__main__":
