@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test-tools demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
+.PHONY: install test-tools serial-tests demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -92,11 +92,20 @@ mcp-conformance:  ## the MCP conformance suite for the tests (needs npm; `make d
 # tests/support/forkserver.py, so a start costs little CPU), so twice the cores pays.
 TEST_WORKERS ?= 4
 
-test: install test-tools lint typecheck browser examples-build mcp-conformance  ## every test: lint, types, unit, contract, e2e
-	@# In parallel (one file per worker keeps module fixtures together), then the tests that
-	@# stop shared services alone: they would cut every other worker's PostgreSQL.
+# What `make test` does before the parallel tests, side by side (npm installs and builds wait on
+# the network and the disk while mypy computes): the tools and builds the tests need, lint, types,
+# and the tests that stop shared services (they would cut every other worker's PostgreSQL, and
+# nothing else here uses it).
+TEST_PREREQUISITES := test-tools lint typecheck browser examples-build mcp-conformance
+
+serial-tests: install
+	$(BIN)/pytest -m serial --durations=5 -p no:cacheprovider
+
+test: install  ## every test: lint, types, unit, contract, e2e
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target $(TEST_PREREQUISITES) serial-tests
+	@# In parallel, one file per worker (module fixtures stay together), the longest files first
+	@# (tests/conftest.py orders them) so no worker is left with a long one at the end.
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15
-	$(BIN)/pytest -m serial --durations=5
 
 check: install lint typecheck  ## the inner loop: lint, types, unit and contract tests (no servers started)
 	$(BIN)/pytest -n $(TEST_WORKERS) tests/unit tests/contract -q

@@ -10,6 +10,12 @@ from pausemesh.core.ports import EventStore
 from pausemesh.observability.observer import CollectingObserver
 from tests.support import postgres as _postgres  # noqa: F401 - registers the "postgres" kinds
 from tests.support.stores import STORE_FACTORIES, open_store
+from tests.support.test_order import longest_first
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The parallel workers take whole files in this order: the longest first.
+    longest_first(items, config.rootpath.as_posix())
 
 
 @pytest.fixture(name="store_kind", params=sorted(STORE_FACTORIES))
