@@ -418,3 +418,24 @@ async def test_declaring_an_operation_never_begun_is_refused(stores: Ledgers) ->
         )
     assert refused.value.code == "OPERATION_NOT_FOUND"
     assert await _queued(stores) == []
+
+
+async def test_a_declaration_the_store_refuses_still_reports_the_unknown_outcome(
+    stores: Ledgers,
+) -> None:
+    operation = await _crashed_attempt(stores)
+    with pytest.raises(OutcomeUnknownError):
+        await run_once(
+            stores.ledger,
+            DOMAIN,
+            KEY,
+            "book",
+            ARGS,
+            _never_called,
+            clock=ManualClock(NOW),
+            webhooks=routes(),
+            declared_by=" a name with edge spaces ",  # refused: INVALID_ID
+        )
+    # Nothing is written; the next caller that meets it declares it.
+    assert await stores.ledger.unknown_of(operation) is None
+    assert await _queued(stores) == []

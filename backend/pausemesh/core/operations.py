@@ -64,7 +64,6 @@ from pausemesh.core.errors import (
     OperationConflictError,
     OutcomeUnknownError,
     PauseMeshError,
-    StoreError,
 )
 from pausemesh.core.ports import Clock
 from pausemesh.core.validation import check_id, check_payload
@@ -511,8 +510,9 @@ class _Declare:
             await self.ledger.declare_unknown(
                 operation_id, declared_by=self.by, reason=reason, now=now, webhooks=self.webhooks
             )
-        except StoreError as error:
-            # The caller still hears OUTCOME_UNKNOWN; the next caller that meets it declares.
+        except PauseMeshError as error:
+            # A store that is down, a name the store refuses: the caller still hears
+            # OUTCOME_UNKNOWN (or the action's error), and the next caller that meets it declares.
             _log.warning(
                 "could not declare operation %s unknown (%s): %s", operation_id, reason, error.code
             )

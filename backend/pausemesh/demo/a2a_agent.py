@@ -36,7 +36,7 @@ from pausemesh.demo.flights import (
     flight_choice_schema,
     flight_question,
 )
-from pausemesh.demo.mcp_tools import book_once, demo_ledger
+from pausemesh.demo.mcp_tools import book_once, demo_declarer, demo_ledger
 from pausemesh.web.plugin import PauseMeshPlugin
 
 __all__ = ("TravelA2AExecutor", "travel_agent_card")
@@ -147,7 +147,13 @@ class TravelA2AExecutor(AgentExecutor):
                 updater.new_agent_message(_parts({"text": "The answer names no flight."}))
             )
             return
-        booking = await book_once(ledger, settled.continuation_id, destination, flight)
+        booking = await book_once(
+            ledger,
+            settled.continuation_id,
+            destination,
+            flight,
+            declare_as=demo_declarer(self._pausemesh),
+        )
         await updater.add_artifact(
             _parts({"data": booking}), artifact_id=outcome.artifact_id("booking"), name="booking"
         )

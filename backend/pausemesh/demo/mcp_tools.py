@@ -17,6 +17,7 @@ from mcp_types import CallToolResult, ContentBlock, InputRequiredResult, TextCon
 
 from pausemesh.core.errors import OutcomeUnknownError
 from pausemesh.core.operations import OperationLedger, operation_id, run_once
+from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.demo.flights import (
     BOOKING_DOMAIN,
     booking_summary,
@@ -28,7 +29,7 @@ from pausemesh.demo.reservations import airline
 from pausemesh.mcp.pauses import McpPauses
 from pausemesh.web.plugin import PauseMeshPlugin
 
-__all__ = ("book_once", "demo_ledger", "register_book_flight")
+__all__ = ("book_once", "demo_declarer", "demo_ledger", "register_book_flight")
 
 # How long a concurrent duplicate waits for the winner's booking to be recorded.
 _IN_FLIGHT_POLLS = 200
@@ -36,9 +37,16 @@ _IN_FLIGHT_POLL_SECONDS = 0.05
 
 
 async def book_once(
-    ledger: OperationLedger, business_key: str, destination: str, flight: str
+    ledger: OperationLedger,
+    business_key: str,
+    destination: str,
+    flight: str,
+    *,
+    declare_as: tuple[WebhookRoutes | None, str] = (None, "run_once"),
 ) -> dict[str, Any]:
-    """Book through the ledger; a duplicate racing the first attempt waits for its outcome."""
+    """Book through the ledger; a duplicate racing the first attempt waits for its outcome.
+    ``declare_as``: the webhook routes and the name an unknown outcome is declared with
+    (``run_once``; ``demo_declarer`` gives this process's)."""
 
     desk = airline()
     key = operation_id(BOOKING_DOMAIN, business_key)
@@ -57,6 +65,8 @@ async def book_once(
                 arguments,
                 action,
                 lookup=desk.lookup,
+                webhooks=declare_as[0],
+                declared_by=declare_as[1],
             )
         except OutcomeUnknownError:
             # Another request holds the attempt right now (or crashed holding it: then this
@@ -66,6 +76,13 @@ async def book_once(
         result: dict[str, Any] = outcome.result
         return result
     raise OutcomeUnknownError(business_key)
+
+
+def demo_declarer(pausemesh: PauseMeshPlugin) -> tuple[WebhookRoutes | None, str]:
+    """``book_once``'s ``declare_as`` for this process: the server's webhook routes (an unknown
+    outcome sends ``operation.outcome_unknown``) and its lease holder's name."""
+    runtime = pausemesh.runtime
+    return runtime.service.webhooks, runtime.instance.holder
 
 
 def demo_ledger(pausemesh: PauseMeshPlugin) -> OperationLedger:
@@ -113,6 +130,7 @@ def register_book_flight(server: MCPServer, pauses: McpPauses, pausemesh: PauseM
             answer.continuation.continuation_id,
             city,
             answer.content["flight"],
+            declare_as=demo_declarer(pausemesh),
         )
         return CallToolResult(
             content=_text(booking_summary(booking)),
