@@ -66,7 +66,8 @@ async def test_an_oversized_upstream_reply_is_outcome_unknown_over_http_and_neve
         env = {
             "PAUSEMESH_WEBHOOKS_FILE": str(hooks),
             "PAUSEMESH_A2A_PUSH_ALLOW": "loopback",
-            "PAUSEMESH_A2A_PUSH_POLL_SECONDS": "0.1",
+            # An hour: the declaration's own write wakes the delivery loop, no poll sends it.
+            "PAUSEMESH_A2A_PUSH_POLL_SECONDS": "3600",
         }
         with case.http(env=env) as server:
             async with gateway_client(server.url("/mcp")) as client:
