@@ -108,7 +108,8 @@ def describe(
             "reason": resolution.reason,
         }
     if unknown is not None:
-        # A client was told OUTCOME_UNKNOWN: no late reply can be recorded any more.
+        # A caller was told OUTCOME_UNKNOWN: for a gateway's operation no late reply can be
+        # recorded any more; an agent's (the ledger's run_once) may still be recovered.
         body["declaredUnknown"] = {
             "declaredBy": unknown.declared_by,
             "reason": unknown.reason,
