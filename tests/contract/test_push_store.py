@@ -363,6 +363,27 @@ async def test_one_url_with_many_deliveries_due_takes_at_most_its_share_of_a_cla
     assert [d.config["url"] for d in rest] == [shared, shared]
 
 
+async def test_behind_a_long_backlog_a_claim_still_takes_the_oldest_share_of_each_url(
+    stores: tuple[ThreadStore, PushStore],
+) -> None:
+    # A claim may look at the first due rows only when they hold all it can take (the SQLite
+    # store does): the same deliveries as ranking the whole backlog, oldest first.
+    threads, push = stores
+    shared = "https://hooks.example/shared"
+    for n in range(60):
+        await push.set_config(hook("a", task_id=f"t{n:02}", url=shared), now=T0)
+        await change(threads, push, f"e{n}", f"t{n:02}", at=T0 + timedelta(milliseconds=n))
+    await push.set_config(hook("b", task_id="other"), now=T0)
+    await change(threads, push, "e99", "other", at=T0 + timedelta(seconds=1))
+    now = T0 + timedelta(seconds=2)
+
+    enough = await claim(push, now, limit=2, per_key=2)  # two of the first rows suffice
+    short = await claim(push, now, limit=4, per_key=2)  # the other URL is at the very end
+
+    assert sorted(d.task_id for d in enough) == ["t00", "t01"]
+    assert sorted(d.task_id for d in short) == ["other", "t02", "t03"]
+
+
 def caller() -> ServerCallContext:
     return ServerCallContext(state={PRINCIPAL_STATE_KEY: "alice"})
 

@@ -179,6 +179,15 @@ class OutboxDispatcher:
         destinations = self._destinations()
         return bool(destinations) and set(destinations) <= set(resting)
 
+    def _limit(self, resting: list[str]) -> int:
+        """A round's claim: a batch, or when the destinations are known, no more than the
+        awake ones can take (a quarter of a batch each), so that a store need not look past
+        the first due rows of a backlog for what no round could take."""
+        if self._destinations is None:
+            return _BATCH
+        awake = set(self._destinations()) - set(resting)
+        return min(_BATCH, _PER_KEY * len(awake)) if awake else _BATCH
+
     async def run(self) -> None:
         """Deliver until cancelled (the app lifespan runs it as a task)."""
         options = self._options
@@ -224,11 +233,12 @@ class OutboxDispatcher:
             # costs nothing per poll until a rest ends (the poll after it claims again).
             self._more_due = False
             return 0
+        limit = self._limit(resting)
         claim = await self._store().claim(
             now=now,
             holder=self._holder,
             lease_until=now + timedelta(seconds=options.lease_seconds),
-            limit=_BATCH,
+            limit=limit,
             max_attempts=options.max_attempts,
             per_key=_PER_KEY,
             channel=self._channel,
@@ -241,7 +251,7 @@ class OutboxDispatcher:
         # left is more of the same keys. When all of them failed, the next round waits for the
         # poll (or a wake-up) instead of spinning on a destination that is down: a backlog of
         # undeliverable deliveries costs one round per poll, not the store's every write.
-        self._more_due = len(claim.deliveries) >= _BATCH or any(outcomes) or bool(claim.given_up)
+        self._more_due = len(claim.deliveries) >= limit or any(outcomes) or bool(claim.given_up)
         return len(claim.deliveries) + len(claim.given_up)
 
     async def _deliver(self, client: httpx.AsyncClient, delivery: PushDelivery) -> bool:

@@ -60,6 +60,24 @@ _TO_CLAIM = (
     " WHERE by_task <= :per_key AND by_url <= :per_key"
     " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit"
 )
+# The same choice among the first :prefix due rows only (each row's ranks count only rows
+# before it, so they are its ranks over every due row): when that finds :limit rows, they are
+# the claim's, without ranking a backlog of thousands behind them.
+_TO_CLAIM_FIRST = (
+    "SELECT delivery_id FROM (SELECT delivery_id, next_attempt_at_us,"
+    "   ROW_NUMBER() OVER (PARTITION BY task_id"
+    "     ORDER BY next_attempt_at_us, delivery_id) AS by_task,"
+    "   ROW_NUMBER() OVER (PARTITION BY url ORDER BY next_attempt_at_us, delivery_id) AS by_url"
+    "   FROM (SELECT delivery_id, task_id, next_attempt_at_us,"
+    "     json_extract(config_json, '$.url') AS url"
+    "     FROM a2a_push_deliveries WHERE channel = :channel AND next_attempt_at_us <= :now"
+    "     AND (lease_until_us IS NULL OR lease_until_us <= :now)"
+    "     AND json_extract(config_json, '$.url') NOT IN (SELECT value FROM json_each(:skip))"
+    "     AND attempts < :max ORDER BY next_attempt_at_us, delivery_id LIMIT :prefix))"
+    " WHERE by_task <= :per_key AND by_url <= :per_key"
+    " ORDER BY next_attempt_at_us, delivery_id LIMIT :limit"
+)
+_PREFIX_PER_ROW = 20
 # The write then takes those rows that are still what the read saw (due, unleased, within or
 # past their attempts): a row another claim took meanwhile is left alone.
 _GIVE_UP = (
@@ -194,7 +212,11 @@ class SqlitePushStore:
 
         def choose(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
             give_up = [row[0] for row in conn.execute(_TO_GIVE_UP, params)]
-            return give_up, [row[0] for row in conn.execute(_TO_CLAIM, params)]
+            first = {**params, "prefix": limit * _PREFIX_PER_ROW}
+            take = [row[0] for row in conn.execute(_TO_CLAIM_FIRST, first)]
+            if len(take) < limit:  # the first rows were not enough: rank them all
+                take = [row[0] for row in conn.execute(_TO_CLAIM, params)]
+            return give_up, take
 
         # The choice ranks every due row: with a backlog of thousands (a destination that is
         # down) that takes a good part of a second, so it is a read on a thread of its own,
