@@ -27,7 +27,7 @@ import {
 } from "./errors";
 import { QuestionForm } from "./question";
 import type { Json } from "./schema";
-import { Sidebar } from "./sidebar";
+import { mountSidebarToggle, Sidebar } from "./sidebar";
 import type { ThreadTail } from "./sse";
 import { lastSequence, pendingIds, threadFromUrl, urlWithThread } from "./thread";
 
@@ -195,7 +195,7 @@ export class ChatApp {
       location,
     );
     app.start();
-    sidebarToggle(doc);
+    mountSidebarToggle(byId("sidebar-toggle"));
     return app;
   }
 
@@ -983,23 +983,4 @@ function forget(threadId: string): void {
   } catch {
     // Nothing to forget without storage.
   }
-}
-
-/** On a narrow screen the conversations list is a panel the person opens and closes. */
-function sidebarToggle(doc: Document): void {
-  const toggle = doc.getElementById("sidebar-toggle");
-  const close = doc.getElementById("sidebar-close");
-  const sidebar = doc.getElementById("sidebar");
-  if (toggle === null || close === null || sidebar === null) return;
-  const set = (open: boolean): void => {
-    doc.body.classList.toggle("sidebar-open", open);
-    toggle.setAttribute("aria-expanded", String(open));
-    if (open) sidebar.querySelector<HTMLElement>("a, button")?.focus();
-    else toggle.focus();
-  };
-  toggle.addEventListener("click", () => set(!doc.body.classList.contains("sidebar-open")));
-  close.addEventListener("click", () => set(false));
-  sidebar.addEventListener("keydown", (event) => {
-    if (event.key === "Escape" && doc.body.classList.contains("sidebar-open")) set(false);
-  });
 }

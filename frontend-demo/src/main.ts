@@ -2,7 +2,7 @@ import "./style.css";
 import { ChatApp } from "./app";
 import { ApprovalsView } from "./approvals";
 import { fetchPeople, mountSwitcher } from "./people";
-import { Sidebar } from "./sidebar";
+import { mountSidebarToggle, Sidebar } from "./sidebar";
 
 const location = new URL(window.location.href);
 const base = new URL(".", location);
@@ -31,6 +31,11 @@ if (location.searchParams.get("view") === "approvals") {
   byId("approvals").hidden = false;
   byId("approvals-link").setAttribute("aria-current", "page");
   document.title = "Approvals · PauseMesh demo";
+  // The message box is not on this page: the skip link leads past the sidebar to the filters.
+  const skip = byId<HTMLAnchorElement>("skip-link");
+  skip.href = "#filter-tag";
+  skip.textContent = "Skip to the approval requests";
+  mountSidebarToggle(byId("approvals-sidebar-toggle"));
   new Sidebar({
     list: byId("thread-list"),
     status: byId("sidebar-status"),

@@ -324,6 +324,27 @@ export class Sidebar {
   }
 }
 
+/** On a narrow screen the conversations list is a panel the person opens and closes: `toggle`
+ * is the view's "Conversations" button (the chat's or the approvals page's, one per view); Close
+ * or Escape shuts the panel and gives the focus back to it. */
+export function mountSidebarToggle(toggle: HTMLElement): void {
+  const doc = toggle.ownerDocument;
+  const close = doc.getElementById("sidebar-close");
+  const sidebar = doc.getElementById("sidebar");
+  if (close === null || sidebar === null) return;
+  const set = (open: boolean): void => {
+    doc.body.classList.toggle("sidebar-open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    if (open) sidebar.querySelector<HTMLElement>("a, button")?.focus();
+    else toggle.focus();
+  };
+  toggle.addEventListener("click", () => set(!doc.body.classList.contains("sidebar-open")));
+  close.addEventListener("click", () => set(false));
+  sidebar.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && doc.body.classList.contains("sidebar-open")) set(false);
+  });
+}
+
 /** The page URL with only the parameters a thread link keeps (`questionTtl`). */
 function bare(location: URL): URL {
   const next = new URL(location.pathname, location.origin);

@@ -21,7 +21,14 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 from tests.support.agui import post_run, run_body
-from tests.support.browser import PHONE, Shots, bookings, browser_context, open_demo
+from tests.support.browser import (
+    PHONE,
+    Shots,
+    bookings,
+    browser_context,
+    open_demo,
+    overflowing,
+)
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -204,3 +211,95 @@ def test_a_reminder_and_an_escalation_show_and_the_director_decides(
 
     assert booked_flights(server, thread) == ["PM421"]
     assert all(a["threadId"] != thread for a in inbox(server, "manager"))
+
+
+def test_on_a_phone_the_approvals_page_opens_the_sidebar_to_switch_person_and_back(
+    server: ServerProcess, browser: Browser, shots: Shots
+) -> None:
+    thread = ask_approval(server, "Reykjavík", "PM461")
+    # A title with no place to break must wrap inside its card, not widen the page.
+    title = "Reykjavík-" + "x" * 120
+    renamed = httpx.patch(server.url(f"/agui/threads/{thread}"), json={"title": title}, timeout=10)
+    renamed.raise_for_status()
+    item = approval_of(server, "manager", thread)
+    assert item["threadTitle"] == title
+
+    with browser_context(browser, viewport=PHONE, has_touch=True, is_mobile=True) as context:
+        page = open_inbox(context, server, "manager")
+        sidebar = page.get_by_role("navigation", name="Conversations")
+        toggle = page.get_by_role("button", name="Conversations")
+        request = card(page, item)
+        expect(request).to_contain_text("Approve booking flight PM461")
+        expect(request).to_contain_text(title)
+        expect(sidebar).to_be_hidden()
+        expect(toggle).to_be_in_viewport()
+        expect(toggle).to_have_attribute("aria-expanded", "false")
+        filters = page.get_by_role("search", name="Filter approval requests")
+        for name in ("Tag", "Agent", "Asked by", "Waiting"):
+            expect(filters.get_by_label(name)).to_be_in_viewport()
+        expect(filters.get_by_role("button", name="Clear filters")).to_be_in_viewport()
+        assert overflowing(page) == []
+        shots.take(page, "inbox")
+
+        # The card's buttons are reached by scrolling down, never sideways.
+        approve = request.get_by_role("button", name="Approve")
+        approve.scroll_into_view_if_needed()
+        expect(approve).to_be_in_viewport()
+        expect(request.get_by_role("button", name="Reject")).to_be_visible()
+        # The header (and its "Conversations" button) stays on top while the cards scroll.
+        expect(toggle).to_be_in_viewport()
+        assert overflowing(page) == []
+        shots.take(page, "card")
+
+        toggle.tap()
+        expect(sidebar).to_be_visible()
+        expect(toggle).to_have_attribute("aria-expanded", "true")
+        expect(sidebar.get_by_role("button", name="Close")).to_be_focused()
+        expect(sidebar.get_by_role("link", name=re.compile("^Approvals"))).to_have_attribute(
+            "aria-current", "page"
+        )
+        expect(page.get_by_label("You are")).to_be_in_viewport()
+        expect(page.get_by_label("You are")).to_have_value("manager")
+        shots.take(page, "sidebar-open")
+        sidebar.get_by_role("button", name="Close").tap()
+        expect(sidebar).to_be_hidden()
+        expect(toggle).to_have_attribute("aria-expanded", "false")
+        expect(toggle).to_be_focused()
+        # Escape closes it as well.
+        toggle.tap()
+        expect(sidebar).to_be_visible()
+        page.keyboard.press("Escape")
+        expect(sidebar).to_be_hidden()
+
+        # Switching to the traveller leads to their chat; from there, back to the manager's inbox.
+        toggle.tap()
+        page.get_by_label("You are").select_option("traveller")
+        page.wait_for_url(re.compile(r"/(\?)?$"))
+        expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+        expect(sidebar).to_be_hidden()
+        page.get_by_role("button", name="Conversations").tap()
+        expect(page.get_by_label("You are")).to_have_value("traveller")
+        expect(sidebar.get_by_text(title)).to_be_visible()
+        shots.take(page, "traveller-sidebar")
+        page.get_by_label("You are").select_option("manager")
+        page.wait_for_url(re.compile(r"[?&]view=approvals"))
+        expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        expect(page.get_by_role("heading", name="Approvals waiting for you")).to_be_visible()
+        expect(sidebar).to_be_hidden()
+        toggle = page.get_by_role("button", name="Conversations")
+        expect(toggle).to_have_attribute("aria-expanded", "false")
+        request = card(page, item)
+        expect(request).to_contain_text("Approve booking flight PM461")
+        assert overflowing(page) == []
+        toggle.tap()
+        expect(page.get_by_label("You are")).to_have_value("manager")
+        page.keyboard.press("Escape")
+        expect(sidebar).to_be_hidden()
+
+        request.get_by_role("button", name="Approve").tap()
+        expect(request.get_by_role("status")).to_have_text(re.compile("^Approved"))
+        assert overflowing(page) == []
+        shots.take(page, "approved")
+
+    assert booked_flights(server, thread) == ["PM461"]

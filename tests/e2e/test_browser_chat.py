@@ -37,6 +37,7 @@ from tests.support.browser import (
     expect_live,
     flight,
     open_demo,
+    overflowing,
 )
 from tests.support.protocol_clients import flight_answer, send_for_task, tool_round, user_message
 from tests.support.server import ServerProcess
@@ -422,6 +423,52 @@ def test_a_newer_message_from_another_tab_interrupts_a_running_answer(
     assert question["responseSchema"]["properties"]["flight"]["enum"][0] == "PM121"
     [kept] = [m for m in pending["messages"] if m.get("metadata")]
     assert kept["metadata"]["pausemesh"]["interrupted"] is True
+
+
+def readable_stopped_mark(page: Page) -> None:
+    """The stopped answer and its mark are on screen once scrolled to, within the phone's
+    width, in type no smaller than 12 px, nothing cut off (axe checks their contrast)."""
+    stopped = transcript(page).locator("li.message-stopped")
+    expect(stopped).to_have_count(1)
+    mark = stopped.locator(".stopped-mark")
+    expect(mark).to_have_text("Stopped — you sent a newer message")
+    mark.scroll_into_view_if_needed()
+    expect(mark).to_be_in_viewport()
+    expect(stopped.get_by_text("Searching flights to Porto…")).to_be_in_viewport()
+    cut: list[str] = mark.evaluate(
+        "m => { const s = getComputedStyle(m); const out = [];"
+        " if (parseFloat(s.fontSize) < 12) out.push(`font ${s.fontSize}`);"
+        " if (m.scrollWidth > m.clientWidth) out.push(`${m.scrollWidth} > ${m.clientWidth}`);"
+        " return out; }"
+    )
+    assert cut == []
+    assert overflowing(page) == []
+
+
+def test_on_a_phone_an_answer_a_newer_message_stopped_reads_clearly(
+    server: ServerProcess, phone: BrowserContext
+) -> None:
+    """Double texting at 390 px: what the stopped run said keeps its mark, readable, in the
+    tab whose answer stopped, in the tab that stopped it, and after a reload."""
+    shots = Shots("chat-phone-stopped")
+    first = open_demo(phone, server.url("/?searchDelay=20"))
+    first.get_by_role("textbox", name="Message").fill("A flight to Porto")
+    first.get_by_role("button", name="Send", exact=True).tap()
+    expect(first.get_by_text("The assistant is typing…")).to_be_visible()
+    thread = thread_of(first)
+    second = open_demo(phone, server.url(f"/?thread={thread}"))
+    second.get_by_role("textbox", name="Message").fill("no, Madrid")
+    second.get_by_role("button", name="Send", exact=True).tap()
+    expect(transcript(second).get_by_text("I found 3 flights to Madrid.")).to_be_visible()
+    expect(first.locator("#notice")).to_contain_text("stopped that answer")
+    expect(transcript(first).get_by_text("I found 3 flights to Madrid.")).to_be_visible()
+    for page, step in ((first, "stopped-tab"), (second, "stopping-tab")):
+        readable_stopped_mark(page)
+        shots.take(page, step)
+    first.reload()
+    expect(first.locator("body")).to_have_attribute("data-ready", "true")
+    readable_stopped_mark(first)
+    shots.take(first, "after-reload")
 
 
 def test_two_conversations_to_one_city_begun_together_get_distinct_titles(

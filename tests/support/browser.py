@@ -30,6 +30,7 @@ __all__ = (
     "chromium",
     "flight",
     "open_demo",
+    "overflowing",
     "snapshot",
     "thread_of",
 )
@@ -107,6 +108,35 @@ def open_demo(context: BrowserContext, url: str) -> Page:
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
     assert errors == [], errors
     return page
+
+
+def overflowing(page: Page) -> list[str]:
+    """What is drawn past the screen's sides: the page itself wider than the screen, or any
+    visible element or run of text (clipped inside a scroller or not, spilling out of its box
+    or not) beyond its left or right edge."""
+    found: list[str] = page.evaluate(
+        """() => {
+          const out = [];
+          const root = document.documentElement;
+          if (root.scrollWidth > innerWidth) out.push(`page ${root.scrollWidth} > ${innerWidth}`);
+          const outside = (box) =>
+            box.width > 1 && box.height > 1 && (box.left < -0.5 || box.right > innerWidth + 0.5);
+          for (const el of document.querySelectorAll("body *")) {
+            const box = el.getBoundingClientRect();
+            if (outside(box)) out.push(`${el.tagName}#${el.id}.${el.className} ${box.right}`);
+          }
+          const texts = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+          const range = document.createRange();
+          for (let node = texts.nextNode(); node !== null; node = texts.nextNode()) {
+            range.selectNodeContents(node);
+            if (outside(range.getBoundingClientRect())) {
+              out.push(`text "${node.textContent.trim().slice(0, 40)}"`);
+            }
+          }
+          return out;
+        }"""
+    )
+    return found
 
 
 def thread_of(page: Page) -> str:
