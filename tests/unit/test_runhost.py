@@ -29,7 +29,7 @@ from pausemesh.agui.run import RunHost
 from pausemesh.agui.run.expiry import EXPIRY_RUN_PREFIX
 from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.errors import LeaseLostError
-from pausemesh.core.threads import RunLease
+from pausemesh.core.threads import RunLease, ThreadLogEntry, ThreadStore
 from pausemesh.stores.memory import InMemoryEventStore, InMemoryOperationLedger, InMemoryThreadStore
 from pausemesh.stores.sqlite import open_sqlite_storage
 from tests.support.agui import RunResult, StreamChecker, read_frames
@@ -432,7 +432,9 @@ async def test_a_run_that_loses_its_lease_stops_its_agent_at_once_and_writes_not
         first = asyncio.create_task(_run(a, _body("r-a", messages=USER)))
         await asyncio.wait_for(asked.wait(), 10)
         a_lease = await _lease_taken(a)
-        before = await threads.read_events("t1", after_sequence=0)
+        # What A streamed before the loss is committed by then (a write may still be on the
+        # store's writer when the agent has yielded), so "nothing after" compares settled logs.
+        before = await _logged_text(threads, "r-a", "thinking")
         # Replica A's name starts again elsewhere: its predecessor's leases are freed at once.
         assert await threads.release_instance_leases("replica-a:8787", keep="replica-a:8787@i2/")
         second = asyncio.create_task(_run(b, _body("r-b")))
@@ -467,6 +469,16 @@ async def _renewed_past(host: RunHost, clock: ManualClock) -> RunLease:
             return record.lease
         await asyncio.sleep(0.01)
     pytest.fail("the keeper never renewed the lease")
+
+
+async def _logged_text(threads: ThreadStore, run_id: str, text: str) -> list[ThreadLogEntry]:
+    """The thread's log once ``run_id``'s streamed text ``text`` is in it."""
+    for _ in range(2000):
+        entries = await threads.read_events("t1", after_sequence=0)
+        if any(e.run_id == run_id and f'"delta":"{text}"' in e.event_json for e in entries):
+            return list(entries)
+        await asyncio.sleep(0.005)
+    pytest.fail(f"{run_id}'s text {text!r} never reached the log")
 
 
 async def _lease_taken(host: RunHost) -> str:
