@@ -253,8 +253,13 @@ def measure(
             latencies, baseline = [], []
             while done < checkpoint:
                 done += 1
-                latencies.append(_run(http, thread_id, done, text))
-                baseline.append(short.run(http, text))
+                # Which of the two goes first alternates: neither gets the other's after-effects.
+                if done % 2:
+                    latencies.append(_run(http, thread_id, done, text))
+                    baseline.append(short.run(http, text))
+                else:
+                    baseline.append(short.run(http, text))
+                    latencies.append(_run(http, thread_id, done, text))
             cpu = cpu_seconds(server.pid) - cpu_before
             snapshot_s, snapshot_bytes = _read(http, thread_id, connect=False)
             connect_s, connect_bytes = _read(http, thread_id, connect=True)
