@@ -9,14 +9,15 @@ Prints, measured in this one run:
     turns, ``--pauses`` creates each, ``--rounds`` times, the order alternating, so whatever
     else loads the machine falls on both; the webhook dispatcher runs during the webhook arm's
     turns (as every server process runs it), retrying the backlog, and never during the other
-    arm's. The goal: the median of the rounds' ratios (with webhooks / without) >= 0.9;
+    arm's (``--no-dispatcher``: not at all, what the outbox rows alone cost). The goal: the
+    median of the rounds' ratios (with webhooks / without) >= 0.9;
   * decisions per second through one-click decision links: ``pausemesh serve`` with a
     pausing agent and ``PAUSEMESH_DECISION_LINKS=1``, ``--decisions`` pauses asked over AG-UI,
     then each decided by its link's POST, 8 in flight (each decision owes the thread a run,
     which the server starts at once: those runs are in the figure). ``--decisions 0`` skips it.
 
 Usage: .venv/bin/python bench/approvals.py [--backlog 10000] [--warmup 1000] [--pauses 1000]
-       [--rounds 15] [--decisions 300]
+       [--rounds 15] [--decisions 300] [--no-dispatcher]
 """
 
 from __future__ import annotations
@@ -97,11 +98,20 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}/hook"  # nobody listens: every attempt is refused
 
 
+def written_bytes() -> int:
+    """Bytes this process has had written to storage (Linux; 0 elsewhere)."""
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in lines if line.startswith("write_bytes")), 0)
+
+
 class Arm:
     """One SQLite file and a service creating pauses on it; with ``webhooks``, a subscription
     whose destination refuses every connection, and that channel's dispatcher."""
 
-    def __init__(self, storage: Storage, *, webhooks: bool) -> None:
+    def __init__(self, storage: Storage, *, webhooks: bool, dispatch: bool = True) -> None:
         self.storage = storage
         self.routes = None
         self.dispatcher: OutboxDispatcher | None = None
@@ -113,14 +123,20 @@ class Arm:
             self.routes = WebhookRoutes([hook])
             push = storage.push
             assert push is not None
+            # Rests of 0.5 s doubling to 5 s (a server's: 1 s to 300 s), so the backlog is
+            # retried during the measurement, not only at its start.
             options = OutboxOptions(backoff_seconds=0.5, backoff_max_seconds=5, timeout_seconds=2)
-            self.dispatcher = webhook_dispatcher(
-                lambda: push,
-                self.routes,
-                PushUrlPolicy("loopback"),
-                holder="bench",
-                options=options,
-            )
+            if dispatch:
+                self.dispatcher = webhook_dispatcher(
+                    lambda: push,
+                    self.routes,
+                    PushUrlPolicy("loopback"),
+                    holder="bench",
+                    options=options,
+                )
+        # Bytes written and pauses created in this arm's timed turns: the disk's share of a
+        # pause, which the machine's other load does not blur as it does a rate.
+        self.written = self.timed = 0
         issuer = KeyedTokenIssuer({"k": secrets.token_bytes(32)}, "k")
         self.service = ContinuationService(
             store=storage.events, keyed_issuer=issuer, webhooks=self.routes
@@ -147,9 +163,12 @@ class Arm:
         task = None if self.dispatcher is None else asyncio.create_task(self.dispatcher.run())
         await asyncio.sleep(0)  # under way before the clock starts
         try:
-            started = time.perf_counter()
+            written, started = written_bytes(), time.perf_counter()
             await self.create(count)
-            return count / (time.perf_counter() - started)
+            rate = count / (time.perf_counter() - started)
+            self.written += written_bytes() - written
+            self.timed += count
+            return rate
         finally:
             if task is not None:
                 task.cancel()
@@ -157,14 +176,15 @@ class Arm:
 
 
 async def create_rates(
-    folder: Path, *, backlog: int, warmup: int, pauses: int, rounds: int
+    folder: Path, *, backlog: int, warmup: int, pauses: int, rounds: int, dispatch: bool = True
 ) -> list[tuple[float, float]]:
     """Each round's (without webhooks, with) pauses/s: both files first get ``backlog`` pauses
     (with webhooks each queued an undeliverable delivery), then ``warmup`` more, untimed; then
     the arms take turns, ``pauses`` creates each, the order alternating round by round, so the
     machine's other load and the disk's drift fall on both."""
     plain = Arm(await open_sqlite_storage(str(folder / "plain.db")), webhooks=False)
-    hooks = Arm(await open_sqlite_storage(str(folder / "hooks.db")), webhooks=True)
+    storage = await open_sqlite_storage(str(folder / "hooks.db"))
+    hooks = Arm(storage, webhooks=True, dispatch=dispatch)
     try:
         for arm in (plain, hooks):
             for start in range(0, backlog, 200):
@@ -177,6 +197,8 @@ async def create_rates(
             else:
                 without, with_hooks = await plain.rate(pauses), await hooks.rate(pauses)
             results.append((without, with_hooks))
+        per_pause = [arm.written / max(arm.timed, 1) for arm in (plain, hooks)]
+        print(f"bytes written per pause: {per_pause[0]:,.0f} and {per_pause[1]:,.0f}")
         return results
     finally:
         await plain.storage.close()
@@ -248,6 +270,11 @@ def main() -> None:
     parser.add_argument("--pauses", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--decisions", type=int, default=300)
+    parser.add_argument(
+        "--no-dispatcher",
+        action="store_true",
+        help="no delivery loop beside the webhook arm: what its outbox rows alone cost",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="pm-bench-approvals-"))
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -258,6 +285,7 @@ def main() -> None:
             warmup=args.warmup,
             pauses=args.pauses,
             rounds=args.rounds,
+            dispatch=not args.no_dispatcher,
         )
     )
     ratios = [hooks / plain for plain, hooks in rounds]
