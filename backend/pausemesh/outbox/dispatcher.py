@@ -247,10 +247,10 @@ class OutboxDispatcher:
         for failure in claim.given_up:
             self._gave_up(failure)
         outcomes = await asyncio.gather(*(self._deliver(client, d) for d in claim.deliveries))
-        # A round that took less than a whole batch gave every due key its share: what is
-        # left is more of the same keys. When all of them failed, the next round waits for the
-        # poll (or a wake-up) instead of spinning on a destination that is down: a backlog of
-        # undeliverable deliveries costs one round per poll, not the store's every write.
+        # A round that took less than its limit gave every due key its share: what is left is
+        # more of the same keys. When all of them failed, the next round waits for the poll
+        # (or a wake-up) instead of spinning on a destination that is down, which then rests:
+        # its backlog costs a round when its rest ends, not the store's every write.
         self._more_due = len(claim.deliveries) >= limit or any(outcomes) or bool(claim.given_up)
         return len(claim.deliveries) + len(claim.given_up)
 
