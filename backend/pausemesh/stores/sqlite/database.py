@@ -241,6 +241,8 @@ class SqliteDatabase:
         self._inline_budget = inline_commit_budget
         # What a commit has lately cost, fsync included (seconds; see INLINE_COMMIT_BUDGET).
         self._commit_estimate = 0.0
+        # How long the last COMMIT statement took (on the thread that ran it).
+        self._commit_took = 0.0
         self._busy_timeout_ms = busy_timeout_ms
         # A ``file:`` URI names no ``-wal`` file this process could fsync: FULL there.
         self.sync: SqliteSync = "commit" if self.path.startswith("file:") else sync
@@ -497,15 +499,9 @@ class SqliteDatabase:
                         _settle(self._queue.popleft(), (False, failed))
                     if not isinstance(error, Exception):
                         raise
-                if len(self._queue) == 1 and self._inline_ok(self._queue[0]) and not self._closed:
-                    # Queued after the drain ended (the writer is idle now): a lone write that
-                    # commits inline, as if it had come a moment later.
-                    break
             self._group_in_flight = False
             if self._closed:
                 return
-            if self._queue:
-                self._flush()
 
     def _drain(self, loop: asyncio.AbstractEventLoop, context: contextvars.Context) -> None:
         """On the writer thread: commit groups until the queue is empty.
@@ -533,12 +529,20 @@ class SqliteDatabase:
                 # The next group begins now; this one's callers hear once the fsync that
                 # covers it (and any group committed meanwhile) has returned.
                 self._wal_sync.after_sync(partial(_settle_synced, post, group, run))
-                self._note_commit(run.seconds or 0.0)
+                self._note_commit(self._commit_took)
             else:  # nothing waits (or nothing to sync): no hop to the sync thread
                 synced = self._synced_now(run)
                 if run.committed:
-                    self._note_commit((run.seconds or 0.0) + (synced.synced or 0.0))
+                    # The COMMIT alone (and its fsync), not the group's statements nor the
+                    # GIL waits of a thread beside a busy loop: what a lone write would cost.
+                    self._note_commit(self._commit_took + (synced.synced or 0.0))
                 post(_settle_group, group, synced)
+
+    @property
+    def writer_busy(self) -> bool:
+        """Whether the writer thread holds or awaits a group: a write queued meanwhile joins
+        the next group on that thread, never inline."""
+        return self._group_in_flight
 
     def _inline_ok(self, pending: _Pending) -> bool:
         """Whether ``pending``, alone, may commit on the loop's thread (see ``_flush``)."""
@@ -628,7 +632,9 @@ class SqliteDatabase:
                         conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     results.append(result)
+            committing = time.perf_counter()
             conn.execute("COMMIT")
+            self._commit_took = time.perf_counter() - committing
             self.commits += 1
         except sqlite3.Error as error:
             with contextlib.suppress(sqlite3.Error):
