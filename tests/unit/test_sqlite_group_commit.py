@@ -11,8 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pausemesh.core.errors import VersionConflictError
+from pausemesh.observability import telemetry
 from pausemesh.stores.sqlite import (
     SQLITE_MIGRATIONS,
     SqliteDatabase,
@@ -229,3 +233,28 @@ async def test_an_altered_or_newer_ledger_refuses_to_open(
     with pytest.raises(StoreError) as info:
         await open_sqlite_store(path)
     assert info.value.code == code
+
+
+@pytest.mark.parametrize("budget", [0.0, math.inf], ids=["writer thread", "inline"])
+async def test_a_commit_is_a_child_of_the_span_that_asked_for_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float
+) -> None:
+    # A trace shows a request's writes under it wherever they commit (the loop or the writer).
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(telemetry, "_tracer", provider.get_tracer("test"))
+    database = await SqliteDatabase(tmp_path / "traced.db", inline_commit_budget=budget).open()
+    try:
+        await database.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+        exporter.clear()
+        with telemetry.span("caller"):
+            await database.write(lambda conn: conn.execute("INSERT INTO t VALUES (1)"))
+    finally:
+        await database.close()
+    finished = exporter.get_finished_spans()
+    [caller] = [s for s in finished if s.name == "caller"]
+    [commit] = [s for s in finished if s.name == "store.commit"]
+    assert commit.parent is not None
+    assert commit.parent.span_id == caller.context.span_id
+    assert (commit.attributes or {}).get("pausemesh.inline") is (True if budget else None)

@@ -340,6 +340,14 @@ def _attribute_name(key: str) -> str:
     return name
 
 
+def handed_context() -> otel_context.Context | None:
+    """The trace context to hand with work another thread does for this one (its span then
+    joins this trace), or None outside any recorded trace (nothing to join, nothing kept)."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    return otel_context.get_current()
+
+
 class span:  # noqa: N801 - used like a function: ``with span("name", key=value):``
     """A span around a step, current while it runs. ``None`` attributes are left out; an
     error's ``code`` is recorded, its text never is.
@@ -349,14 +357,22 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
     class rather than ``contextlib.contextmanager``: this runs on every request and commit.
     """
 
-    __slots__ = ("_attributes", "_name", "_span", "_token")
+    __slots__ = ("_attributes", "_name", "_parent", "_span", "_token")
 
     # Whether the span is made current while it runs (so spans started inside are its
     # children, and log lines carry its id). ``leaf_span`` turns it off.
     _current = True
 
-    def __init__(self, name: str, **attributes: AttributeValue | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        parent: otel_context.Context | None = None,
+        **attributes: AttributeValue | None,
+    ) -> None:
         self._name = name
+        # Where the step was asked for, when it runs elsewhere (a writer thread's commit).
+        self._parent = parent
         self._attributes = {
             _ATTRIBUTE_NAMES.get(k) or _attribute_name(k): v
             for k, v in attributes.items()
@@ -365,7 +381,9 @@ class span:  # noqa: N801 - used like a function: ``with span("name", key=value)
         self._token: Token[otel_context.Context] | None = None
 
     def __enter__(self) -> Span:
-        self._span = current = _tracer.start_span(self._name, attributes=self._attributes)
+        self._span = current = _tracer.start_span(
+            self._name, context=self._parent, attributes=self._attributes
+        )
         if self._current:
             self._token = make_current(current)
         return current

@@ -34,6 +34,7 @@ from pausemesh.observability.telemetry import (
     COMMIT_SECONDS,
     WAL_SYNC_SECONDS,
     WRITE_TURN_WAIT_SECONDS,
+    handed_context,
     leaf_span,
     observe,
 )
@@ -134,13 +135,16 @@ def _settle(pending: _Pending, result: tuple[bool, Any]) -> None:
 
 
 class _Pending:
-    __slots__ = ("future", "large", "op")
+    __slots__ = ("future", "large", "op", "trace")
 
     def __init__(self, op: WriteOp, future: asyncio.Future[Any], *, large: bool = False) -> None:
         self.op = op
         self.future = future
         # Writes megabytes: never run inline on the loop thread (see ``write``).
         self.large = large
+        # The caller's trace: a group's commit on the writer thread is a child of its first
+        # caller's span (an inline commit is one already, in the caller's context).
+        self.trace = handed_context()
 
 
 def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
@@ -517,7 +521,9 @@ class SqliteDatabase:
         while queue:
             group = [queue.popleft() for _ in range(min(len(queue), _MAX_GROUP))]
             try:
-                with leaf_span("store.commit", store="sqlite", group_size=len(group)):
+                with leaf_span(
+                    "store.commit", parent=group[0].trace, store="sqlite", group_size=len(group)
+                ):
                     run = self._run_group([p.op for p in group])
             except BaseException as error:
                 post(_settle_group, group, _GroupRun([(False, _writer_failed(error))] * len(group)))
