@@ -62,7 +62,10 @@ def _serve(
             "found fastapi.applications.FastAPI instance: expected a PauseMesh agent",
         ),
         ("pausemesh.demo.agent:QUESTION", "found builtins.str instance"),
-        ("pausemesh.demo.agent:_say", "found function pausemesh.demo.agent._say"),
+        (
+            "pausemesh.demo.agent:approval_schema",
+            "found function pausemesh.demo.agent.approval_schema",
+        ),
         (
             "pausemesh.demo.agent:missing",
             "module 'pausemesh.demo.agent' has no attribute 'missing'",
