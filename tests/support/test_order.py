@@ -10,11 +10,10 @@ entry costs time, never a result.
 
 from __future__ import annotations
 
-from typing import Final
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar
 
-import pytest
-
-__all__ = ("LONGEST_FILES", "longest_first", "rank")
+__all__ = ("LONGEST_FILES", "Scheduled", "longest_first", "rank")
 
 LONGEST_FILES: Final = (
     "tests/http/test_protocol_fuzz.py",
@@ -40,7 +39,19 @@ LONGEST_FILES: Final = (
 )
 
 
-def rank(item: pytest.Item, root: str) -> tuple[int, int]:
+class Scheduled(Protocol):
+    """What the order looks at of a collected test (a ``pytest.Item``)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def get_closest_marker(self, name: str) -> Any: ...
+
+
+ItemT = TypeVar("ItemT", bound=Scheduled)
+
+
+def rank(item: Scheduled, root: str) -> tuple[int, int]:
     """Where ``item``'s file goes: the listed files in their order, then the other files that
     start processes (marked ``slow``), then the rest (in-process, quick)."""
     path = item.path.as_posix().removeprefix(root + "/")
@@ -49,7 +60,7 @@ def rank(item: pytest.Item, root: str) -> tuple[int, int]:
     return (1, 0) if item.get_closest_marker("slow") else (2, 0)
 
 
-def longest_first(items: list[pytest.Item], root: str) -> None:
+def longest_first(items: list[ItemT], root: str) -> None:
     """Sorts ``items`` in place by file rank; stable, so a file's own tests keep their order
     (and every worker, collecting alike, computes the same order)."""
     first_rank: dict[str, tuple[int, int]] = {}
