@@ -206,8 +206,12 @@ class OutboxDispatcher:
                 # what is left belongs only to destinations that just failed (see deliver_due).
                 if claimed and self._more_due:
                     continue
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the inner
+                # result when a wake-up and a cancel arrive together, and the task then runs on
+                # though cancelled (a shutdown, or a caller's gather, would wait forever).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), options.poll_seconds)
+                    async with asyncio.timeout(options.poll_seconds):
+                        await self._wake.wait()
 
     def _round_failed(self) -> None:
         # Once when the store starts failing, not once per poll while it is down.
