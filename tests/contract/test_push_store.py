@@ -233,10 +233,16 @@ async def test_concurrent_claims_give_each_delivery_to_exactly_one_holder(
         await change(threads, push, event=f"e{task_number}", task_id=f"t{task_number}")
 
     rounds = await asyncio.gather(*(claim(push, T0, holder=f"h{n}", limit=3) for n in range(20)))
+    # A racing claim may pass over a row another claim has locked and then not taken (it
+    # is due again for the next claim, as the dispatcher's next round makes): claim on until
+    # nothing is left. What must hold is that no delivery has two holders.
+    while later := await claim(push, T0, holder="after", limit=10):
+        rounds.append(later)
 
     claimed = [d.delivery_id for batch in rounds for d in batch]
     assert len(claimed) == 10
     assert len(set(claimed)) == 10
+    assert len(rounds[20:]) <= 1  # what the race left is taken by one claim
 
 
 async def test_a_delivery_is_given_up_once_it_had_its_attempts_and_never_claimed_again(
