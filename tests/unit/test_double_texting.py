@@ -146,3 +146,158 @@ async def test_an_input_waiting_on_a_thread_that_is_erased_ends_with_its_refusal
     assert dropped.error_code == "PAUSEMESH_AGUI_QUEUED_INPUT_DROPPED"
     assert await queue.head("t1") is None
     await host.close()
+
+
+class HeldRemove(Watched):
+    """The queue of two replicas, whose first ``remove`` after ``hold_next_remove`` waits for
+    ``go_on``: the moment after a run's last write gave the thread back and before its entry
+    is taken off, when another replica may take the thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.removing = asyncio.Event()
+        self.go_on = asyncio.Event()
+        self._hold = False
+
+    def hold_next_remove(self) -> None:
+        self._hold = True
+
+    async def remove(self, thread_id: str, entry_id: str) -> None:
+        if self._hold:
+            self._hold = False
+            self.removing.set()
+            await self.go_on.wait()
+        await super().remove(thread_id, entry_id)
+
+
+async def test_a_drain_that_finds_the_head_already_run_gives_the_thread_back_for_the_next() -> None:
+    """Replica A's queued run has ended (its last write freed the thread) but is not off the
+    queue yet when replica B's drain takes the thread: B finds that run in the log, takes its
+    entry off and must free the thread again, or the next input waits for ever (B's keeper
+    renewed the lease it forgot; every later drain found the thread busy)."""
+    agent = Held()
+    queue = HeldRemove()
+    a = _host(agent, "enqueue", queue)
+    b = RunHost(
+        agent=agent,
+        service=a.service,
+        threads=a.threads,
+        clock=a.clock,
+        keepalive_seconds=10,
+        double_texting="enqueue",
+        run_queue=queue,
+    )
+    held = asyncio.create_task(_run(a, _body("r1", "hold")))
+    await agent.holding.wait()
+    one = asyncio.create_task(_run(b, _body("r2", "one")))
+    await queue.queued.wait()
+    queue.queued.clear()
+    two = asyncio.create_task(_run(a, _body("r3", "two")))
+    await queue.queued.wait()
+    queue.hold_next_remove()
+    agent.release.set()
+    assert (await held).text() == "echo hold"
+    # A ran "one" (its held run's end kicked A's drain) and waits to take it off.
+    await queue.removing.wait()
+    assert (await one).text() == "echo one"
+
+    await b.queued.drain("t1")
+
+    record = await a.threads.get("t1", tail=0)
+    assert record is not None
+    assert record.lease is None  # nothing holds the thread once B's drain is done
+    assert await queue.head("t1") is None  # and B ran "two"
+    queue.go_on.set()
+    assert (await two).text() == "echo two"
+    await a.close()
+    await b.close()
+
+
+class EmptiedWhileLooking(Watched):
+    """A queue whose second look after ``empty_on_second_look`` (a drain's look under the
+    lease it took on the first) first takes ``entry_id`` off (as the replica that ran it would),
+    finds the queue empty, then waits for ``go_on`` before it answers: the drain that looks
+    holds the thread's lease meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked = asyncio.Event()
+        self.go_on = asyncio.Event()
+        self._empty: str | None = None
+        self._looks = 0
+
+    def empty_on_second_look(self, entry_id: str) -> None:
+        self._empty = entry_id
+        self._looks = 0
+
+    async def head(self, thread_id: str) -> QueuedInput | None:
+        self._looks += 1
+        if self._empty is None or self._looks < 2:
+            return await super().head(thread_id)
+        await super().remove(thread_id, self._empty)
+        self._empty = None
+        found = await super().head(thread_id)
+        self.looked.set()
+        await self.go_on.wait()
+        return found
+
+
+async def test_an_input_queued_while_a_drain_holds_the_thread_for_nothing_is_run_by_that_drain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replica B's drain takes the thread for an entry another replica has just run and finds
+    the queue empty; an input queued on replica A meanwhile finds the thread busy (A's drain
+    ends at once). B gives the thread back and looks again: it runs that input, which would
+    otherwise wait for a sweep."""
+    agent = Held()
+    queue = EmptiedWhileLooking()
+    a = _host(agent, "enqueue", queue)
+    b = RunHost(
+        agent=agent,
+        service=a.service,
+        threads=a.threads,
+        clock=a.clock,
+        keepalive_seconds=10,
+        double_texting="enqueue",
+        run_queue=queue,
+    )
+    a_drained = asyncio.Event()
+    a_drain = a.queued.drain
+
+    async def drain_and_tell(thread_id: str) -> None:
+        await a_drain(thread_id)
+        a_drained.set()
+
+    monkeypatch.setattr(a.queued, "drain", drain_and_tell)
+    assert (await _run(a, _body("r1", "first"))).text() == "echo first"
+    await a_drained.wait()  # the drain its end started found nothing
+    a_drained.clear()
+    done_elsewhere = QueuedInput(
+        entry_id="e-elsewhere",
+        thread_id="t1",
+        kind="enqueue",
+        run_id="r-elsewhere",
+        input_json="{}",
+        principal=None,
+        roles=(),
+        message_ids=(),
+        after_sequence=0,
+        queued_at=a.clock.now(),
+    )
+    await queue.enqueue(done_elsewhere, limit=16)
+    queue.queued.clear()
+    queue.empty_on_second_look("e-elsewhere")
+    # B's outer look sees the entry; its look under the lease finds the queue empty.
+    b_drain = asyncio.create_task(b.queued.drain("t1"))
+    await queue.looked.wait()
+    waiting = asyncio.create_task(_run(a, _body("r2", "next")))
+    await queue.queued.wait()
+    await a_drained.wait()  # A's drain met B's lease and ended
+    assert await queue.head("t1") is not None
+    queue.go_on.set()
+    await b_drain
+
+    assert await queue.head("t1") is None  # B ran it before its drain ended
+    assert (await waiting).text() == "echo next"
+    await a.close()
+    await b.close()

@@ -257,7 +257,12 @@ class QueuedInputs:
 
     async def drain(self, thread_id: str) -> None:
         """Run the thread's waiting inputs in order while this process can take its lease
-        (busy: its holder drains when its run ends)."""
+        (busy: its holder drains when its run ends).
+
+        Every lease taken here is given back before the queue is looked at again, and the
+        drain ends only on a look that finds the queue empty: an input queued while this drain
+        held the thread (whose own drain found it busy and ended) is run by this one, not left
+        for a sweep."""
         while (head := await self.queue.head(thread_id)) is not None:
             if self.shutdown is not None and self.shutdown.draining:
                 return  # the process stops: another one runs what waits
@@ -275,9 +280,11 @@ class QueuedInputs:
             try:
                 head = await self.queue.head(thread_id)  # under the lease: the one to run
                 if head is None:
-                    return
+                    continue  # the lease goes back below, then the queue is looked at again
                 run = await self._run_head(record, head, lease_id)
-                released = run is None or run.lease.released
+                # None: its run had ended already (another process's, whose last write freed
+                # the thread before it took the entry off): the lease taken here is still held.
+                released = run is not None and run.lease.released
                 if run is not None and run.error_code in _NOT_ENDED:
                     return  # it stays queued: whoever takes the thread next runs it
                 await self.queue.remove(thread_id, head.entry_id)
@@ -291,6 +298,8 @@ class QueuedInputs:
         """Run ``head`` under ``lease_id``; None when its run already ended (found in the log:
         a process died between the run's end and taking it off the queue)."""
         if await self._ended(head):
+            # Rare: a crash after the run's end, or its runner about to take it off.
+            _log.info("queued run %s of thread %s had ended already", head.run_id, head.thread_id)
             return None
         # What a rollback since it was queued removed does not come back with it: the run
         # drops the ids the thread remembers as removed (``ThreadStore.removed_message_ids``).
