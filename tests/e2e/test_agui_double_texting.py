@@ -46,6 +46,8 @@ AGENT = "tests.support.texting_agent:agent"
 # Liveness bounds only: a healthy run takes well under a second.
 WAIT = 60.0
 QUEUE_LIMIT = 3
+# How much of each server's output a failed wait shows (its end: what it did last).
+_LOG_TAIL = 6000
 
 
 @dataclass
@@ -57,6 +59,24 @@ class Replicas:
     gates: Path
     database: Path | None = None
     schema: str | None = None
+
+    def stream(self, server: ServerProcess, payload: dict[str, Any]) -> Streamed:
+        """``POST /agui`` on ``server``, read in the background; a failed wait shows what both
+        servers logged."""
+        return Streamed(server, payload, logs=self.logs)
+
+    def logs(self) -> str:
+        """The end of each server's output (what a failed wait reports)."""
+        return "".join(
+            f"\n--- replica {name} ---\n{server.output()[-_LOG_TAIL:]}"
+            for name, server in (("a", self.a), ("b", self.b))
+        )
+
+    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + WAIT
+        while not condition():
+            assert time.monotonic() < deadline, f"never: {what}{self.logs()}"
+            time.sleep(0.02)
 
     def open_gate(self, name: str) -> None:
         (self.gates / name).touch()
@@ -125,6 +145,8 @@ class Streamed:
 
     server: ServerProcess
     body: dict[str, Any]
+    # The servers' output, for a failed wait (``Replicas.logs``).
+    logs: Callable[[], str] = field(default=lambda: "")
     frames: list[Frame] = field(default_factory=list)
     error: BaseException | None = None
     _done: threading.Event = field(default_factory=threading.Event)
@@ -158,17 +180,23 @@ class Streamed:
             said = self._changed.wait_for(
                 lambda: text in RunResult(self.frames).text() or self._done.is_set(), WAIT
             )
-        assert said, f"never said {text!r}: {[f.event for f in self.frames]}"
+        assert said, f"never said {text!r}: {self._story()}"
         assert text in RunResult(self.frames).text(), (self.error, self.frames)
+
+    def _story(self) -> str:
+        """What a failed wait says: the frames so far, the read's error, the servers' logs."""
+        with self._changed:
+            events = [f.event for f in self.frames]
+        return f"run {self.body['runId']}: {events}, error {self.error!r}{self.logs()}"
 
     def cut(self) -> bool:
         """Whether the stream ended without its run's end (its server was killed)."""
-        assert self._done.wait(WAIT * 2), "the stream never ended"
+        assert self._done.wait(WAIT * 2), f"the stream never ended: {self._story()}"
         return not self.frames or RunResult(self.frames).last["type"] != "RUN_FINISHED"
 
     def result(self) -> RunResult:
-        assert self._done.wait(WAIT * 2), "the stream never ended"
-        assert self.error is None, self.error
+        assert self._done.wait(WAIT * 2), f"the stream never ended: {self._story()}"
+        assert self.error is None, self._story()
         return RunResult(self.frames)
 
 
@@ -189,13 +217,6 @@ def new_thread() -> str:
     return f"thread-{uuid.uuid4()}"
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.02)
-
-
 def queued_is(replicas: Replicas, thread_id: str, count: int) -> bool:
     return replicas.queued(thread_id) == count
 
@@ -214,7 +235,7 @@ def texts(server: ServerProcess, thread_id: str) -> list[tuple[str, str]]:
 def hold(replicas: Replicas, thread_id: str, name: str) -> tuple[Streamed, dict[str, Any]]:
     """A run on replica a that holds ``thread_id`` until gate ``name`` opens."""
     held = message(f"hold {name}")
-    run = Streamed(replicas.a, body(thread_id, [held]))
+    run = replicas.stream(replicas.a, body(thread_id, [held]))
     run.wait_for_text(f"holding {name}.")
     return run, held
 
@@ -249,10 +270,10 @@ def test_enqueued_inputs_run_after_the_run_in_the_order_queued_across_replicas(
     gate = f"enqueue-{thread_id}"
     run, held = hold(replicas, thread_id, gate)
     # The client saw only its own messages: each queued input carries its history as it was.
-    first = Streamed(replicas.b, body(thread_id, [held, message("one")], "enqueue"))
-    wait_until(lambda: replicas.queued(thread_id) == 1, "the first input is queued")
-    second = Streamed(replicas.a, body(thread_id, [held, message("two")], "enqueue"))
-    wait_until(lambda: replicas.queued(thread_id) == 2, "the second input is queued")
+    first = replicas.stream(replicas.b, body(thread_id, [held, message("one")], "enqueue"))
+    replicas.wait_until(lambda: replicas.queued(thread_id) == 1, "the first input is queued")
+    second = replicas.stream(replicas.a, body(thread_id, [held, message("two")], "enqueue"))
+    replicas.wait_until(lambda: replicas.queued(thread_id) == 2, "the second input is queued")
     replicas.open_gate(gate)
 
     assert run.result().last["type"] == "RUN_FINISHED"
@@ -280,7 +301,7 @@ def test_enqueued_inputs_run_after_the_run_in_the_order_queued_across_replicas(
         ("user", "two"),
         ("assistant", "echo two"),
     ]
-    wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
+    replicas.wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
 
 
 def test_interrupt_stops_the_run_on_the_other_replica_keeps_its_output_marked_and_runs(
@@ -311,7 +332,7 @@ def test_interrupt_stops_the_run_on_the_other_replica_keeps_its_output_marked_an
     kept = messages[1]
     assert kept["id"] in marker["value"]["messageIds"]
     assert kept["metadata"]["pausemesh"] == {"interrupted": True, "runId": run.body["runId"]}
-    wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
+    replicas.wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
 
 
 def test_rollback_stops_the_run_removes_its_output_and_runs(replicas: Replicas) -> None:
@@ -411,10 +432,14 @@ def test_a_run_that_carries_decisions_is_not_interrupted(replicas: Replicas) -> 
     asked = run_on(replicas.a, body(thread_id, [message(f"ask then hold {gate}")]))
     (interrupt,) = asked.interrupts
     entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"ok": True}}
-    resumed = Streamed(replicas.a, run_body(thread_id, f"run-{uuid.uuid4()}", resume=[entry]))
+    resumed = replicas.stream(
+        replicas.a, run_body(thread_id, f"run-{uuid.uuid4()}", resume=[entry])
+    )
     resumed.wait_for_text(f"holding {gate}.")
-    correction = Streamed(replicas.b, body(thread_id, [message("no, Porto")], "interrupt"))
-    wait_until(partial(queued_is, replicas, thread_id, 1), "the interrupting input is queued")
+    correction = replicas.stream(replicas.b, body(thread_id, [message("no, Porto")], "interrupt"))
+    replicas.wait_until(
+        partial(queued_is, replicas, thread_id, 1), "the interrupting input is queued"
+    )
     replicas.open_gate(gate)
     finished = resumed.result()
     assert finished.last["type"] == "RUN_FINISHED"
@@ -427,16 +452,16 @@ def test_inputs_queued_behind_a_run_that_asks_meet_the_question(replicas: Replic
     thread_id = new_thread()
     gate = f"asks-{thread_id}"
     held = message(f"hold {gate} then ask")
-    run = Streamed(replicas.a, body(thread_id, [held]))
+    run = replicas.stream(replicas.a, body(thread_id, [held]))
     run.wait_for_text(f"holding {gate}.")
-    waiting = Streamed(replicas.b, body(thread_id, [held, message("meanwhile")], "enqueue"))
-    wait_until(partial(queued_is, replicas, thread_id, 1), "the input is queued")
+    waiting = replicas.stream(replicas.b, body(thread_id, [held, message("meanwhile")], "enqueue"))
+    replicas.wait_until(partial(queued_is, replicas, thread_id, 1), "the input is queued")
     replicas.open_gate(gate)
     assert run.result().last["outcome"]["type"] == "interrupt"
     refused = waiting.result()
     assert refused.types == ["RUN_ERROR"]
     assert refused.error_code == "PAUSEMESH_AGUI_RESUME_REQUIRED"
-    wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
+    replicas.wait_until(partial(queued_is, replicas, thread_id, 0), "the queue is empty")
     assert len(snapshot(replicas.b, thread_id)["pendingInterrupts"]) == 1
 
 
@@ -446,8 +471,12 @@ def test_a_full_queue_and_an_input_with_nothing_to_queue_are_refused(replicas: R
     run, held = hold(replicas, thread_id, gate)
     waiting: list[Streamed] = []
     for n in range(QUEUE_LIMIT):
-        waiting.append(Streamed(replicas.b, body(thread_id, [held, message(f"q{n}")], "enqueue")))
-        wait_until(partial(queued_is, replicas, thread_id, n + 1), f"{n + 1} inputs queued")
+        waiting.append(
+            replicas.stream(replicas.b, body(thread_id, [held, message(f"q{n}")], "enqueue"))
+        )
+        replicas.wait_until(
+            partial(queued_is, replicas, thread_id, n + 1), f"{n + 1} inputs queued"
+        )
     full = run_on(replicas.a, body(thread_id, [held, message("one too many")], "enqueue"))
     assert full.error_code == "PAUSEMESH_AGUI_QUEUE_FULL"
     empty = run_on(replicas.a, body(thread_id, [], "interrupt"))
@@ -460,10 +489,10 @@ def test_a_full_queue_and_an_input_with_nothing_to_queue_are_refused(replicas: R
 def test_killing_every_replica_mid_queue_loses_no_queued_input(replicas: Replicas) -> None:
     thread_id = new_thread()
     run, held = hold(replicas, thread_id, f"never-{thread_id}")
-    first = Streamed(replicas.b, body(thread_id, [held, message("k-one")], "enqueue"))
-    wait_until(lambda: replicas.queued(thread_id) == 1, "the first input is queued")
-    second = Streamed(replicas.b, body(thread_id, [held, message("k-two")], "enqueue"))
-    wait_until(lambda: replicas.queued(thread_id) == 2, "the second input is queued")
+    first = replicas.stream(replicas.b, body(thread_id, [held, message("k-one")], "enqueue"))
+    replicas.wait_until(lambda: replicas.queued(thread_id) == 1, "the first input is queued")
+    second = replicas.stream(replicas.b, body(thread_id, [held, message("k-two")], "enqueue"))
+    replicas.wait_until(lambda: replicas.queued(thread_id) == 2, "the second input is queued")
     replicas.b.kill()
     replicas.a.kill()
     assert run.cut()
@@ -473,7 +502,7 @@ def test_killing_every_replica_mid_queue_loses_no_queued_input(replicas: Replica
     replicas.b.restart()
     # Whichever replica takes the thread first (its predecessor's lease freed at its start,
     # or lapsed) runs what waits, in order.
-    wait_until(lambda: replicas.queued(thread_id) == 0, "the queue is run")
+    replicas.wait_until(lambda: replicas.queued(thread_id) == 0, "the queue is run")
     assert texts(replicas.a, thread_id)[-4:] == [
         ("user", "k-one"),
         ("assistant", "echo k-one"),
