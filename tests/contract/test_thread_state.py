@@ -19,6 +19,7 @@ import msgspec
 
 from pausemesh.agui import (
     AgentOutput,
+    PauseRequest,
     RunContext,
     StateDeltaEvent,
     TextMessageContentEvent,
@@ -99,6 +100,11 @@ async def counts_up(ctx: RunContext) -> AsyncIterator[AgentOutput]:
 async def deltas_blind(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     """Changes the state with a delta without looking at it."""
     yield StateDeltaEvent(delta=[{"op": "add", "path": "/seen", "value": ctx.run_id}])
+
+
+async def asks(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """Pauses with a question, having looked at nothing."""
+    yield PauseRequest(message="Which flight?")
 
 
 def _host(agent: Any, threads: Any) -> RunHost:
@@ -185,6 +191,50 @@ async def test_a_delta_from_an_agent_that_never_looked_applies_to_the_stored_sta
     stored = await threads.get("t1")
     assert stored is not None
     assert stored.state == {"count": 1, "seen": "r1"}
+
+
+def _state_snapshot(frames: list[bytes]) -> Any:
+    for frame in frames:
+        for line in frame.decode().splitlines():
+            if line.startswith("data:") and '"STATE_SNAPSHOT"' in line:
+                return msgspec.json.decode(line[5:])["snapshot"]
+    raise AssertionError(frames)
+
+
+async def test_a_pause_and_a_reload_carry_the_stored_state_the_run_never_read(
+    threads: ThreadStore,
+) -> None:
+    counted = CountedState(threads)
+    await _run(_host(never_looks, counted), 0, BIG_STATE)
+    counted.reset()
+    host = _host(asks, counted)
+
+    paused = [
+        f
+        async for f in host.run(
+            convert_run_input(
+                {
+                    "threadId": "t1",
+                    "runId": "r1",
+                    "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+                }
+            ),
+            None,
+        )
+    ]
+    reloaded = [
+        f
+        async for f in host.connect(
+            convert_run_input({"threadId": "t1", "runId": "r2", "messages": []}), None
+        )
+    ]
+
+    assert b"Which flight?" in paused[-1]  # the interrupting RUN_FINISHED
+    assert _state_snapshot(paused) == BIG_STATE
+    assert _state_snapshot(reloaded) == BIG_STATE
+    # The snapshot's read and the reload's: the state itself is never written.
+    assert counted.state_reads == 2
+    assert counted.state_writes == []
 
 
 async def test_a_save_of_an_unread_state_keeps_the_stored_one_and_its_size(
