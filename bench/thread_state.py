@@ -8,8 +8,11 @@ gets ``--runs`` runs that add one short user message; the first 5 are left out, 
 give the run's p50 latency and the process's CPU per run (p50). The messages stay short: what
 grows is the state alone (``bench/long_threads.py`` grows the messages with a small state).
 
+``--delta``: the agent also changes the state each run (a one-value ``STATE_DELTA``, without
+looking at ``ctx.state``): the run then reads the state once and writes it whole.
+
 Usage: .venv/bin/python bench/thread_state.py [--runs 30] [--sizes 1000,100000,1000000,4000000]
-       [--database-url postgresql://...]
+       [--delta] [--database-url postgresql://...]
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ from typing import Any
 import asyncpg
 
 from pausemesh.agui.agent import AgentOutput, RunContext
-from pausemesh.agui.events import TextMessageContentEvent, TextMessageStartEvent
+from pausemesh.agui.events import (
+    StateDeltaEvent,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
+)
 from pausemesh.agui.input import convert_run_input
 from pausemesh.agui.run import RunHost
 from pausemesh.core import ContinuationService, KeyedTokenIssuer
@@ -53,7 +60,16 @@ async def ok_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     yield TextMessageContentEvent(message_id=f"a-{ctx.run_id}", delta="ok")
 
 
-async def measure(storage: Storage, size: int, runs: int) -> tuple[float, float]:
+async def delta_agent(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """Answers "ok" and sets one value of the state (a delta; ``ctx.state`` not looked at)."""
+    yield TextMessageStartEvent(message_id=f"a-{ctx.run_id}", role="assistant")
+    yield TextMessageContentEvent(message_id=f"a-{ctx.run_id}", delta="ok")
+    yield StateDeltaEvent(delta=[{"op": "add", "path": "/last", "value": ctx.run_id}])
+
+
+async def measure(
+    storage: Storage, size: int, runs: int, *, delta: bool = False
+) -> tuple[float, float]:
     """The run's p50 latency and CPU per run (ms) on a thread whose state is ``size`` bytes."""
     if storage.threads is None:
         raise SystemExit("the storage has no thread store")
@@ -61,7 +77,7 @@ async def measure(storage: Storage, size: int, runs: int) -> tuple[float, float]
         store=storage.events, keyed_issuer=KeyedTokenIssuer({"k1": b"k" * 32}, "k1")
     )
     host = RunHost(
-        agent=ok_agent,
+        agent=delta_agent if delta else ok_agent,
         service=service,
         threads=storage.threads,
         keepalive_seconds=10,
@@ -92,9 +108,9 @@ async def measure(storage: Storage, size: int, runs: int) -> tuple[float, float]
     return statistics.median(latencies) * 1000, statistics.median(cpu) * 1000
 
 
-async def _report(name: str, storage: Storage, sizes: list[int], runs: int) -> None:
+async def _report(name: str, storage: Storage, sizes: list[int], runs: int, *, delta: bool) -> None:
     for size in sizes:
-        p50, cpu = await measure(storage, size, runs)
+        p50, cpu = await measure(storage, size, runs, delta=delta)
         print(
             f"{name:>8}  state {size / 1e6:6.3f} MB  run p50 {p50:8.2f} ms  CPU/run {cpu:7.2f} ms"
         )
@@ -104,13 +120,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--sizes", default="1000,100000,1000000,4000000")
+    parser.add_argument("--delta", action="store_true", help="each run changes the state")
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = await open_sqlite_storage(str(Path(tmp) / "state.db"))
         try:
-            await _report("sqlite", sqlite, sizes, args.runs)
+            await _report("sqlite", sqlite, sizes, args.runs, delta=args.delta)
         finally:
             await sqlite.close()
     if args.database_url is None:
@@ -119,7 +136,7 @@ async def main() -> None:
     await migrate(args.database_url, schema=schema)
     postgres = await open_postgres_storage(args.database_url, schema=schema)
     try:
-        await _report("postgres", postgres, sizes, args.runs)
+        await _report("postgres", postgres, sizes, args.runs, delta=args.delta)
     finally:
         await postgres.close()
         conn = await asyncpg.connect(args.database_url)

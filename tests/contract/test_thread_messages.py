@@ -285,10 +285,12 @@ class CountedReads:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+    async def get(
+        self, thread_id: str, *, tail: int | None = None, state: bool = True
+    ) -> ThreadRecord | None:
         if tail is None or tail > 0:
             self.message_reads.append(("get", tail))
-        return await self.inner.get(thread_id, tail=tail)
+        return await self.inner.get(thread_id, tail=tail, state=state)
 
     async def read_messages(self, thread_id: str, *, before: int | None, limit: int) -> Any:
         self.message_reads.append(("read_messages", limit))

@@ -40,9 +40,11 @@ class CountedThreads(SqliteThreadStore):
 
     reads: list[str]
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+    async def get(
+        self, thread_id: str, *, tail: int | None = None, state: bool = True
+    ) -> ThreadRecord | None:
         self.reads.append(thread_id)
-        return await super().get(thread_id, tail=tail)
+        return await super().get(thread_id, tail=tail, state=state)
 
 
 class CountedEvents(SqliteEventStore):

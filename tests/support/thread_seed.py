@@ -23,9 +23,9 @@ def seed_sqlite_threads(
     """Insert the threads in one transaction (a ``SqliteDatabase.write`` op), then ANALYZE."""
     top = epoch_us(newest)
     conn.executemany(
-        "INSERT INTO agui_threads (thread_id, owner, messages_json, state_json, version,"
+        "INSERT INTO agui_threads (thread_id, owner, messages_json, version,"
         " last_sequence, created_at_us, updated_at_us, title)"
-        " VALUES (?, ?, '[]', '{}', 1, 0, ?, ?, ?)",
+        " VALUES (?, ?, '[]', 1, 0, ?, ?, ?)",
         (
             (f"t-{n}", f"user-{n % owners + 1}", top - n * 1_000_000, top - n * 1_000_000, f"#{n}")
             for n in range(1, count + 1)

@@ -186,9 +186,9 @@ class _CountingThreads(InMemoryThreadStore):
         super().__init__()
         self.gets = 0
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> Any:
+    async def get(self, thread_id: str, *, tail: int | None = None, state: bool = True) -> Any:
         self.gets += 1
-        return await super().get(thread_id, tail=tail)
+        return await super().get(thread_id, tail=tail, state=state)
 
 
 async def test_a_pause_that_is_not_mcps_costs_the_feed_no_read_when_it_changes(

@@ -19,7 +19,7 @@ SHIPPED = {
         11: "350cd162fbb9852d", 12: "579db78953dbb4ef", 13: "f89fa25e8bceba5b",
         14: "9b5399980313fed9", 15: "637ea140ffe46237", 20: "0ee0ab6373d8b7f6",
         42: "2b1c98446577e81b", 44: "d94c02b673cc7a82", 45: "839f0ef718d91ee5",
-        46: "d38e38f8caaf9b9d",
+        46: "d38e38f8caaf9b9d", 48: "a2c7a78ec71641bf",
     },
     "postgres": {
         1: "7884936be914fd6e", 2: "ea3da3f33053b6d3", 3: "6b238671b93c13ee",
@@ -28,7 +28,7 @@ SHIPPED = {
         11: "4480ccf46691c1b5", 12: "7670a1866dd7ae2f", 13: "d185e5c1d265db5b",
         14: "cc2bc265294d6f3e", 20: "e11927e5195b4c94",
         42: "26577241a4e4e7c6", 44: "98b8894a61f98d3b", 45: "3ed1372d3107ecdc",
-        46: "f9bb9941e842edba",
+        46: "f9bb9941e842edba", 48: "78c72c7fd77eadbc",
     },
 }  # fmt: skip
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

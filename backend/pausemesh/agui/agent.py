@@ -188,18 +188,52 @@ def reads_history_lazily(agent: object) -> bool:
     return bool(getattr(agent, LAZY_HISTORY_ATTRIBUTE, False))
 
 
-@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A ``RunContext`` value read from the store when the agent first looks at it (the run
+    host's ``ctx.state``, ``run/state.py``); ``resolve`` reads it, from inside the agent's
+    synchronous access."""
+
+    __slots__ = ()
+
+    def resolve(self) -> Any:
+        raise NotImplementedError
+
+
+class _Lazy:
+    """A field whose value may be a ``Deferred``: resolved (once) when first read, so an agent
+    that never looks pays nothing and one that does sees a plain value (a dict, not a proxy)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = f"_lazy_{name}"
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        if obj is None:
+            # Read by ``dataclass`` for the field's default: there is none.
+            raise AttributeError(self._key)
+        value = obj.__dict__[self._key]
+        if isinstance(value, Deferred):
+            value = value.resolve()
+            obj.__dict__[self._key] = value
+        return value
+
+    def __set__(self, obj: object, value: Any) -> None:
+        obj.__dict__[self._key] = value
+
+
+# Not ``slots``: ``state`` is a descriptor (``_Lazy``), which slots would replace.
+@dataclass(frozen=True)
 class RunContext:
     thread_id: str
     run_id: str
     # The thread's history (server-side record plus what this request added), oldest first;
     # for a ``lazy_history`` agent only what this request added (see ``history``).
     messages: Sequence[Message]
-    # The AG-UI state as the thread left it; the agent changes it with STATE_* events.
-    state: Any
+    # The AG-UI state as the thread left it; the agent changes it with STATE_* events. Read
+    # from the store when the agent first looks (a run whose agent never does reads none).
+    state: Any = _Lazy()
     # Who is asking (None on a server without a principal resolver): on a run the server
     # makes itself to continue a thread decided out of band, the thread's owner.
-    principal: str | None
+    principal: str | None  # type: ignore[misc]  # ``state``'s descriptor gives no default
     # The principal's roles, as its identity provider (JWT roles claim) or API key gave them.
     roles: frozenset[str] = frozenset()
     # Answers to the previous run's interrupts, keyed by interrupt id; empty on a plain run.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -34,6 +34,7 @@ __all__ = (
     "MCP_TASK_FEED_PREFIX",
     "MCP_TASK_PREFIX",
     "PROTOCOL_THREAD_PREFIXES",
+    "UNREAD_STATE",
     "CohortReceipt",
     "IssuedCohort",
     "ReceiptInterrupt",
@@ -45,6 +46,7 @@ __all__ = (
     "ThreadStore",
     "ThreadSummary",
     "TitleSource",
+    "UnreadState",
     "cohort_deadline",
     "decode_cohort",
     "derive_title",
@@ -150,11 +152,33 @@ def decode_cohort(data: bytes | str | None) -> IssuedCohort | None:
 TitleSource = Literal["owner", "agent", "derived"]
 
 
+class UnreadState:
+    """``ThreadRecord.state`` when it was not read (``get(state=False)``, a lease): the state
+    is a row of its own, read only when wanted. ``save`` of a record holding it leaves the
+    stored state as it is (no state bytes written). One instance, ``UNREAD_STATE``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNREAD_STATE"
+
+    def __copy__(self) -> UnreadState:
+        return self
+
+    def __deepcopy__(self, memo: object) -> UnreadState:
+        return self
+
+
+UNREAD_STATE: Final = UnreadState()
+
+
 class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: str
     # The principal that created the thread; others are told it does not exist. None = no auth.
     owner: str | None
     messages: list[Any]
+    # The AG-UI state (stored in a row of its own), or ``UNREAD_STATE`` where it was not read
+    # (``get(state=False)``, ``acquire_lease``): then ``save`` leaves the stored one alone.
     state: Any
     # The open interrupt cohort, or None when none is open.
     open_receipt: IssuedCohort | None
@@ -283,9 +307,12 @@ class ThreadStore(Protocol):
         """
         ...
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+    async def get(
+        self, thread_id: str, *, tail: int | None = None, state: bool = True
+    ) -> ThreadRecord | None:
         """The record with all its messages, or with the last ``tail`` only (``messages_from``
-        says where they start; ``tail=0`` reads no message: O(1) in the history)."""
+        says where they start; ``tail=0`` reads no message: O(1) in the history).
+        ``state=False``: the state is not read (``record.state`` is ``UNREAD_STATE``)."""
         ...
 
     async def read_messages(
@@ -327,7 +354,8 @@ class ThreadStore(Protocol):
         removed_ids: Sequence[str] = (),
     ) -> ThreadRecord:
         """CAS: store ``messages`` (in place of the stored ones from ``record.messages_from``
-        on; those before are kept), ``state``, ``open_receipt`` and ``closed_receipt`` if the
+        on; those before are kept), ``state`` (unless ``UNREAD_STATE``: the stored state is kept,
+        nothing of it written), ``open_receipt`` and ``closed_receipt`` if the
         stored version still equals ``record.version``; return the record with version + 1
         (its ``message_count`` and ``stored_bytes`` updated).
 
@@ -346,7 +374,7 @@ class ThreadStore(Protocol):
         self, thread_id: str, *, lease_id: str, run_id: str, now: datetime, expires_at: datetime
     ) -> ThreadRecord:
         """Take the run lease if free, expired, or already held under ``lease_id`` (renewal);
-        the record comes without its messages (``get(tail=0)``)."""
+        the record comes without its messages nor its state (``get(tail=0, state=False)``)."""
         ...
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:

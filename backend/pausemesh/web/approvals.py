@@ -103,7 +103,7 @@ async def _item(storage: Storage, continuation: Continuation) -> ApprovalItem:
     title: str | None = None
     if storage.threads is not None:
         # Only its title is shown: no message read.
-        record = await storage.threads.get(continuation.correlation_id, tail=0)
+        record = await storage.threads.get(continuation.correlation_id, tail=0, state=False)
         title = None if record is None else record.title
     inbox = _inbox(continuation)
     agent = inbox.get("agent")

@@ -99,7 +99,7 @@ async def close_lapsed(
     """
     threads = leases.threads
     clock = clock or service.clock
-    record = await threads.get(thread_id, tail=0)
+    record = await threads.get(thread_id, tail=0, state=False)
     if record is None or record.open_receipt is None:
         return False
     now = clock.now()

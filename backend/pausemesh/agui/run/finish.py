@@ -34,7 +34,13 @@ from pausemesh.core.pause import parse_pause_payload, pause_payload
 from pausemesh.core.ports import Clock
 from pausemesh.core.schema import SchemaValidatorCache
 from pausemesh.core.service import ContinuationService
-from pausemesh.core.threads import IssuedCohort, ThreadRecord, ThreadStore, derive_title
+from pausemesh.core.threads import (
+    UNREAD_STATE,
+    IssuedCohort,
+    ThreadRecord,
+    ThreadStore,
+    derive_title,
+)
 from pausemesh.core.timers import timer_fields
 from pausemesh.core.webhooks import INBOX_METADATA
 
@@ -106,13 +112,18 @@ class RunFinish:
         # The snapshot at a pause carries the newest page, as a reload does (the older ones
         # come from ``GET /agui/threads/{id}/messages``): read back under the lease, so it is
         # what was just saved, and O(page) however long the thread is.
-        page = await self.threads.get(lease.thread_id, tail=self.snapshot_messages)
+        # The state too, if the run did not read it (the stored one is what the run left).
+        unread = transcript.state is UNREAD_STATE
+        page = await self.threads.get(lease.thread_id, tail=self.snapshot_messages, state=unread)
         messages = transcript.messages[-self.snapshot_messages :] if page is None else page.messages
+        state = transcript.state
+        if unread:
+            state = {} if page is None else page.state
         return Finished(
             saved,
             [
                 MessagesSnapshotEvent(messages=await wire_messages(messages)),
-                StateSnapshotEvent(snapshot=transcript.state),
+                StateSnapshotEvent(snapshot=state),
                 interrupting,
             ],
         )

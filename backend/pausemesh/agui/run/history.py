@@ -25,7 +25,7 @@ import greenlet  # type: ignore[import-untyped]  # ships no type information
 
 from pausemesh.agui.events import Message
 
-__all__ = ("HistoryOutsideRunError", "StoredHistory", "step")
+__all__ = ("HistoryOutsideRunError", "StoredHistory", "step", "wait_in_step")
 
 T = TypeVar("T")
 
@@ -36,7 +36,8 @@ _PORTAL: Final = "pausemesh_history_portal"
 
 
 class HistoryOutsideRunError(RuntimeError):
-    """``ctx.messages`` was first read where the run cannot wait for the store."""
+    """``ctx.messages`` (or ``ctx.state``) was first read where the run cannot wait for the
+    store."""
 
 
 class _Await:
@@ -48,16 +49,18 @@ class _Await:
         self.awaitable = awaitable
 
 
-def _wait(awaitable: Awaitable[T]) -> T:
-    """``awaitable``'s result, from synchronous code inside ``step``."""
+def wait_in_step(awaitable: Awaitable[T], *, what: str = "ctx.messages") -> T:
+    """``awaitable``'s result, from synchronous code inside ``step`` (``what``: the value
+    being read, for the error outside one)."""
     current = greenlet.getcurrent()
     if not getattr(current, _PORTAL, False):
         close = getattr(awaitable, "close", None)
         if close is not None:
             close()  # never awaited: no warning about it
+        hint = ", or use 'await ctx.history()'" if what == "ctx.messages" else ""
         msg = (
-            "ctx.messages was first read outside the agent's own steps (in a task of its own?):"
-            " read it in the agent first, or use 'await ctx.history()'"
+            f"{what} was first read outside the agent's own steps (in a task of its own?):"
+            f" read it in the agent first{hint}"
         )
         raise HistoryOutsideRunError(msg)
     result: T = current.parent.switch(_Await(awaitable))
@@ -150,7 +153,7 @@ class StoredHistory(Sequence[Message]):
             return
         # At least double what is held: a walk backwards reads each message once.
         start = max(0, min(position, self._stored - 2 * (self._stored - self._from)))
-        older = _wait(self._read(start, self._from))
+        older = wait_in_step(self._read(start, self._from))
         self._held[:0] = older
         self._from = start
 

@@ -194,7 +194,7 @@ class RunHost:
 
     async def check_access(self, thread_id: str, principal: str | None) -> None:
         """Refuse (before any stream starts) a thread that belongs to someone else."""
-        record = await self.threads.get(thread_id, tail=0)
+        record = await self.threads.get(thread_id, tail=0, state=False)
         if record is not None and record.owner != principal:
             raise ThreadNotFoundError(thread_id)
 
@@ -288,7 +288,7 @@ class RunHost:
                     thread_id, lease_id=lease_id, run_id=run_id, now=self.clock.now()
                 )
             except ThreadBusyError:
-                if not closing_lapsed(await self.threads.get(thread_id, tail=0)):
+                if not closing_lapsed(await self.threads.get(thread_id, tail=0, state=False)):
                     raise
             await asyncio.sleep(_CLOSE_WAIT_SECONDS)
         raise ThreadBusyError(thread_id)
@@ -372,7 +372,7 @@ class RunHost:
         lease_id = self.leases.new_lease_id()
         now = self.clock.now()
         try:
-            record = await self.threads.get(thread_id, tail=0)
+            record = await self.threads.get(thread_id, tail=0, state=False)
             if record is None:
                 # A first run too large for any thread creates none (a thread's later runs are
                 # checked under the lease, ``LeasedRun``).

@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
+from typing import Any
 
-import msgspec
 from msgspec import UNSET
 
 from pausemesh.agui.agent import Decision, Operations, RunContext, reads_history_lazily
@@ -47,10 +47,11 @@ from pausemesh.agui.run.snapshots import (
     typed_messages,
     wire_messages,
 )
+from pausemesh.agui.run.state import StoredState
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import encode_frame
 from pausemesh.agui.transcript import Transcript
-from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.errors import PauseMeshError, ThreadNotFoundError
 from pausemesh.core.threads import ThreadRecord
 
 __all__ = ("DECIDED_ELSEWHERE_EVENT", "LeasedRun", "decided_elsewhere_event")
@@ -164,9 +165,13 @@ class LeasedRun:
         # The run starts from none of the stored history (the lease's record holds no message):
         # its events continue only messages of this run, and the agent reads what it looks at
         # (``ctx.messages``, ``ctx.history``), so the run's cost does not grow with the thread.
+        # Nor from the stored state: ``UNREAD_STATE`` unless the run's input set it (a first
+        # run), read when the agent looks or a ``STATE_DELTA`` needs it (``run/state.py``); a
+        # run that does neither reads and writes none of it.
+        state = StoredState(settled.state, self._read_state)
         transcript = Transcript(
             [*record.messages, *settled.added],
-            settled.state,
+            state.working_copy(),
             base=record.messages_from,
             dirty_from=record.message_count if settled.added else None,
         )
@@ -179,8 +184,9 @@ class LeasedRun:
             drain=parts.drain,
             # A run that carries decisions is never stopped: its side effects happen once.
             interruptible=not settled.decisions and settled.closing is None,
+            state=state,
         )
-        context = await self._context(transcript, settled, stored=record.messages_from)
+        context = await self._context(state, settled, stored=record.messages_from)
         async with contextlib.aclosing(agent.frames(context, transcript)) as out:
             async for chunk in out:
                 yield chunk
@@ -205,9 +211,14 @@ class LeasedRun:
         self.outcome = "interrupt" if agent.pauses else "success"
         yield last
 
-    async def _context(
-        self, transcript: Transcript, settled: Settled, *, stored: int
-    ) -> RunContext:
+    async def _read_state(self) -> Any:
+        """The stored state, read under the lease (no save comes in between)."""
+        found = await self.parts.threads.get(self.thread_id, tail=0)
+        if found is None:
+            raise ThreadNotFoundError(self.thread_id)
+        return found.state
+
+    async def _context(self, state: StoredState, settled: Settled, *, stored: int) -> RunContext:
         """The agent's context; ``stored``: how many messages the thread held before the run's
         request (all of them ``ctx.messages`` reads when looked at, ``run/history.py``)."""
         parts = self.parts
@@ -243,7 +254,7 @@ class LeasedRun:
             run_id=self.run_id,
             # A ``lazy_history`` agent's: only what its request added.
             messages=request if history is None else history,
-            state=msgspec.json.decode(msgspec.json.encode(transcript.state)),
+            state=state.for_agent(),
             principal=self.principal,
             roles=self.roles,
             decisions=settled.decisions,

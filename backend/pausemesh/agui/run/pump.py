@@ -28,14 +28,17 @@ from pausemesh.agui.events import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    StateDeltaEvent,
 )
 from pausemesh.agui.run.history import StoredHistory, step
 from pausemesh.agui.run.lease import RunLease
+from pausemesh.agui.run.state import StoredState
 from pausemesh.agui.run_error import AguiRunError
 from pausemesh.agui.sse import KEEPALIVE_FRAME
 from pausemesh.agui.transcript import Transcript
 from pausemesh.core.drain import Drain
 from pausemesh.core.errors import PauseMeshError
+from pausemesh.core.threads import UNREAD_STATE
 
 __all__ = ("AgentPump",)
 
@@ -76,8 +79,11 @@ class AgentPump:
         run_timeout_seconds: float | None,
         drain: Drain | None,
         interruptible: bool = False,
+        state: StoredState | None = None,
     ) -> None:
         self._agent = agent
+        # The thread's state as the run began, read when first wanted (``run/state.py``).
+        self._state = state
         # Whether an interrupting input may stop it (it carries no decisions).
         self._interruptible = interruptible
         # ``interrupt`` or ``rollback`` when it was stopped so (the run then ends cleanly).
@@ -133,6 +139,7 @@ class AgentPump:
                 batch: list[_Item] = [item]
                 while not isinstance(batch[-1], (_Done, _Failed)) and not queue.empty():
                     batch.append(queue.get_nowait())
+                await self._read_state_for(batch, transcript)
                 events, stop = self._fold(batch, transcript)
                 # What the agent sent before a failure still goes out, then the RUN_ERROR.
                 if events:
@@ -154,12 +161,16 @@ class AgentPump:
         # While the stored history is not all read, each turn of the agent runs where a look
         # at ``ctx.messages`` can wait for the store (``run/history.py``).
         history = context.messages if isinstance(context.messages, StoredHistory) else None
+        state = self._state
         try:
             outputs = aiter(self._agent(context))
             while True:
                 turn = anext(outputs)
                 try:
-                    output = await (turn if history is None or history.whole else step(turn))
+                    waits = (history is not None and not history.whole) or (
+                        state is not None and not state.loaded
+                    )
+                    output = await (step(turn) if waits else turn)
                 except StopAsyncIteration:
                     break
                 await queue.put(output)
@@ -172,7 +183,8 @@ class AgentPump:
         # What the run writes starts here (a rollback removes it, an interrupt marks it).
         self._first_new = len(transcript.messages)
         if self._interruptible:
-            self._state_before = msgspec.json.decode(msgspec.json.encode(transcript.state))
+            # Not read for this: a state the run never read is restored as unread.
+            self._state_before = _copy(transcript.state)
 
     def _stops_for_interrupt(self) -> bool:
         """Whether an interrupting input stopped the run (then it asks nothing)."""
@@ -202,6 +214,13 @@ class AgentPump:
         return CustomEvent(
             name="pausemesh.run_interrupted", value={"runId": run_id, "mode": mode, key: ids}
         )
+
+    async def _read_state_for(self, batch: list[_Item], transcript: Transcript) -> None:
+        """A delta applies to the stored state: read it now (once), not before."""
+        if transcript.state is not UNREAD_STATE or self._state is None:
+            return
+        if any(isinstance(item, StateDeltaEvent) for item in batch):
+            transcript.state = _copy(await self._state.load())
 
     def _fold(
         self, batch: list[_Item], transcript: Transcript
@@ -290,3 +309,7 @@ def _nudge(queue: asyncio.Queue[_Item]) -> None:
     # A full queue wakes the loop anyway, and each turn looks at the drain's deadline.
     with contextlib.suppress(asyncio.QueueFull):
         queue.put_nowait(_WAKE)
+
+
+def _copy(state: Any) -> Any:
+    return state if state is UNREAD_STATE else msgspec.json.decode(msgspec.json.encode(state))

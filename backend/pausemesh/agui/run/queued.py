@@ -164,7 +164,7 @@ class QueuedInputs:
             yield encode_frame(AguiRunError(NOT_QUEUEABLE, msg).to_event())
             return
         # Its head (``last_sequence``) is all it needs: no message read.
-        record = await self.threads.get(thread_id, tail=0)
+        record = await self.threads.get(thread_id, tail=0, state=False)
         if record is None:
             raise ThreadNotFoundError(thread_id)
         entry = QueuedInput(

@@ -17,6 +17,7 @@ from pausemesh.core.errors import (
 )
 from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.threads import (
+    UNREAD_STATE,
     IssuedCohort,
     RunLease,
     StoredMessage,
@@ -50,6 +51,9 @@ class InMemoryThreadStore:
         self._times: dict[str, list[datetime | None]] = {}
         # Message ids a rollback removed from each thread (its tombstones).
         self._removed: dict[str, set[str]] = {}
+        # Each thread's state, encoded (the record holds none): written by a save that carries
+        # one, read only by a ``get`` that wants it.
+        self._states: dict[str, bytes] = {}
         self._notifier = ThreadNotifier()
         self._closed = False
         self._erased: dict[str, datetime] = {}
@@ -100,7 +104,7 @@ class InMemoryThreadStore:
                 thread_id=thread_id,
                 owner=owner,
                 messages=[],
-                state={},
+                state=UNREAD_STATE,
                 open_receipt=None,
                 version=1,
                 last_sequence=0,
@@ -112,9 +116,12 @@ class InMemoryThreadStore:
             self._logs[thread_id] = []
             self._messages[thread_id] = []
             self._times[thread_id] = []
+            self._states[thread_id] = b"{}"
         return self._copy(record)
 
-    def _copy(self, record: ThreadRecord, tail: int | None = None) -> ThreadRecord:
+    def _copy(
+        self, record: ThreadRecord, tail: int | None = None, *, state: bool = True
+    ) -> ThreadRecord:
         stored = self._messages.get(record.thread_id, [])
         start = 0 if tail is None else max(len(stored) - max(tail, 0), 0)
         return msgspec.structs.replace(
@@ -123,15 +130,19 @@ class InMemoryThreadStore:
             messages_from=start,
             message_count=len(stored),
             message_times=list(self._times.get(record.thread_id, [])[start:]),
-            state=_clone(record.state),
+            state=msgspec.json.decode(self._states.get(record.thread_id, b"{}"))
+            if state
+            else UNREAD_STATE,
             open_receipt=_clone_cohort(record.open_receipt),
             closed_receipt=_clone_cohort(record.closed_receipt),
         )
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+    async def get(
+        self, thread_id: str, *, tail: int | None = None, state: bool = True
+    ) -> ThreadRecord | None:
         self._check_open()
         record = self._records.get(thread_id)
-        return None if record is None else self._copy(record, tail)
+        return None if record is None else self._copy(record, tail, state=state)
 
     async def read_messages(
         self, thread_id: str, *, before: int | None, limit: int
@@ -186,7 +197,10 @@ class InMemoryThreadStore:
         start = min(max(record.messages_from, 0), len(stored))
         tail = [msgspec.json.encode(m) for m in record.messages]
         kept = stored[:start]
-        state = msgspec.json.encode(record.state)
+        # A record whose state was not read keeps the stored one (nothing of it rewritten).
+        if record.state is not UNREAD_STATE:
+            self._states[record.thread_id] = msgspec.json.encode(record.state)
+        state = self._states[record.thread_id]
         receipts = (msgspec.json.encode(c) for c in (record.open_receipt, record.closed_receipt))
         self._messages[record.thread_id] = kept + tail
         times = self._times[record.thread_id]
@@ -202,7 +216,6 @@ class InMemoryThreadStore:
         updated = msgspec.structs.replace(
             current,
             messages=[],
-            state=msgspec.json.decode(state),
             open_receipt=_clone_cohort(record.open_receipt),
             closed_receipt=_clone_cohort(record.closed_receipt),
             stored_bytes=size + len(state) + sum(len(r) for r in receipts if r != b"null"),
@@ -214,7 +227,8 @@ class InMemoryThreadStore:
         )
         self._records[record.thread_id] = updated
         return msgspec.structs.replace(
-            self._copy(updated, 0),
+            self._copy(updated, 0, state=False),
+            state=_clone(record.state) if record.state is not UNREAD_STATE else UNREAD_STATE,
             messages=_clone(record.messages),
             messages_from=start,
             message_times=self._times[record.thread_id][start:],
@@ -230,7 +244,7 @@ class InMemoryThreadStore:
         lease = RunLease(lease_id=lease_id, run_id=run_id, expires_at=expires_at)
         updated = msgspec.structs.replace(current, lease=lease)
         self._records[thread_id] = updated
-        return self._copy(updated, 0)
+        return self._copy(updated, 0, state=False)
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
         current = self._require(thread_id)
@@ -351,6 +365,7 @@ class InMemoryThreadStore:
         self._messages.pop(thread_id, None)
         self._times.pop(thread_id, None)
         self._removed.pop(thread_id, None)
+        self._states.pop(thread_id, None)
         return self._records.pop(thread_id, None) is not None
 
     async def forget_erased(self) -> None:

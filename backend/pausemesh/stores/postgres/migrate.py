@@ -136,6 +136,7 @@ RUNTIME_GRANTS: tuple[tuple[str, str], ...] = (
     ("SELECT, INSERT, UPDATE", "agui_thread_queue"),
     ("SELECT, INSERT, UPDATE", "agui_thread_messages"),
     ("SELECT, INSERT", "agui_thread_removed_messages"),
+    ("SELECT, INSERT, UPDATE", "agui_thread_state"),
 )
 # Erasure goes only through these SECURITY DEFINER functions (migrations ``thread_lifecycle``
 # and ``continuation_erasure``).

@@ -18,6 +18,7 @@ from pausemesh.stores.postgres.schema_removed_messages import (
     REMOVED_MESSAGES,
     REMOVED_MESSAGES_OBJECTS,
 )
+from pausemesh.stores.postgres.schema_thread_state import THREAD_STATE, THREAD_STATE_OBJECTS
 
 __all__ = (
     "DEFAULT_SCHEMA",
@@ -635,6 +636,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     THREAD_QUEUE,
     MESSAGE_TIMES,
     REMOVED_MESSAGES,
+    THREAD_STATE,
 )
 
 # What readiness checks is present: table -> (trigger names); kept beside the migrations so a
@@ -735,6 +737,7 @@ _OBJECTS: dict[int, dict[str, tuple[str, ...]]] = {
     42: THREAD_MESSAGES_OBJECTS,
     44: THREAD_QUEUE_OBJECTS,
     46: REMOVED_MESSAGES_OBJECTS,
+    48: THREAD_STATE_OBJECTS,
 }
 
 

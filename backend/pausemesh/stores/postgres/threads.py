@@ -29,6 +29,7 @@ from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.large_json import LARGE_BYTES, decode_lines, sliced
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
+    UNREAD_STATE,
     RunLease,
     StoredMessage,
     ThreadCursor,
@@ -63,6 +64,8 @@ _IDENTITY = frozenset(
         "messages_from",
         "message_count",
         "message_times",
+        # A row of its own (migration 48), written only by a save that carries it.
+        "state",
     }
 )
 _BODY_FIELDS = tuple(f for f in ThreadRecord.__struct_fields__ if f not in _IDENTITY)
@@ -72,13 +75,15 @@ _REQUIRED = frozenset(f.name for f in msgspec.structs.fields(ThreadRecord) if f.
 _COLUMNS = (
     "thread_id, owner, convert_to(body_json, 'UTF8'), version, last_sequence, created_at,"
     " updated_at, lease_id, lease_run_id, lease_expires_at, title, title_source,"
-    " octet_length(body_json), message_count, messages_bytes"
+    " octet_length(body_json), message_count, messages_bytes, state_bytes"
 )
 _COUNT = 13
+# Where the columns after ``_COLUMNS`` start.
+_AFTER = 16
 # What ``save`` returns besides what it was given (it does not read the body back).
 _SAVED = (
     "version, updated_at, title, title_source, last_sequence, lease_id, lease_run_id,"
-    " lease_expires_at, octet_length(body_json) + messages_bytes, message_count"
+    " lease_expires_at, octet_length(body_json) + messages_bytes + state_bytes, message_count"
 )
 # A message row's size in the running total (with its separator, as SQLite counts it).
 _MESSAGE_SIZE = "octet_length(message_json) + 2"
@@ -91,7 +96,18 @@ _SUMMARY_COLUMNS = (
     " coalesce(jsonb_array_length(body_json::jsonb -> 'open_receipt' -> 'interrupts'), 0),"
     " last_sequence"
 )
-_EMPTY_BODY = msgspec.json.encode({"messages": [], "state": {}, "open_receipt": None})
+_EMPTY_BODY = msgspec.json.encode({"messages": [], "open_receipt": None})
+_EMPTY_STATE = b"{}"
+
+
+def _state_of(q: str, alias: str) -> str:
+    """The thread's state as bytes (NULL: no row, the empty state)."""
+    return (
+        f"(SELECT convert_to(s.state_json, 'UTF8') FROM {q}.agui_thread_state s"
+        f" WHERE s.thread_id = {alias}.thread_id)"
+    )
+
+
 _BODY: msgspec.json.Decoder[dict[str, Any]] = msgspec.json.Decoder(dict[str, Any])
 _RAW_BODY: msgspec.json.Decoder[dict[str, msgspec.Raw]] = msgspec.json.Decoder(
     dict[str, msgspec.Raw]
@@ -158,10 +174,16 @@ async def _body_fields(data: bytes) -> dict[str, Any]:
 
 
 async def _record(
-    row: Any, messages: Sequence[str] | None = None, messages_from: int | None = None
+    row: Any,
+    messages: Sequence[str] | None = None,
+    messages_from: int | None = None,
+    *,
+    state: bool = False,
+    state_json: bytes | None = None,
 ) -> ThreadRecord:
     """The record of a ``_COLUMNS`` row with ``messages`` (their JSON texts, from position
-    ``messages_from`` on; None: none read, the record starts after the last)."""
+    ``messages_from`` on; None: none read, the record starts after the last); ``state``: the
+    state was read (``state_json``, None for no row: ``{}``), else ``UNREAD_STATE``."""
     lease = None
     if row[7] is not None:
         lease = RunLease(lease_id=row[7], run_id=row[8], expires_at=row[9])
@@ -195,9 +217,10 @@ async def _record(
         lease=lease,
         title=row[10],
         title_source=row[11],
-        stored_bytes=row[12] + row[14],
+        stored_bytes=row[12] + row[14] + row[15],
         messages_from=count if messages_from is None else messages_from,
         message_count=count,
+        state=msgspec.json.decode(state_json or _EMPTY_STATE) if state else UNREAD_STATE,
         **fields,
     )
 
@@ -250,6 +273,9 @@ class PostgresThreadStore(SharedDatabaseStore):
         database.on_close(self.listener.close)
         q = database.q
         self._sql_get = f"SELECT {_COLUMNS} FROM {q}.agui_threads WHERE thread_id = $1"
+        self._sql_get_state = (
+            f"SELECT {_COLUMNS}, {_state_of(q, 't')} FROM {q}.agui_threads t WHERE thread_id = $1"
+        )
         self._sql_create = f"""
             INSERT INTO {q}.agui_threads (thread_id, owner, body_json, version, last_sequence,
                                           created_at, updated_at)
@@ -279,9 +305,14 @@ class PostgresThreadStore(SharedDatabaseStore):
                         SELECT sum({_MESSAGE_SIZE}) FROM {q}.agui_thread_messages m
                         WHERE m.thread_id = $1 AND m.position >= $8
                           AND m.position < agui_threads.message_count), 0),
-                    message_count = $8 + cardinality($10::text[])
+                    message_count = $8 + cardinality($10::text[]),
+                    state_bytes = coalesce(octet_length($13::text), state_bytes)
                 WHERE thread_id = $1 AND version = $4 AND message_count >= $8
                 RETURNING {_SAVED}
+            ), stored_state AS (
+                INSERT INTO {q}.agui_thread_state (thread_id, state_json)
+                SELECT $1, $13::text FROM head WHERE $13::text IS NOT NULL
+                ON CONFLICT (thread_id) DO UPDATE SET state_json = excluded.state_json
             ), written AS (
                 INSERT INTO {q}.agui_thread_messages AS m
                     (thread_id, position, message_id, message_json, stored_at)
@@ -320,7 +351,7 @@ class PostgresThreadStore(SharedDatabaseStore):
                 WHERE m.thread_id = t.thread_id
                   AND m.position >= greatest(t.message_count - coalesce($2, t.message_count), 0)
                   AND m.position < t.message_count
-            )
+            ), CASE WHEN $3::boolean THEN {_state_of(q, "t")} END
             FROM {q}.agui_threads t WHERE t.thread_id = $1
         """
         self._sql_page = f"""
@@ -399,21 +430,28 @@ class PostgresThreadStore(SharedDatabaseStore):
         self._sql_head = f"SELECT last_sequence FROM {q}.agui_threads WHERE thread_id = $1"
         # Keyset pagination on (updated_at, thread_id); $4 NULL = from the start.
         self._sql_list_records = f"""
-            SELECT {_COLUMNS} FROM {q}.agui_threads
+            SELECT {_COLUMNS}, {_state_of(q, "t")} FROM {q}.agui_threads t
             WHERE starts_with(thread_id, $1) AND owner IS NOT DISTINCT FROM $2
               AND ($4::text IS NULL OR (updated_at, thread_id) < ($3, $4::text))
             ORDER BY updated_at DESC, thread_id DESC LIMIT $5
         """
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+    async def get(
+        self, thread_id: str, *, tail: int | None = None, state: bool = True
+    ) -> ThreadRecord | None:
         if tail is not None and tail <= 0:
-            row = await self.database.fetchrow(self._sql_get, thread_id, read=True)
-            return None if row is None else await _record(row)
-        row = await self.database.fetchrow(self._sql_get_tail, thread_id, tail, read=True)
+            sql = self._sql_get_state if state else self._sql_get
+            row = await self.database.fetchrow(sql, thread_id, read=True)
+            if row is None:
+                return None
+            return await _record(row, state=state, state_json=row[_AFTER] if state else None)
+        row = await self.database.fetchrow(self._sql_get_tail, thread_id, tail, state, read=True)
         if row is None:
             return None
-        record = await _record(row, row[15], row[16])
-        return msgspec.structs.replace(record, message_times=list(row[17]))
+        record = await _record(
+            row, row[_AFTER], row[_AFTER + 1], state=state, state_json=row[_AFTER + 3]
+        )
+        return msgspec.structs.replace(record, message_times=list(row[_AFTER + 2]))
 
     async def read_messages(
         self, thread_id: str, *, before: int | None, limit: int
@@ -469,7 +507,11 @@ class PostgresThreadStore(SharedDatabaseStore):
         records = []
         for row in await self.database.run(op, read=True):
             # Protocol records hold no messages as a rule; one that does comes whole.
-            record = await self.get(row[0]) if row[_COUNT] else await _record(row, [], 0)
+            record = (
+                await self.get(row[0])
+                if row[_COUNT]
+                else await _record(row, [], 0, state=True, state_json=row[_AFTER])
+            )
             if record is not None:
                 records.append(record)
         return records
@@ -488,8 +530,11 @@ class PostgresThreadStore(SharedDatabaseStore):
             return existing
         await self.database.ensure_schema()
         row = await self.database.fetchrow(self._sql_create, thread_id, owner, _EMPTY_BODY, now)
-        # None: another replica created it first; its row is committed and visible now.
-        return await _record(row) if row is not None else await self._load(thread_id)
+        # None: another replica created it first; its row is committed and visible now. A new
+        # thread's state is the empty one (no row yet).
+        if row is None:
+            return await self._load(thread_id)
+        return await _record(row, state=True)
 
     async def _save_args(
         self,
@@ -512,6 +557,8 @@ class PostgresThreadStore(SharedDatabaseStore):
             texts,
             sum(len(t.encode()) + 2 for t in texts),
             list(removed_ids),
+            # None: the state was not read, the stored one stays (no state bytes written).
+            None if record.state is UNREAD_STATE else msgspec.json.encode(record.state).decode(),
         ]
 
     async def save(

@@ -7,6 +7,7 @@ from pausemesh.stores.sqlite.schema_message_times import MESSAGE_TIMES
 from pausemesh.stores.sqlite.schema_messages import THREAD_MESSAGES
 from pausemesh.stores.sqlite.schema_queue import THREAD_QUEUE
 from pausemesh.stores.sqlite.schema_removed_messages import REMOVED_MESSAGES
+from pausemesh.stores.sqlite.schema_thread_state import THREAD_STATE
 
 __all__ = ("SQLITE_MIGRATIONS",)
 
@@ -481,4 +482,5 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     THREAD_QUEUE,
     MESSAGE_TIMES,
     REMOVED_MESSAGES,
+    THREAD_STATE,
 )

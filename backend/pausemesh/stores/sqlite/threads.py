@@ -26,6 +26,7 @@ from pausemesh.core.keepalive import KeepAlive
 from pausemesh.core.large_json import LARGE_BYTES, sliced
 from pausemesh.core.threads import (
     PROTOCOL_THREAD_PREFIXES,
+    UNREAD_STATE,
     IssuedCohort,
     RunLease,
     StoredMessage,
@@ -53,21 +54,26 @@ def _select(messages: str, state: str, table: str = "agui_threads") -> str:
         f"SELECT thread_id, owner, {messages}, {state}, open_receipt_json, version,"
         " last_sequence, created_at_us, updated_at_us, lease_id, lease_run_id,"
         " lease_expires_at_us, closed_receipt_json, title, title_source, stored_bytes, rowid,"
-        f" message_count, messages_bytes FROM {table}"
+        f" message_count, messages_bytes, state_bytes FROM {table}"
     )
 
 
-# A row whose JSON (state and receipts: the messages are rows of their own) is larger than
-# LARGE_BYTES is read on the large-read thread, and so is a read of more than LARGE_BYTES of
-# messages. The loop tells them apart by the sizes index alone: every column stored after a
-# large state is reached only by walking the row's overflow pages.
+# The state is a row of its own (migration 48); a thread without one has the empty state.
+_STATE_OF = (
+    "(SELECT s.state_json FROM agui_thread_state s WHERE s.thread_id = agui_threads.thread_id)"
+)
+# A read whose state or receipts (the row's JSON: the messages are rows of their own) are
+# larger than LARGE_BYTES is made on the large-read thread, and so is a read of more than
+# LARGE_BYTES of messages. The loop tells them apart by the sizes index alone.
 _SIZES = (
-    "SELECT stored_bytes, message_count, messages_bytes"
+    "SELECT stored_bytes, message_count, messages_bytes, state_bytes"
     " FROM agui_threads INDEXED BY agui_threads_by_sizes WHERE thread_id = ?"
 )
-_SELECT_ROW = _select("NULL", "state_json") + " WHERE thread_id = ?"
-_SELECT_ALL = _select("NULL", f"CASE WHEN stored_bytes <= {LARGE_BYTES} THEN state_json END")
+_SELECT_ROW = _select("NULL", _STATE_OF) + " WHERE thread_id = ?"
+_SELECT_ALL = _select("NULL", f"CASE WHEN state_bytes <= {LARGE_BYTES} THEN {_STATE_OF} END")
 _SELECT_META = _select("NULL", "NULL") + " WHERE thread_id = ?"
+_STATE_ROWID = "SELECT rowid FROM agui_thread_state WHERE thread_id = ?"
+_EMPTY_STATE = b"{}"
 _MESSAGES_FROM = (
     "SELECT message_json, stored_at_us FROM agui_thread_messages"
     " WHERE thread_id = ? AND position >= ? ORDER BY position"
@@ -77,6 +83,7 @@ _MESSAGE_SIZE = "length(CAST(message_json AS BLOB)) + 2"
 _SEPARATOR = 2
 _ROWID = 16
 _COUNT = 17
+_STATE_BYTES = 19
 _EMPTY_BYTES = len(b"[]") + len(b"{}")
 # Protocol threads (A2A tasks) are neither listed nor purged by retention.
 _NOT_PROTOCOL = " AND ".join(
@@ -127,6 +134,7 @@ def _record(
         title=row[13],
         title_source=row[14],
         stored_bytes=row[15] + row[18],
+        # ``state``: the decoded state, or ``UNREAD_STATE`` (not read).
         messages_from=messages_from,
         message_count=row[_COUNT],
         message_times=[None if t is None else from_epoch_us(t) for t in times],
@@ -134,36 +142,41 @@ def _record(
 
 
 class _Read(NamedTuple):
-    """A record as read in one snapshot: the row, its state's JSON, the messages' JSON texts
-    from ``start`` on."""
+    """A record as read in one snapshot: the row, its state's JSON (None: not read), the
+    messages' JSON texts from ``start`` on."""
 
     row: tuple[Any, ...]
-    state: bytes | str
+    state: bytes | str | None
     start: int
     messages: list[str]
     times: list[int | None]
 
 
 def _read_record(
-    thread_id: str, tail: int | None, *, blob_state: bool
+    thread_id: str, tail: int | None, *, state: bool, blob_state: bool
 ) -> Callable[[sqlite3.Connection], _Read | None]:
-    """The row and its messages (all, or the last ``tail``) in the caller's snapshot; None if
-    the thread is gone. ``blob_state``: the state is read through a blob (with the GIL
-    released), for a row of megabytes."""
+    """The row, its state (if ``state``) and its messages (all, or the last ``tail``) in the
+    caller's snapshot; None if the thread is gone. ``blob_state``: the state is read through a
+    blob (with the GIL released), for a state of megabytes."""
+    inline = state and not blob_state
 
     def read(conn: sqlite3.Connection) -> _Read | None:
-        row = conn.execute(_SELECT_META if blob_state else _SELECT_ROW, (thread_id,)).fetchone()
+        row = conn.execute(_SELECT_ROW if inline else _SELECT_META, (thread_id,)).fetchone()
         if row is None:
             return None
-        if blob_state:
-            with conn.blobopen("agui_threads", "state_json", row[_ROWID], readonly=True) as blob:
-                state: bytes | str = blob.read()
-        else:
-            state = row[3]
+        text: bytes | str | None = None
+        if inline:
+            text = _EMPTY_STATE if row[3] is None else row[3]
+        elif state:
+            found = conn.execute(_STATE_ROWID, (thread_id,)).fetchone()
+            text = _EMPTY_STATE
+            if found is not None:
+                with conn.blobopen("agui_thread_state", "state_json", found[0], readonly=True) as b:
+                    text = b.read()
         count: int = row[_COUNT]
         start = 0 if tail is None else max(count - max(tail, 0), 0)
         rows = conn.execute(_MESSAGES_FROM, (thread_id, start)).fetchall() if start < count else []
-        return _Read(tuple(row), state, start, [r[0] for r in rows], [r[1] for r in rows])
+        return _Read(tuple(row), text, start, [r[0] for r in rows], [r[1] for r in rows])
 
     return read
 
@@ -188,17 +201,22 @@ def _version(conn: sqlite3.Connection, thread_id: str) -> int:
 
 
 class _Texts(NamedTuple):
-    """A record's JSON as ``save`` stores it (bytes: SQL casts them to TEXT, no copy here)."""
+    """A record's JSON as ``save`` stores it (bytes: SQL casts them to TEXT, no copy here);
+    ``state`` None: not written (the record's state was not read)."""
 
     messages: list[bytes]
-    state: bytes
+    state: bytes | None
     receipt: bytes | None
     closed: bytes | None
 
     @property
     def size(self) -> int:
-        """What the row itself holds: an empty ``messages_json``, the state, the receipts."""
-        return len(b"[]") + sum(len(t) for t in (self.state, self.receipt, self.closed) if t)
+        """What the row itself holds: an empty ``messages_json``, the receipts."""
+        return len(b"[]") + sum(len(t) for t in (self.receipt, self.closed) if t)
+
+    @property
+    def state_size(self) -> int:
+        return 0 if self.state is None else len(self.state)
 
     @property
     def messages_size(self) -> int:
@@ -209,10 +227,14 @@ def _cohort_json(cohort: IssuedCohort | None) -> bytes | None:
     return None if cohort is None else msgspec.json.encode(cohort)
 
 
+def _state_json(state: Any) -> bytes | None:
+    return None if state is UNREAD_STATE else msgspec.json.encode(state)
+
+
 def _texts_now(record: ThreadRecord) -> _Texts:
     return _Texts(
         [msgspec.json.encode(m) for m in record.messages],
-        msgspec.json.encode(record.state),
+        _state_json(record.state),
         _cohort_json(record.open_receipt),
         _cohort_json(record.closed_receipt),
     )
@@ -223,7 +245,7 @@ async def _texts(record: ThreadRecord) -> _Texts:
     # loop's other work (``core/large_json.py``); a run's own few in one go.
     return _Texts(
         await sliced(record.messages, msgspec.json.encode),
-        msgspec.json.encode(record.state),
+        _state_json(record.state),
         _cohort_json(record.open_receipt),
         _cohort_json(record.closed_receipt),
     )
@@ -239,10 +261,14 @@ def _message_id(message: Any) -> str | None:
 _AGENT_TITLE_WINS = ":agent IS NOT NULL AND (title IS NULL OR title_source IN ('agent', 'derived'))"
 # The messages from :start on are replaced: their stored size comes off the running total
 # (an indexed range: what the run rewrites, never the history before it).
+# The state's size is kept (``state_bytes``) unless the save carries a state (:state_size
+# NULL: not written), so ``stored_bytes`` stays the row, the state and nothing read.
 _SAVE_SQL = (
     "UPDATE agui_threads SET"
-    " state_json = CAST(:state AS TEXT), open_receipt_json = CAST(:receipt AS TEXT),"
-    " closed_receipt_json = CAST(:closed AS TEXT), stored_bytes = :size,"
+    " open_receipt_json = CAST(:receipt AS TEXT),"
+    " closed_receipt_json = CAST(:closed AS TEXT),"
+    " stored_bytes = :size + coalesce(:state_size, state_bytes),"
+    " state_bytes = coalesce(:state_size, state_bytes),"
     " messages_bytes = messages_bytes + :added - coalesce((SELECT sum("
     f"{_MESSAGE_SIZE}) FROM agui_thread_messages m WHERE m.thread_id = :thread_id"
     " AND m.position >= :start), 0),"
@@ -282,7 +308,7 @@ def _save_op(
     deadline = cohort_deadline(record.open_receipt)
     start = max(record.messages_from, 0)
     params = {
-        "state": texts.state,
+        "state_size": None if texts.state is None else texts.state_size,
         "receipt": texts.receipt,
         "closed": texts.closed,
         "size": texts.size,
@@ -329,6 +355,14 @@ def _save_op(
                 for i, text in enumerate(texts.messages)
             ],
         )
+        if texts.state is not None:
+            # Only a save whose run changed (or first set) the state writes it.
+            conn.execute(
+                "INSERT INTO agui_thread_state (thread_id, state_json)"
+                " VALUES (?, CAST(? AS TEXT))"
+                " ON CONFLICT (thread_id) DO UPDATE SET state_json = excluded.state_json",
+                (record.thread_id, texts.state),
+            )
         # A rollback's tombstones, in the save's transaction (``removed_message_ids``).
         conn.executemany(
             "INSERT INTO agui_thread_removed_messages (thread_id, message_id) VALUES (?, ?)"
@@ -363,9 +397,10 @@ class SqliteThreadStore:
         self._owns_database = owns_database
         self._notifier = ThreadNotifier()
         self._watcher = ChangeWatcher(database, self._notifier)
-        # Threads this process last read or saved large. SQLite rewrites (and first reads) the
-        # whole row on any UPDATE of it, megabytes for these: their leases and appends go to
-        # the writer thread too (``SqliteDatabase.write(large=True)``), off the loop's.
+        # Threads this process last read or saved with a large row (receipts of megabytes; the
+        # state is a row of its own). SQLite rewrites (and first reads) the whole row on any
+        # UPDATE of it: their leases and appends go to the writer thread too
+        # (``SqliteDatabase.write(large=True)``), off the loop's.
         self._large_ids: set[str] = set()
 
     async def create_or_load(
@@ -375,10 +410,10 @@ class SqliteThreadStore:
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO agui_threads (thread_id, owner, messages_json, state_json,"
+                "INSERT INTO agui_threads (thread_id, owner, messages_json,"
                 " open_receipt_json, version, last_sequence, created_at_us, updated_at_us,"
                 " stored_bytes)"
-                " SELECT ?, ?, '[]', '{}', NULL, 1, 0, ?, ?, ?"
+                " SELECT ?, ?, '[]', NULL, 1, 0, ?, ?, ?"
                 " WHERE NOT EXISTS (SELECT 1 FROM agui_thread_erasures WHERE thread_id = ?)"
                 " ON CONFLICT DO NOTHING",
                 (thread_id, owner, at, at, _EMPTY_BYTES, thread_id),
@@ -400,21 +435,24 @@ class SqliteThreadStore:
         """Whether a write to the thread's row is ``large`` (see ``_large_ids``)."""
         return thread_id in self._large_ids
 
-    async def get(self, thread_id: str, *, tail: int | None = None) -> ThreadRecord | None:
+    async def get(
+        self, thread_id: str, *, tail: int | None = None, state: bool = True
+    ) -> ThreadRecord | None:
         sizes = await self.database.read(_SIZES, (thread_id,))
         if not sizes:
             return None
-        inline, count, messages_bytes = sizes[0]
+        stored, count, messages_bytes, state_bytes = sizes[0]
         wanted = count if tail is None else min(max(tail, 0), count)
         # The messages asked for, estimated from the running size (rows are alike enough).
         many = wanted and messages_bytes * wanted // max(count, 1) > LARGE_BYTES
-        large_row = inline > LARGE_BYTES
+        large_row = stored - state_bytes > LARGE_BYTES
+        large_state = state and state_bytes > LARGE_BYTES
         if large_row:
             self._large_ids.add(thread_id)
         else:
             self._large_ids.discard(thread_id)
-        read = _read_record(thread_id, tail, blob_state=large_row)
-        if large_row or many:
+        read = _read_record(thread_id, tail, state=state, blob_state=large_state)
+        if large_row or large_state or many:
             found = await self.database.read_large(read)
         else:
             found = await self.database.read_snapshot(read)
@@ -424,9 +462,8 @@ class SqliteThreadStore:
             messages = await sliced(found.messages, msgspec.json.decode)
         else:
             messages = [msgspec.json.decode(m) for m in found.messages]
-        return _record(
-            found.row, messages, msgspec.json.decode(found.state), found.start, found.times
-        )
+        decoded = UNREAD_STATE if found.state is None else msgspec.json.decode(found.state)
+        return _record(found.row, messages, decoded, found.start, found.times)
 
     async def read_messages(
         self, thread_id: str, *, before: int | None, limit: int
@@ -500,8 +537,8 @@ class SqliteThreadStore:
             # A large one (rare for protocol records) comes whole from ``get``.
             record = (
                 await self.get(row[0])
-                if row[3] is None or row[_COUNT]
-                else _record(row, [], msgspec.json.decode(row[3]), 0)
+                if row[_COUNT] or row[_STATE_BYTES] > LARGE_BYTES
+                else _record(row, [], msgspec.json.decode(row[3] or _EMPTY_STATE), 0)
             )
             if record is not None:
                 records.append(record)
@@ -517,7 +554,7 @@ class SqliteThreadStore:
     ) -> ThreadRecord:
         texts = await _texts(record)
         op = _save_op(record, texts, now, agent_title, removed_ids)
-        large = texts.size > LARGE_BYTES or texts.messages_size > LARGE_BYTES
+        large = max(texts.size, texts.messages_size, texts.state_size) > LARGE_BYTES
         saved = await self.database.write(op, large=large or self._known_large(record.thread_id))
         if texts.size > LARGE_BYTES:
             self._large_ids.add(record.thread_id)
@@ -540,9 +577,12 @@ class SqliteThreadStore:
                 raise ThreadBusyError(thread_id)
 
         await self.database.write(op, large=self._known_large(thread_id))
-        # Read after the write, without its messages (``get(tail=0)``). The lease holds the
-        # thread, so no other run's save comes in between.
-        return await self._require(thread_id, tail=0)
+        # Read after the write, without its messages nor its state (``get(tail=0,
+        # state=False)``). The lease holds the thread, so no other run's save comes in between.
+        record = await self.get(thread_id, tail=0, state=False)
+        if record is None:
+            raise ThreadNotFoundError(thread_id)
+        return record
 
     async def release_lease(self, thread_id: str, *, lease_id: str) -> None:
         await self.database.write(
@@ -712,6 +752,7 @@ class SqliteThreadStore:
             conn.execute(
                 "DELETE FROM agui_thread_removed_messages WHERE thread_id = ?", (thread_id,)
             )
+            conn.execute("DELETE FROM agui_thread_state WHERE thread_id = ?", (thread_id,))
             cursor = conn.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
             return cursor.rowcount == 1
 
