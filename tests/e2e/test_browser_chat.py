@@ -541,3 +541,53 @@ def test_a_message_sent_by_another_client_shows_the_servers_time_after_the_page_
     for other in stored["messages"]:
         shown = transcript(page).locator(f'li.message[data-message-id="{other["id"]}"] time')
         expect(shown).to_have_attribute("datetime", times[other["id"]])
+
+
+def _more_than(page: Page, messages: Any, count: int) -> int:
+    """The transcript's message count once it is above ``count`` (older pages loaded)."""
+    for _ in range(400):  # liveness only (20 s): the counts the test compares are the test
+        shown: int = messages.count()
+        if shown > count:
+            return shown
+        page.wait_for_timeout(50)
+    pytest.fail(f"no older messages came above the {count} shown")
+
+
+def test_a_thread_of_thousands_of_messages_reloads_its_newest_page_and_pages_older_on_scroll(
+    server: ServerProcess, browser: Browser
+) -> None:
+    """Issue 42: a reload of a 3,000-message thread carries the newest page, not its life, and
+    scrolling to the top loads the pages before it, in order."""
+    thread = f"t-{uuid.uuid4()}"
+    batches, per_batch = 10, 300  # each POST under the default 64 KB body limit
+    with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        for batch in range(batches):
+            notes = [
+                {"id": f"note-{n}", "role": "user", "content": f"note {n}"}
+                for n in range(batch * per_batch + 1, (batch + 1) * per_batch + 1)
+            ]
+            post_run(http, run_body(thread, f"r-{batch}", messages=notes))
+        connected = post_run(http, run_body(thread, "r-connect"), path="/agui/connect")
+    # The reload carries one page of the 3,000 notes and their answers.
+    [snapshot] = [f.event for f in connected.frames if f.event["type"] == "MESSAGES_SNAPSHOT"]
+    assert len(snapshot["messages"]) == SNAPSHOT_MESSAGES
+    last_note = batches * per_batch
+    with browser_context(browser, viewport=DESKTOP) as context:
+        page = open_demo(context, server.url(f"/?thread={thread}"))
+        messages = transcript(page).locator("li.message")
+        expect(transcript(page).get_by_text(f"note {last_note}", exact=True)).to_have_count(1)
+        shots = Shots("chat-thousands")
+        shots.take(page, "newest")
+        # The page fills its pane from the older pages (50 at a time), never the whole life.
+        counts = [_more_than(page, messages, 0)]
+        for _ in range(2):
+            page.locator("#scroll").evaluate("s => s.scrollTo(0, 0)")
+            counts.append(_more_than(page, messages, counts[-1]))
+        assert counts[-1] <= SNAPSHOT_MESSAGES + 50 * 4, counts
+        texts = messages.all_inner_texts()
+        shown = [int(m.group(1)) for t in texts if (m := re.search(r"\bnote (\d+)\b", t))]
+        assert shown == sorted(shown), "older pages go above, in order"
+        assert shown[-1] == last_note
+        assert len(shown) == len(set(shown)), "no message twice"
+        assert 1 not in shown
+        shots.take(page, "older-loaded")
