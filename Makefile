@@ -7,11 +7,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test-tools serial-tests demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
 
+# The pinned set goes in with uv (itself pinned): the same packages as pip installs from the
+# lockfile, in a few seconds instead of twenty-odd from a warm cache. The venv keeps its pip.
+UV_VERSION := 0.13.10
+
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.lock
-	$(BIN)/pip install --quiet --no-deps -e .
+	@test -x $(BIN)/uv || $(BIN)/pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with every pinned dependency (idempotent): all `make demo` needs
@@ -24,7 +28,8 @@ test-tools: install  ## what only the tests need (built by `make test`, never by
 	@# (the app pins mcp 2.3.0) for tests/protocols/test_mcp_tasks.py.
 	@test -f .venv-mcp-tasks/.installed || { ($(PYTHON) -m venv .venv-mcp-tasks \
 		|| python3 -m venv .venv-mcp-tasks) \
-		&& .venv-mcp-tasks/bin/pip install --quiet -r tests/protocols/mcp_tasks_client/requirements.txt \
+		&& $(BIN)/uv pip install --quiet --python .venv-mcp-tasks/bin/python \
+			-r tests/protocols/mcp_tasks_client/requirements.txt \
 		&& touch .venv-mcp-tasks/.installed; }
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
