@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from pausemesh.core import large_json
 from pausemesh.core.large_json import LARGE_BYTES
 from pausemesh.core.threads import ThreadRecord, ThreadStore
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
@@ -93,8 +94,11 @@ async def test_every_store_keeps_the_stored_size_of_a_record_with_it(
 
 
 async def test_a_long_thread_is_saved_and_read_whole_while_the_loop_keeps_turning(
-    large_store: ThreadStore,
+    large_store: ThreadStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Slices of no time: each message is one step, so the loop's turns between steps count the
+    # steps whatever the machine's speed (timed slices made the count vary with it).
+    monkeypatch.setattr(large_json, "SLICE_SECONDS", 0.0)
     record = await large_store.create_or_load("t-long", owner="alice", now=NOW)
     async with Turns() as saving:
         saved = await large_store.save(msgspec.structs.replace(record, messages=LONG), now=NOW)

@@ -31,7 +31,7 @@ def recipes(target: str) -> str:
 
 def test_make_demo_installs_the_app_and_nothing_of_the_tests() -> None:
     demo = recipes("demo")
-    assert "pip install --quiet -r requirements.lock" in demo
+    assert "uv pip install --quiet --python .venv/bin/python -r requirements.lock" in demo
     assert "pausemesh demo" in demo
     assert "tests/" not in demo
     assert "npm" not in demo
@@ -41,7 +41,7 @@ def test_make_demo_installs_the_app_and_nothing_of_the_tests() -> None:
 def test_make_test_builds_the_test_tooling() -> None:
     test = recipes("test")
     assert "cd tests/protocols/node && npm ci" in test
-    assert ".venv-mcp-tasks/bin/pip install" in test
+    assert "--python .venv-mcp-tasks/bin/python" in test
 
 
 def test_the_extras_the_docs_install_exist_and_a_published_install_says_so() -> None:
