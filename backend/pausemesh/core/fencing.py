@@ -21,15 +21,17 @@ caller answers from the returned record); declaring twice keeps the first declar
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
 from pausemesh.core.errors import ReplyTooLateError
-from pausemesh.core.operations import OperationBegin, OperationRecord, UnknownDeclaration
-
-if TYPE_CHECKING:
-    from pausemesh.core.webhooks import WebhookRoutes
+from pausemesh.core.operations import (
+    OperationBegin,
+    OperationRecord,
+    OutcomeUnknownWebhooks,
+    UnknownDeclaration,
+)
 
 __all__ = (
     "Dispatch",
@@ -121,7 +123,7 @@ class FencedOperations(Protocol):
         declared_by: str,
         reason: str,
         now: datetime,
-        webhooks: WebhookRoutes | None = None,
+        webhooks: OutcomeUnknownWebhooks | None = None,
     ) -> OperationRecord:
         """Declare the attempt's outcome unknown before telling a client so; return the stored
         record. Writes nothing if the operation already has an outcome (``record.completed``:

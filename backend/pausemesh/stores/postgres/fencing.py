@@ -27,13 +27,13 @@ from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
     OperationRecord,
+    OutcomeUnknownWebhooks,
     begun,
     check_completion,
     decide,
     result_hash,
 )
 from pausemesh.core.validation import check_id, check_reason
-from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.stores.postgres.database import Conn, PostgresDatabase
 from pausemesh.stores.postgres.operations import (
     OPERATION_COLUMNS,
@@ -224,7 +224,7 @@ class PostgresFencedOperations:
         declared_by: str,
         reason: str,
         now: datetime,
-        webhooks: WebhookRoutes | None = None,
+        webhooks: OutcomeUnknownWebhooks | None = None,
     ) -> OperationRecord:
         return await self._unknowns.declare(
             operation_id, declared_by, reason, now, webhooks, ledger=False

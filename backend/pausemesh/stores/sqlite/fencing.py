@@ -24,12 +24,12 @@ from pausemesh.core.operations import (
     EXECUTE,
     OperationBegin,
     OperationRecord,
+    OutcomeUnknownWebhooks,
     begun,
     result_hash,
 )
 from pausemesh.core.push import OutboxEntry
 from pausemesh.core.validation import check_id, check_reason
-from pausemesh.core.webhooks import WebhookRoutes
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us, from_epoch_us
 from pausemesh.stores.sqlite.operations import (
@@ -153,7 +153,7 @@ class SqliteFencedOperations:
         declared_by: str,
         reason: str,
         now: datetime,
-        webhooks: WebhookRoutes | None = None,
+        webhooks: OutcomeUnknownWebhooks | None = None,
     ) -> OperationRecord:
         check_id(declared_by, "declaredBy")
         check_id(reason, "reason")
