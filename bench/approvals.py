@@ -131,6 +131,7 @@ class Arm:
                     lambda: push,
                     self.routes,
                     PushUrlPolicy("loopback"),
+                    events=storage.events,
                     holder="bench",
                     options=options,
                 )

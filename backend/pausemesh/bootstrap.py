@@ -148,6 +148,7 @@ def webhook_delivery(runtime: Runtime) -> OutboxDispatcher | None:
         lambda: push,
         routes,
         policy,
+        events=runtime.storage.events,
         holder=runtime.instance.holder,
         options=options,
         clock=runtime.service.clock,

@@ -99,6 +99,7 @@ class Hooks:
             lambda: push,
             self.routes,
             PushUrlPolicy("loopback"),
+            events=stores[0],
             holder="replica-a",
             options=OPTIONS,
             clock=self.clock,
@@ -179,6 +180,38 @@ async def test_a_pause_queues_a_signed_created_then_a_decided_webhook(
         assert decided.headers["webhook-id"] != created.headers["webhook-id"]
         # Nothing more is owed: each event was delivered once.
         assert await hooks.round() == 0
+
+
+async def test_a_created_webhook_sent_after_the_decision_shows_the_pause_as_it_was_created(
+    stores: tuple[EventStore, PushStore],
+) -> None:
+    # The body is rendered when sent, from the stream up to its event (core/webhooks.py).
+    secret = new_secret()
+    with Receiver() as receiver:
+        hooks = Hooks(stores, [subscription(receiver.url, secret)])
+        pause_id = await hooks.ask()
+        hooks.clock.advance(5)
+        await hooks.service.resume(
+            Resume(
+                continuation_id=pause_id,
+                idempotency_key="k1",
+                payload={"decision": "approve"},
+                by=NamedApprover("boss", frozenset({"manager"})),
+            )
+        )
+        assert await hooks.round() == 2
+        bodies = {}
+        for delivery in receiver.wait_for(2):
+            body = verified(delivery, secret)
+            bodies[body["type"]] = body
+        created, decided = bodies["pause.created"], bodies["pause.decided"]
+        assert created["timestamp"] == T0.isoformat()
+        assert created["data"]["status"] == "pending"
+        assert "decision" not in created["data"]
+        assert created["data"]["message"] == "Approve the PM404 booking?"
+        assert decided["timestamp"] == (T0 + timedelta(seconds=5)).isoformat()
+        assert decided["data"]["status"] == "resumed"
+        assert decided["data"]["decision"]["answer"] == {"decision": "approve"}
 
 
 async def test_a_receiver_answering_500_then_200_gets_the_event_twice_with_one_id(
@@ -308,6 +341,7 @@ async def test_while_every_destination_rests_a_round_does_not_touch_the_store(
         store,
         hooks.routes,
         PushUrlPolicy("loopback"),
+        events=stores[0],
         holder="replica-a",
         options=OPTIONS,
         clock=hooks.clock,

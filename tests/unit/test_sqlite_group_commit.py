@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pausemesh.core.errors import VersionConflictError
+from pausemesh.core.errors import StoreError, VersionConflictError
 from pausemesh.observability import telemetry
 from pausemesh.stores.sqlite import (
     SQLITE_MIGRATIONS,
@@ -23,6 +23,7 @@ from pausemesh.stores.sqlite import (
     SqliteEventStore,
     open_sqlite_store,
 )
+from pausemesh.stores.sqlite.database import GroupInsert
 from tests.support.events import created, resumed
 
 
@@ -56,6 +57,51 @@ async def test_a_cas_failure_in_a_group_leaves_the_other_writes_of_that_group(
     assert results[3] is None
     assert [len(await store.load(i)) for i in ("a", "b", "taken")] == [1, 1, 2]
     await store.close()
+
+
+async def test_a_group_inserts_the_rows_of_its_writes_that_succeeded_and_only_those(
+    tmp_path: Path,
+) -> None:
+    """``write(rows=...)``: the rows go in with the group's others in one statement, in the
+    same commit, and a write that failed (its CAS lost) leaves none."""
+    database = await SqliteDatabase(tmp_path / "rows.db").open()
+
+    def tables(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE heads (id TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        conn.execute("CREATE TABLE owed (id TEXT PRIMARY KEY)")
+        conn.execute("INSERT INTO heads VALUES ('taken', 1)")
+
+    await database.write(tables)
+    owed = GroupInsert("INSERT INTO owed (id)", 1, " ON CONFLICT DO NOTHING")
+
+    async def advance(key: str, version: int) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            if version == 0:
+                conn.execute("INSERT INTO heads VALUES (?, 1)", (key,))  # raises if taken
+            elif not conn.execute(
+                "UPDATE heads SET version = ? WHERE id = ? AND version = ?",
+                (version + 1, key, version),
+            ).rowcount:
+                raise VersionConflictError(key, version, -1)
+
+        await database.write(op, rows=(owed, [(f"{key}:{version + 1}",)]))
+
+    before = database.commits
+    results = await asyncio.gather(
+        *(advance(f"c{i}", 0) for i in range(40)),
+        advance("taken", 5),  # loses its CAS
+        advance("taken", 0),  # its insert fails, so does the write
+        advance("taken", 1),
+        return_exceptions=True,
+    )
+    assert results[:40] == [None] * 40
+    assert isinstance(results[40], VersionConflictError)
+    assert isinstance(results[41], StoreError)
+    assert results[42] is None
+    assert database.commits - before < 43  # grouped
+    rows = await database.read("SELECT id FROM owed")
+    assert sorted(row[0] for row in rows) == sorted([f"c{i}:1" for i in range(40)] + ["taken:2"])
+    await database.close()
 
 
 # Liveness bound: only a stuck writer gets near it (never a timing assertion).

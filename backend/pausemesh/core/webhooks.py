@@ -2,7 +2,7 @@
 
 Subscriptions come from ``PAUSEMESH_WEBHOOKS_FILE`` (``parse_webhooks``: a destination URL,
 the events, optional filters by approver role, agent and tag, the signing secrets).
-``WebhookRoutes.entries`` turns one continuation event into the outbox deliveries it owes;
+``WebhookRoutes.for_event`` turns one continuation event into the outbox deliveries it owes;
 ``Streams.append`` queues them with the event in the same store write (``EventStore.append
 (outbox=...)``), so a state change is never committed without its webhooks. The webhook
 channel's dispatcher (``outbox/dispatcher.py``, the same one the A2A push outbox runs on)
@@ -10,10 +10,15 @@ then sends them, signed per Standard Webhooks (``outbox/webhook_sender.py``).
 
 The body is ``{"type", "timestamp", "data"}``: ``data`` holds what a receiver needs to show
 the request (the message, the response schema, who asked, the approvers, the deadline, the
-thread and its title, tags, the decision once made) and never a resume token. Its ``links``
-(one-click decision links) are added by the sender when it signs, never stored. The delivery
-id (the ``webhook-id`` header) is the same on every attempt: ``timed_delivery_id`` of the event
-(``<continuation id>:<version>``, its time first) and the subscription.
+thread and its title, tags, the decision once made) and never a resume token; ``timestamp``
+is the event's time. A pause event's delivery stores only which event it is (``{"pause",
+"version", "type"}``): the sender renders the body when it sends (``pause_body``), from the
+stream as it is then, up to that version, which the events never change (an erasure, which
+redacts them, reaches bodies not yet sent). Rendering it with the event cost each pause's
+write a fifth of its rate (issue 45). Its ``links`` (one-click decision links) are added by
+the sender when it signs, never stored. The delivery id (the ``webhook-id`` header) is the
+same on every attempt: ``timed_delivery_id`` of the event (``<continuation id>:<version>``,
+its time first) and the subscription.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pausemesh.core.model import (
 )
 from pausemesh.core.operations import OperationRecord
 from pausemesh.core.push import OutboxEntry, delivery_id, timed_delivery_id
+from pausemesh.core.reducer import replay
 from pausemesh.core.urls import has_unsafe_characters
 
 __all__ = (
@@ -51,6 +57,7 @@ __all__ = (
     "WebhookSubscription",
     "event_type",
     "parse_webhooks",
+    "pause_body",
 )
 
 WEBHOOK_CHANNEL: Final = "webhook"
@@ -91,9 +98,11 @@ class WebhookSubscription(msgspec.Struct, frozen=True, kw_only=True):
     def wants(self, kind: str, state: Continuation) -> bool:
         if kind not in self.events:
             return False
-        inbox = _inbox(state)
         if self.roles and not self.roles & {a[5:] for a in state.approvers if a[:5] == "role:"}:
             return False
+        if not (self.agents or self.tags):
+            return True
+        inbox = _inbox(state)
         if self.agents and inbox.get("agent") not in self.agents:
             return False
         return not self.tags or bool(self.tags & set(_strings(inbox.get("tags"))))
@@ -246,10 +255,26 @@ def body_data(state: Continuation) -> dict[str, Any]:
     return data
 
 
+def pause_body(events: Sequence[ContinuationEvent], version: int) -> dict[str, Any] | None:
+    """The body of the webhook owed for event ``version`` of a pause's stream ``events`` (None
+    when the stream does not reach it): the pause as that event left it, at the event's time."""
+    if not 1 <= version <= len(events):
+        return None
+    state = replay(events[:version])
+    if state is None:
+        return None
+    event = events[version - 1]
+    return {
+        "type": event_type(event),
+        "timestamp": event.occurred_at.isoformat(),
+        "data": body_data(state),
+    }
+
+
 class WebhookRoutes:
     """The subscriptions, and what each continuation event owes them."""
 
-    __slots__ = ("by_id", "subscriptions", "wake")
+    __slots__ = ("_configs", "by_id", "subscriptions", "wake")
 
     def __init__(
         self,
@@ -258,6 +283,7 @@ class WebhookRoutes:
     ) -> None:
         self.subscriptions = tuple(subscriptions)
         self.by_id = {s.id: s for s in self.subscriptions}
+        self._configs = {s.id: {"url": s.url, "subscription": s.id} for s in self.subscriptions}
         # Called after a write queued deliveries (with their URLs): the dispatcher looks now,
         # not at its poll.
         self.wake = wake
@@ -268,37 +294,29 @@ class WebhookRoutes:
         if entries and self.wake is not None:
             self.wake([str(entry.config.get("url", "")) for entry in entries])
 
-    def entries(
-        self, kind: str, state: Continuation, *, event_id: str, at: datetime
-    ) -> list[OutboxEntry]:
-        """The deliveries ``kind`` on ``state`` (the pause after the change) owes, with the
-        stable ``event_id``; ``at``: the change's time (in the body, and first in the
-        delivery id: ``timed_delivery_id``)."""
+    def for_event(self, event: ContinuationEvent, state: Continuation) -> list[OutboxEntry]:
+        """The deliveries one continuation event owes (``state``: after it), each naming the
+        event (``{"pause", "version", "type"}``: the sender renders its body, ``pause_body``)
+        with the stable id ``timed_delivery_id`` of ``<continuation id>:<version>``."""
+        if not self.subscriptions:
+            return []
+        kind = event_type(event)
         wanted = [s for s in self.subscriptions if s.wants(kind, state)]
         if not wanted:
             return []
-        payload = {"type": kind, "timestamp": at.isoformat(), "data": body_data(state)}
+        continuation_id, version, at = event.continuation_id, event.version, event.occurred_at
+        event_id = f"{continuation_id}:{version}"
+        payload = {"pause": continuation_id, "version": version, "type": kind}
         return [
             OutboxEntry(
                 delivery_id=timed_delivery_id(event_id, subscription.id, at),
-                task_id=state.continuation_id,
+                task_id=continuation_id,
                 channel=WEBHOOK_CHANNEL,
-                config={"url": subscription.url, "subscription": subscription.id},
+                config=self._configs[subscription.id],
                 payload=payload,
             )
             for subscription in wanted
         ]
-
-    def for_event(self, event: ContinuationEvent, state: Continuation) -> list[OutboxEntry]:
-        """The deliveries one continuation event owes (``state``: after it)."""
-        if not self.subscriptions:
-            return []
-        return self.entries(
-            event_type(event),
-            state,
-            event_id=f"{event.continuation_id}:{event.version}",
-            at=event.occurred_at,
-        )
 
     def for_unknown_outcome(
         self,

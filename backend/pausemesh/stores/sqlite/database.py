@@ -45,7 +45,7 @@ from pausemesh.stores.private_files import private_database_file
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 from pausemesh.stores.sqlite.wal_sync import WalSync
 
-__all__ = ("SqliteDatabase", "SqliteSync")
+__all__ = ("GroupInsert", "SqliteDatabase", "SqliteSync")
 
 T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection], Any]
@@ -135,11 +135,20 @@ def _settle(pending: _Pending, result: tuple[bool, Any]) -> None:
 
 
 class _Pending:
-    __slots__ = ("future", "large", "op", "trace")
+    __slots__ = ("future", "large", "op", "rows", "trace")
 
-    def __init__(self, op: WriteOp, future: asyncio.Future[Any], *, large: bool = False) -> None:
+    def __init__(
+        self,
+        op: WriteOp,
+        future: asyncio.Future[Any],
+        *,
+        large: bool = False,
+        rows: GroupRows | None = None,
+    ) -> None:
         self.op = op
         self.future = future
+        # Rows the group inserts after its ops if ``op`` succeeded (``GroupInsert``).
+        self.rows = rows
         # Writes megabytes: never run inline on the loop thread (see ``write``).
         self.large = large
         # The caller's trace: a group's commit on the writer thread is a child of its first
@@ -172,6 +181,52 @@ def _apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration])
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+class GroupInsert:
+    """An INSERT whose rows the writes of one group share (``SqliteDatabase.write(rows=...)``):
+    the group runs it once, after its ops, with the rows of every op that succeeded, as one
+    multi-row statement. A row per write as its own statement (an ``executemany`` in each op)
+    cost the writer thread a statement per write, each step taking and giving back the GIL the
+    loop needs (issue 45: the outbox row of each pause's webhook)."""
+
+    __slots__ = ("_head", "_row", "_sql", "_tail", "width")
+
+    # SQLite binds at most 32,766 parameters in one statement (since 3.32).
+    _MAX_ROWS = 512
+
+    def __init__(self, head: str, width: int, tail: str = "") -> None:
+        self._head = head
+        self._row = "(" + ", ".join("?" * width) + ")"
+        self._tail = tail
+        self.width = width
+        self._sql: dict[int, str] = {}
+
+    def run(self, conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> None:
+        for start in range(0, len(rows), self._MAX_ROWS):
+            chunk = rows[start : start + self._MAX_ROWS]
+            sql = self._sql.get(len(chunk))
+            if sql is None:
+                sql = self._sql[len(chunk)] = (
+                    f"{self._head} VALUES {', '.join([self._row] * len(chunk))}{self._tail}"
+                )
+            conn.execute(sql, [value for row in chunk for value in row])
+
+
+GroupRows = tuple[GroupInsert, Sequence[Sequence[Any]]]
+
+
+def _insert_group_rows(
+    conn: sqlite3.Connection, group: Sequence[_Pending], results: list[tuple[bool, Any]]
+) -> None:
+    """The ``GroupInsert`` rows of the group's writes that succeeded, one statement each."""
+    by_insert: dict[GroupInsert, list[Sequence[Any]]] = {}
+    for pending, (ok, _) in zip(group, results, strict=True):
+        if ok and pending.rows is not None:
+            insert, rows = pending.rows
+            by_insert.setdefault(insert, []).extend(rows)
+    for insert, rows in by_insert.items():
+        insert.run(conn, rows)
 
 
 def _writer_failed(error: BaseException) -> StoreError:
@@ -388,7 +443,13 @@ class SqliteDatabase:
         if self._wal_sync is not None and self._wal_sync.failed is not None:
             raise self._wal_sync.failed
 
-    async def write(self, op: Callable[[sqlite3.Connection], T], *, large: bool = False) -> T:
+    async def write(
+        self,
+        op: Callable[[sqlite3.Connection], T],
+        *,
+        large: bool = False,
+        rows: GroupRows | None = None,
+    ) -> T:
         """Run ``op`` inside the next group transaction; resolve once it is committed.
 
         ``op`` runs inside its own SAVEPOINT: if it raises, only its own writes are rolled
@@ -396,13 +457,15 @@ class SqliteDatabase:
         share one transaction and one COMMIT. ``large``: the op writes megabytes (a long
         thread's transcript), so it goes to the writer thread even alone, where SQLite checks
         and writes it with the GIL released, instead of holding the loop thread meanwhile.
+        ``rows``: rows inserted in the same transaction if ``op`` succeeds, in one statement
+        with those of the group's other writes (``GroupInsert``).
         """
         self._require_open()
         if self._read_only:
             msg = "this SQLite database was opened read-only"
             raise StoreError(msg, code="STORE_READ_ONLY")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(op, future, large=large))
+        self._queue.append(_Pending(op, future, large=large, rows=rows))
         if not self._group_in_flight and not self._flush_scheduled:
             # Let every task that is ready to write this iteration join the group first.
             self._flush_scheduled = True
@@ -423,7 +486,7 @@ class SqliteDatabase:
             pending = self._queue[0]
             began = time.perf_counter()
             with leaf_span("store.commit", store="sqlite", group_size=1, inline=True):
-                run = self._run_group([pending.op], inline=True)
+                run = self._run_group([pending], inline=True)
             if run.results is not None:
                 # Synced inline too: a thread hop would cost more than the fsync it waits for.
                 synced = self._synced_now(run)
@@ -524,7 +587,7 @@ class SqliteDatabase:
                 with leaf_span(
                     "store.commit", parent=group[0].trace, store="sqlite", group_size=len(group)
                 ):
-                    run = self._run_group([p.op for p in group])
+                    run = self._run_group(group)
             except BaseException as error:
                 post(_settle_group, group, _GroupRun([(False, _writer_failed(error))] * len(group)))
                 if not isinstance(error, Exception):
@@ -585,7 +648,7 @@ class SqliteDatabase:
             raise busy
         return False
 
-    def _run_group(self, ops: list[WriteOp], *, inline: bool = False) -> _GroupRun:
+    def _run_group(self, ops: list[_Pending], *, inline: bool = False) -> _GroupRun:
         """One transaction and one COMMIT for the whole group.
 
         Runs on the writer thread, or ``inline`` on the loop thread for a lone write; inline it
@@ -614,7 +677,7 @@ class SqliteDatabase:
         return _GroupRun(results, began - asked, seconds, committed=self.commits != commits)
 
     def _run_group_in_turn(
-        self, ops: list[WriteOp], *, inline: bool
+        self, ops: list[_Pending], *, inline: bool
     ) -> list[tuple[bool, Any]] | None:
         conn = self._raw_writer
         assert conn is not None  # noqa: S101 - set in open()
@@ -625,7 +688,7 @@ class SqliteDatabase:
             return [(False, _store_error(error))] * len(ops)
         try:
             if len(ops) == 1:
-                results = [_run_op(conn, ops[0])]
+                results = [_run_op(conn, ops[0].op)]
                 if not results[0][0]:
                     conn.execute("ROLLBACK")
                     return results
@@ -633,11 +696,12 @@ class SqliteDatabase:
                 results = []
                 for op in ops:
                     conn.execute("SAVEPOINT op")
-                    result = _run_op(conn, op)
+                    result = _run_op(conn, op.op)
                     if not result[0]:
                         conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     results.append(result)
+            _insert_group_rows(conn, ops, results)
             committing = time.perf_counter()
             conn.execute("COMMIT")
             self._commit_took = time.perf_counter() - committing

@@ -27,7 +27,7 @@ from pausemesh.stores.batch import (
 )
 from pausemesh.stores.sqlite.database import SqliteDatabase
 from pausemesh.stores.sqlite.epoch import epoch_us
-from pausemesh.stores.sqlite.outbox import QUEUE_OUTBOX, outbox_rows
+from pausemesh.stores.sqlite.outbox import OUTBOX_GROUP_INSERT, outbox_rows
 
 __all__ = ("SqliteEventStore", "open_sqlite_store")
 
@@ -122,10 +122,10 @@ class SqliteEventStore:
                     "INSERT OR IGNORE INTO continuation_approvers VALUES (?, ?)",
                     [(approver, continuation_id) for approver in approvers],
                 )
-            if queued:
-                conn.executemany(QUEUE_OUTBOX, queued)
 
-        await self.database.write(op)
+        # The webhooks' rows go in with the group's others, one statement for all (see
+        # ``GroupInsert``), in the same transaction, only if this CAS succeeded.
+        await self.database.write(op, rows=(OUTBOX_GROUP_INSERT, queued) if queued else None)
 
     async def list_due(self, now: datetime, limit: int) -> Sequence[str]:
         rows = await self.database.read(

@@ -9,13 +9,22 @@ from collections.abc import Sequence
 import msgspec
 
 from pausemesh.core.push import OutboxEntry
+from pausemesh.stores.sqlite.database import GroupInsert
 
-__all__ = ("QUEUE_OUTBOX", "outbox_rows")
+__all__ = ("OUTBOX_GROUP_INSERT", "QUEUE_OUTBOX", "outbox_rows")
 
 QUEUE_OUTBOX = (
     "INSERT INTO a2a_push_deliveries (delivery_id, task_id, channel, config_json,"
     " payload_json, created_at_us, next_attempt_at_us) VALUES (?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT DO NOTHING"
+)
+
+# The same rows as a group commit's one statement for all its writes (``GroupInsert``).
+OUTBOX_GROUP_INSERT = GroupInsert(
+    "INSERT INTO a2a_push_deliveries (delivery_id, task_id, channel, config_json,"
+    " payload_json, created_at_us, next_attempt_at_us)",
+    7,
+    " ON CONFLICT DO NOTHING",
 )
 
 
