@@ -1,12 +1,16 @@
-"""One step of an MCP Tasks conversation, spoken by the official ``mcp`` 1.30 client.
+"""MCP Tasks conversations, spoken by the official ``mcp`` 1.30 client, one session per step.
 
 Run with the Python of the venv built from ``requirements.txt`` next to this file (the app pins
-``mcp`` 2.3.0, whose client has no tasks). Usage::
+``mcp`` 2.3.0, whose client has no tasks). One process serves a whole test run (importing
+``mcp`` costs about a CPU-second): it reads JSON lines on stdin and exits at EOF::
 
-    python client.py URL STEP '{"json": "arguments"}'
+    {"id": 1, "url": URL, "step": STEP, "args": {...}}   run STEP in a session of its own
+    {"id": 1, "stop": true}                              end watch 1 (it replies as usual)
+    {"id": 1, "cancel": true}                            abandon step 1 (no reply)
 
-Each run opens a 2025-11-25 session (``x-principal`` header from ``principal``), does ``STEP``
-and prints one JSON object on stdout:
+Steps run concurrently. Each opens its own 2025-11-25 session (``x-principal`` header from
+``principal``), does ``STEP`` and writes ``{"id", "reply": "done", ...output}`` on stdout, or
+``{"id", "reply": "failed", "traceback"}`` if it raised:
 
 * ``call`` ``{tool, arguments}``: ``call_tool_as_task`` → ``{capabilities, task}``;
 * ``get`` / ``cancel`` ``{taskId}``: ``get_task`` / ``cancel_task`` → ``{task}`` or ``{error}``;
@@ -17,18 +21,21 @@ and prints one JSON object on stdout:
 * ``tools`` ``{}``: ``list_tools`` → ``{tools}``;
 * ``watch`` ``{tool?, arguments?, until?, declare?}``: a session that stays connected without
   waiting on ``tasks/result``. With ``declare`` it declares ``capabilities.tasks`` (a
-  ``tasks/list`` handler). With ``tool`` it first calls it as a task. It prints
-  ``{ready, task?}`` as a first line, then waits until a ``notifications/tasks/status`` of
-  the task (or of ``until``) says a terminal status, or until its stdin is closed, and prints
-  ``{notifications}``.
+  ``tasks/list`` handler). With ``tool`` it first calls it as a task. It writes
+  ``{"id", "reply": "ready", "ready": true, "task"?}`` first, then waits until a
+  ``notifications/tasks/status`` of the task (or of ``until``) says a terminal status, or until
+  it is told to stop, and replies ``{notifications}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import ssl
 import sys
-import threading
+import traceback
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -46,20 +53,31 @@ def _dump(model: Any) -> Any:
 _TERMINAL = {"completed", "failed", "cancelled"}
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # httpx would load the CA bundle again for every session; the servers are plain http anyway.
+    return ssl.create_default_context()
+
+
 async def _no_tasks(_context: Any, _params: Any) -> types.ListTasksResult:
     return types.ListTasksResult(tasks=[])
 
 
 async def _watch(
-    session: ClientSession, args: dict[str, Any], notices: list[Any], seen: asyncio.Event
+    session: ClientSession,
+    args: dict[str, Any],
+    notices: list[Any],
+    seen: asyncio.Event,
+    ready: Callable[[dict[str, Any]], None],
+    stop: asyncio.Event,
 ) -> dict[str, Any]:
-    ready: dict[str, Any] = {"ready": True}
+    first: dict[str, Any] = {"ready": True}
     until = args.get("until")
     if "tool" in args:
         created = await session.experimental.call_tool_as_task(args["tool"], args["arguments"])
-        ready["task"] = _dump(created.task)
+        first["task"] = _dump(created.task)
         until = until or created.task.taskId
-    print(json.dumps(ready), flush=True)
+    ready(first)
 
     def terminal() -> bool:
         return any(
@@ -67,24 +85,25 @@ async def _watch(
             for n in notices
         )
 
-    # A daemon thread: the process must not wait for stdin to close once the task ended.
-    loop = asyncio.get_running_loop()
-    stdin_closed: asyncio.Future[None] = loop.create_future()
-
-    def read_stdin() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(lambda: stdin_closed.done() or stdin_closed.set_result(None))
-
-    threading.Thread(target=read_stdin, daemon=True).start()
-    while not terminal() and not stdin_closed.done():
-        seen.clear()
-        await asyncio.wait(
-            {stdin_closed, asyncio.ensure_future(seen.wait())}, return_when="FIRST_COMPLETED"
-        )
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        while not terminal() and not stop.is_set():
+            seen.clear()
+            waiting = asyncio.ensure_future(seen.wait())
+            await asyncio.wait({stopped, waiting}, return_when="FIRST_COMPLETED")
+            waiting.cancel()
+    finally:
+        stopped.cancel()
     return {"notifications": notices}
 
 
-async def step(url: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+async def step(
+    url: str,
+    name: str,
+    args: dict[str, Any],
+    ready: Callable[[dict[str, Any]], None],
+    stop: asyncio.Event,
+) -> dict[str, Any]:
     asked: list[Any] = []
     notices: list[Any] = []
     seen = asyncio.Event()
@@ -105,7 +124,9 @@ async def step(url: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
     headers = {"x-principal": args.get("principal", "alice")}
     async with (
-        httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(60, read=120)) as http,
+        httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(60, read=120), verify=_ssl_context()
+        ) as http,
         streamable_http_client(url, http_client=http) as (read, write, _),
         ClientSession(
             read,
@@ -143,7 +164,7 @@ async def step(url: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
             return {"tools": [_dump(t) for t in (await session.list_tools()).tools]}
 
         async def watch() -> dict[str, Any]:
-            return await _watch(session, args, notices, seen)
+            return await _watch(session, args, notices, seen, ready, stop)
 
         steps = {
             "call": call,
@@ -155,16 +176,63 @@ async def step(url: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
             "watch": watch,
         }
         if name not in steps:
-            raise SystemExit(f"unknown step {name}")
+            raise ValueError(f"unknown step {name}")
         try:
             return await steps[name]()
         except McpError as error:
             return {"error": _dump(error.error), "asked": asked}
 
 
+async def serve() -> None:
+    """Read requests from stdin, each run as its own task; exit (cancelling what runs) at EOF."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    running: dict[int, tuple[asyncio.Task[None], asyncio.Event]] = {}
+
+    def reply(request_id: int, kind: str, body: dict[str, Any]) -> None:
+        # One thread writes, a line at a time: replies of concurrent sessions never interleave.
+        sys.stdout.write(json.dumps({"id": request_id, "reply": kind, **body}) + "\n")
+        sys.stdout.flush()
+
+    async def run(request: dict[str, Any], stop: asyncio.Event) -> None:
+        request_id = request["id"]
+        try:
+            output = await step(
+                request["url"],
+                request["step"],
+                request["args"],
+                lambda first: reply(request_id, "ready", first),
+                stop,
+            )
+        except Exception:  # noqa: BLE001 - the test fails with this traceback
+            reply(request_id, "failed", {"traceback": traceback.format_exc()})
+        else:
+            reply(request_id, "done", output)
+        finally:
+            running.pop(request_id, None)
+
+    while line := await reader.readline():
+        request = json.loads(line)
+        request_id = request["id"]
+        if "step" in request:
+            stop = asyncio.Event()
+            task = asyncio.create_task(run(request, stop))
+            running[request_id] = (task, stop)
+        elif request_id in running:
+            task, stop = running[request_id]
+            if request.get("cancel"):
+                task.cancel()
+            else:
+                stop.set()
+    left = [task for task, _ in running.values()]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+
+
 def main() -> None:
-    url, name, raw = sys.argv[1:4]
-    print(json.dumps(asyncio.run(step(url, name, json.loads(raw)))))
+    asyncio.run(serve())
 
 
 if __name__ == "__main__":
