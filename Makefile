@@ -5,17 +5,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test-tools serial-tests demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
+.PHONY: install test-tools test-builds test-checks test-run demo demo-webhooks serve test check lint typecheck unit bench clean browser frontend copilotkit copilotkit-build examples-build mcp-conformance
 
 # The pinned set goes in with uv (itself pinned): the same packages as pip installs from the
 # lockfile, in a few seconds instead of twenty-odd from a warm cache. The venv keeps its pip.
+# Compiled to bytecode at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is on
+# some CI machines) nothing would cache it, and every interpreter the tests start would compile
+# Litestar, pydantic and the SDKs again (a pytest worker's collection: 22 CPU-s instead of 9).
 UV_VERSION := 0.13.10
+UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(UV_INSTALL) --python $(BIN)/python -r requirements.lock
+	$(UV_INSTALL) --python $(BIN)/python --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with every pinned dependency (idempotent): all `make demo` needs
@@ -26,11 +30,12 @@ test-tools: install  ## what only the tests need (built by `make test`, never by
 		|| (cd tests/protocols/node && npm ci --no-audit --no-fund --silent)
 	@# The official mcp 1.30 client, the last SDK line speaking 2025-11-25 Tasks, kept apart
 	@# (the app pins mcp 2.3.0) for tests/protocols/test_mcp_tasks.py.
-	@test -f .venv-mcp-tasks/.installed || { ($(PYTHON) -m venv .venv-mcp-tasks \
-		|| python3 -m venv .venv-mcp-tasks) \
-		&& $(BIN)/uv pip install --quiet --python .venv-mcp-tasks/bin/python \
+	@# Under the lock the tests take when they find it missing (tests/support/mcp_tasks_client.py).
+	@flock .venv-mcp-tasks.lock bash -c 'test -f .venv-mcp-tasks/.installed || { \
+		($(PYTHON) -m venv .venv-mcp-tasks || python3 -m venv .venv-mcp-tasks) \
+		&& $(UV_INSTALL) --python .venv-mcp-tasks/bin/python \
 			-r tests/protocols/mcp_tasks_client/requirements.txt \
-		&& touch .venv-mcp-tasks/.installed; }
+		&& touch .venv-mcp-tasks/.installed; }'
 
 demo: install  ## run the demo on SQLite (./data/), http://127.0.0.1:$${PAUSEMESH_PORT:-8787}
 	$(BIN)/pausemesh demo
@@ -97,23 +102,36 @@ mcp-conformance:  ## the MCP conformance suite for the tests (needs npm; `make d
 # tests/support/forkserver.py, so a start costs little CPU), so twice the cores pays.
 TEST_WORKERS ?= 4
 
-# What `make test` does before the parallel tests, side by side (npm installs and builds wait on
-# the network and the disk while mypy computes): the tools and builds the tests need, lint, types,
-# and the tests that stop shared services (they would cut every other worker's PostgreSQL, and
-# nothing else here uses it).
-TEST_PREREQUISITES := test-tools lint typecheck browser examples-build mcp-conformance
+# What `make test` runs beside the tests, all at once: the tools and builds a few tests need
+# (npm installs and builds wait on the network and the disk) and lint and types. The tests start
+# at the same time; the few that need a build wait for BUILDS_STATUS, which holds the builds'
+# exit status once they end (tests/support/builds.py).
+TEST_BUILDS := test-tools browser examples-build mcp-conformance
+BUILDS_STATUS := .test-builds.status
 
-serial-tests: install
-	$(BIN)/pytest -m serial --durations=5 -p no:cacheprovider
+test-builds: install
+	@$(MAKE) --no-print-directory --output-sync=target $(TEST_BUILDS) \
+		|| { status=$$?; echo $$status > $(BUILDS_STATUS); exit $$status; }
+	@echo 0 > $(BUILDS_STATUS)
+
+test-checks: install
+	@$(MAKE) --no-print-directory --output-sync=target lint typecheck
+
+# In parallel, one file per worker (module fixtures stay together), the longest files first
+# (tests/conftest.py orders them) so no worker is left with a long one at the end.
+# PYTHONDONTWRITEBYTECODE emptied (Python reads an empty value as unset): the suite starts
+# hundreds of interpreters on the same test and package modules, which compile once, not in each.
+test-run: install
+	PAUSEMESH_TEST_BUILDS=$(CURDIR)/$(BUILDS_STATUS) PYTHONDONTWRITEBYTECODE= \
+		$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test: install  ## every test: lint, types, unit, contract, e2e
-	@$(MAKE) --no-print-directory -j 8 --output-sync=target $(TEST_PREREQUISITES) serial-tests
-	@# In parallel, one file per worker (module fixtures stay together), the longest files first
-	@# (tests/conftest.py orders them) so no worker is left with a long one at the end.
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15
+	@rm -f $(BUILDS_STATUS)
+	@# One job server for all: the three at once, and the builds and checks side by side.
+	@$(MAKE) --no-print-directory -j 12 test-builds test-checks test-run
 
 check: install lint typecheck  ## the inner loop: lint, types, unit and contract tests (no servers started)
-	$(BIN)/pytest -n $(TEST_WORKERS) tests/unit tests/contract -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) tests/unit tests/contract -q
 
 unit: install
 	$(BIN)/pytest tests/unit tests/contract

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.builds import needs_build
 from tests.support.mcp_conformance_server import McpConformanceServer
 
 SUITE_DIR = Path(__file__).resolve().parent / "mcp_conformance"
@@ -27,12 +28,9 @@ SUITE = SUITE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "
 BASELINE = SUITE_DIR / "expected-failures.yml"
 DOC = SUITE_DIR.parents[2] / "docs" / "protocols-mcp-a2a.md"
 
-# Outside CI a machine without the suite skips with the reason; CI (CI=true) always runs it, so
-# a missing `npm ci` fails there instead of passing silently.
-needs_suite = pytest.mark.skipif(
-    os.environ.get("CI") != "true" and not (NODE.is_file() and SUITE.is_file()),
-    reason="needs `npm ci` in tests/protocols/mcp_conformance (make test does it)",
-)
+# Outside CI a machine without the suite skips with the reason; CI always runs it, so a missing
+# `npm ci` fails there instead of passing silently (tests/support/builds.py).
+needs_suite = needs_build("mcp-conformance")
 # The whole suite is about 20 s on an idle machine; room for a loaded one.
 _SUITE_SECONDS = 240
 

@@ -1,7 +1,8 @@
 """Three ``pausemesh demo`` processes on one PostgreSQL database (docs/operations-postgres.md).
 
 Races across replicas, a pause asked/tailed/answered on three different replicas, a replica
-SIGKILLed mid-race, and a PostgreSQL restart under the running apps.
+SIGKILLed mid-race, and a PostgreSQL restart under the running apps (on a server of the test's
+own, so the suite's shared server stays up for every other test).
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ import asyncio
 import itertools
 import json
 import secrets
-import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -21,6 +20,7 @@ import pytest
 
 from pausemesh.stores.postgres.migrate import migrate
 from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
+from tests.support.private_postgres import PrivatePostgres
 from tests.support.server import ServerProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -32,14 +32,14 @@ PAYLOAD = {"kind": "input", "message": "Which flight should I book?"}
 
 
 class Cluster:
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, database_url: str = DATABASE_URL) -> None:
         env = {
             "PAUSEMESH_DATABASE_SCHEMA": schema,
             # One shared key: every replica re-derives the keyed tokens of the others.
             "PAUSEMESH_SECRET_KEY": secrets.token_urlsafe(48),
             "PAUSEMESH_LOG_LEVEL": "warning",
         }
-        args = ["demo", "--no-browser", "--database-url", DATABASE_URL]
+        args = ["demo", "--no-browser", "--database-url", database_url]
         self.servers = [ServerProcess(args, env=env) for _ in range(REPLICAS)]
         self.clients: list[httpx.AsyncClient] = []
 
@@ -289,12 +289,23 @@ async def test_a_replica_killed_mid_race_loses_and_doubles_no_resume(cluster: Cl
     assert (await cluster.clients[1].get("/readyz")).status_code == 200
 
 
-def _cluster_ctl(action: str) -> None:
-    version = min(p.name for p in Path("/etc/postgresql").iterdir())
-    command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action]
-    if action == "stop":
-        command += ["--mode", "fast"]
-    subprocess.run(command, check=True, capture_output=True, timeout=STUCK)
+@pytest.fixture(name="private")
+def private_fixture() -> Iterator[PrivatePostgres]:
+    with PrivatePostgres() as server:
+        yield server
+
+
+@pytest.fixture(name="restartable")
+async def restartable_fixture(private: PrivatePostgres) -> AsyncIterator[Cluster]:
+    """Three replicas on a PostgreSQL server of this test's own, which it may stop."""
+    schema = fresh_schema("pm_restart")
+    await migrate(private.url, schema=schema)
+    cluster = Cluster(schema, private.url)
+    try:
+        await cluster.start()
+        yield cluster
+    finally:
+        await cluster.close()
 
 
 async def _ready_codes(cluster: Cluster) -> list[int]:
@@ -313,12 +324,10 @@ async def _until_ready_codes(cluster: Cluster, wanted: int) -> None:
             await asyncio.sleep(0.1)
 
 
-@pytest.mark.serial
 async def test_a_postgres_restart_under_running_replicas_recovers_without_app_restarts(
-    cluster: Cluster,
+    private: PrivatePostgres, restartable: Cluster
 ) -> None:
-    if not Path("/etc/postgresql").is_dir():
-        pytest.skip("needs a local pg_ctlcluster-managed server to restart")
+    cluster = restartable
     first, second, third = cluster.clients
     thread_id = f"thread-{uuid.uuid4()}"
     interrupt_id, last = await _ask(first, thread_id)
@@ -326,7 +335,7 @@ async def test_a_postgres_restart_under_running_replicas_recovers_without_app_re
     tail = asyncio.create_task(_tail(second, thread_id, last, seen, _run_finished_after_answer))
     pids = [s.pid for s in cluster.servers]
     try:
-        await asyncio.to_thread(_cluster_ctl, "stop")
+        await asyncio.to_thread(private.stop)
         await _until_ready_codes(cluster, 503)
         unavailable = await first.post("/v1/continuations", json={"payload": PAYLOAD})
         assert unavailable.status_code == 503, unavailable.text
@@ -338,7 +347,7 @@ async def test_a_postgres_restart_under_running_replicas_recovers_without_app_re
             assert refused.status_code == 503
             assert json.loads(await refused.aread())["code"] == "STORE_UNAVAILABLE"
     finally:
-        await asyncio.to_thread(_cluster_ctl, "start")
+        await asyncio.to_thread(private.start)
     await _until_ready_codes(cluster, 200)
     # The same processes serve again: no app restart.
     assert [s.pid for s in cluster.servers] == pids

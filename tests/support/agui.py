@@ -9,7 +9,6 @@ Every event read through ``read_frames``/``post_run`` is checked on the way in:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -18,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from ag_ui._generated import models as official
 from ag_ui.core import Event as OfficialEvent
 from pydantic import BaseModel, TypeAdapter
 
 from pausemesh.core.identity import Identity
+from tests.support.builds import needs_build
 
 __all__ = (
     "NODE",
@@ -63,13 +62,9 @@ def run_node_harness(script: str, *args: str) -> dict[str, Any]:
     return report
 
 
-# Outside CI a machine without Node skips these with the reason; CI (CI=true) runs them always,
-# so a missing `npm ci` fails there instead of passing silently.
-needs_node = pytest.mark.skipif(
-    os.environ.get("CI") != "true"
-    and (NODE is None or not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir()),
-    reason="needs node and `npm ci` in tests/protocols/node (make test-tools does it)",
-)
+# Outside CI a machine without Node skips these with the reason; CI runs them always, so a
+# missing `npm ci` fails there instead of passing silently (tests/support/builds.py).
+needs_node = needs_build("ag-ui-client")
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(OfficialEvent)
 _OPEN = (

@@ -8,12 +8,10 @@ when CopilotKit's ``/info`` answers, SIGTERM or SIGKILL to stop. The build comes
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Mapping
 
-import pytest
-
+from tests.support.builds import build_missing, needs_build, wait_for_builds
 from tests.support.server import REPO_ROOT, ServerProcess
 
 __all__ = (
@@ -21,7 +19,6 @@ __all__ = (
     "NODE",
     "NODE_TESTS",
     "CopilotKitRuntime",
-    "build_missing",
     "needs_copilotkit_build",
     "require_build",
 )
@@ -33,33 +30,16 @@ NODE_TESTS = EXAMPLE / "dist" / "test"
 NODE = shutil.which("node")
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI") == "true" or os.environ.get("PAUSEMESH_REQUIRE_POSTGRES") == "1"
-
-
-def build_missing() -> str | None:
-    """Why the example cannot run here, or ``None`` when Node and the build are present."""
-    if NODE is None:
-        return "needs node on PATH"
-    for built in (SERVER, PAGE, NODE_TESTS / "durable-runner.test.js"):
-        if not built.is_file():
-            return (
-                f"needs the CopilotKit example built ({built.relative_to(REPO_ROOT)}): make install"
-            )
-    return None
-
-
 def require_build() -> None:
-    """Fail (in CI, where nothing skips) with the reason the example cannot run."""
-    missing = build_missing()
+    """Fail with the reason the example cannot run (after make's builds, if under way)."""
+    wait_for_builds()
+    missing = build_missing("copilotkit")
     assert missing is None, missing
 
 
 # Outside CI a machine without Node or the build skips with the reason; in CI the tests run and
-# fail on a missing build (``require_build``) instead of passing silently.
-needs_copilotkit_build = pytest.mark.skipif(
-    not _in_ci() and build_missing() is not None, reason=str(build_missing())
-)
+# fail on a missing build instead of passing silently (tests/support/builds.py).
+needs_copilotkit_build = needs_build("copilotkit")
 
 
 class CopilotKitRuntime(ServerProcess):

@@ -31,7 +31,10 @@ def recipes(target: str) -> str:
 
 def test_make_demo_installs_the_app_and_nothing_of_the_tests() -> None:
     demo = recipes("demo")
-    assert "uv pip install --quiet --python .venv/bin/python -r requirements.lock" in demo
+    assert (
+        "uv pip install --quiet --compile-bytecode --python .venv/bin/python -r requirements.lock"
+        in demo
+    )
     assert "pausemesh demo" in demo
     assert "tests/" not in demo
     assert "npm" not in demo
