@@ -4,8 +4,8 @@ The link must pass the static URL checks and the host's ``McpProjectionPolicy``;
 URL mode fails closed. ``accept`` only means the person agreed to open the link: the pause
 completes when the host's trusted out-of-band callback calls ``complete``. A 2026-07-28 client
 is asked again until then; a live 2025-11-25 call is held until the callback (or expiry) and
-its client is sent ``notifications/elicitation/complete``. Credentials never pass through the
-MCP client.
+its client is sent ``notifications/elicitation/complete`` before the call's result. Credentials
+never pass through the MCP client.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp.server.mcpserver import Context
@@ -61,6 +61,9 @@ __all__ = ("UrlAuthorizations",)
 _log = logging.getLogger("pausemesh.mcp")
 
 _CALLBACK_POLL_SECONDS: Final = 0.2
+# How long a held call that saw the callback's resume waits for that callback's
+# notifications/elicitation/complete to go out: delivery is best effort, the result is not.
+_NOTIFY_WAIT_SECONDS: Final = 10.0
 
 UrlFor = Callable[[Continuation], str]
 
@@ -71,6 +74,11 @@ class _LiveUrl:
     related_request_id: Any
     request: dict[str, Any]
     receipt: McpElicitationReceipt
+    # The result ends the call's response stream, so the callback's notification must go out
+    # first: ``complete`` sets ``completing`` before it resumes and ``notified`` once the
+    # notification was sent (or failed), and the held call waits for the latter.
+    completing: asyncio.Event = field(default_factory=asyncio.Event)
+    notified: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class UrlAuthorizations:
@@ -173,7 +181,7 @@ class UrlAuthorizations:
         bridge = self._bridge
         cid = continuation.continuation_id
         related = ctx.request_context.request_id
-        self._live_urls[cid] = _LiveUrl(ctx.session, related, request, receipt)
+        live = self._live_urls[cid] = _LiveUrl(ctx.session, related, request, receipt)
         try:
             response = await ctx.session.send_request(
                 ElicitRequest(params=ElicitRequestURLParams.model_validate(request["params"])),
@@ -190,18 +198,25 @@ class UrlAuthorizations:
                 return await bridge.settle(
                     continuation, McpFormResponse(action=consent.action), principal
                 )
-            return await self._wait_for_callback(continuation, principal)
+            return await self._wait_for_callback(continuation, principal, live)
         finally:
             self._live_urls.pop(cid, None)
 
     async def _wait_for_callback(
-        self, continuation: Continuation, principal: str | None
+        self, continuation: Continuation, principal: str | None, live: _LiveUrl
     ) -> McpAnswer:
         """Hold the live call until the trusted callback settles the pause (or it expires)."""
         service = self._bridge.service
         while True:
             current = await service.get(continuation.continuation_id, principal=principal)
             if current.status == "resumed":
+                # Only a callback handled in this process sets ``completing``: a resume from
+                # another replica or path has no notification here to wait for.
+                if live.completing.is_set():
+                    try:
+                        await asyncio.wait_for(live.notified.wait(), _NOTIFY_WAIT_SECONDS)
+                    except TimeoutError:
+                        _log.info("notifications/elicitation/complete still unsent: answering")
                 return authorized(current)
             if current.status == "cancelled":
                 return cancelled(current)
@@ -225,9 +240,14 @@ class UrlAuthorizations:
             payload=result,
             by=TrustedHost(principal),
         )
-        resumed = (await service.resume(command)).continuation
         live = self._live_urls.get(continuation_id)
-        if live is not None:
+        if live is None:
+            return (await service.resume(command)).continuation
+        # Set before the resume, so the held call cannot see "resumed" without also seeing
+        # that a notification is on its way; ``notified`` is set whatever happens below.
+        live.completing.set()
+        try:
+            resumed = (await service.resume(command)).continuation
             notification = to_mcp_elicitation_complete_notification(
                 resumed, live.request, live.receipt
             )
@@ -238,4 +258,6 @@ class UrlAuthorizations:
                 )
             except Exception:  # noqa: BLE001 - delivery is best effort (MCP: not guaranteed)
                 _log.info("could not deliver notifications/elicitation/complete", exc_info=True)
+        finally:
+            live.notified.set()
         return resumed
