@@ -400,3 +400,36 @@ async def test_a_destination_that_is_down_rests_while_the_others_are_served(
             for pause in pauses
         ]
         assert sum(s.attempts for s in states if s is not None) > 5
+
+
+async def test_a_pause_delivery_queued_with_its_whole_body_is_sent_as_stored(
+    tmp_path: Path,
+) -> None:
+    # Pause deliveries queued before bodies were rendered when sent hold their body whole.
+    database = await SqliteDatabase(tmp_path / "old.db").open()
+    body = {"type": "pause.created", "timestamp": T0.isoformat(), "data": {"pauseId": "p-old"}}
+    secret = new_secret()
+    try:
+        with Receiver() as receiver:
+            config = {"url": receiver.url, "subscription": "ops"}
+
+            def seed(conn: Any) -> None:
+                conn.execute(
+                    "INSERT INTO a2a_push_deliveries (delivery_id, task_id, channel, config_json,"
+                    " payload_json, created_at_us, next_attempt_at_us)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    ("d-old", "p-old", "webhook", json.dumps(config), json.dumps(body), 1, 1),
+                )
+
+            await database.write(seed)
+            stores = (SqliteEventStore(database, owns_database=False), SqlitePushStore(database))
+            hooks = Hooks(stores, [subscription(receiver.url, secret, id="ops")])
+            assert await hooks.round() == 1
+            [delivery] = receiver.wait_for(1)
+            assert delivery.headers["webhook-id"] == "d-old"
+            assert verified(delivery, secret) == body
+            state = await stores[1].delivery_state("d-old")
+            assert state is not None
+            assert state.status == "delivered"
+    finally:
+        await database.close()
