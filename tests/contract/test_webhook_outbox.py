@@ -125,6 +125,17 @@ class Hooks:
         )
         return created.continuation.continuation_id
 
+    async def approve(self, pause_id: str) -> None:
+        """The manager "boss" approves the pause."""
+        await self.service.resume(
+            Resume(
+                continuation_id=pause_id,
+                idempotency_key="k1",
+                payload={"decision": "approve"},
+                by=NamedApprover("boss", frozenset({"manager"})),
+            )
+        )
+
 
 def subscription(url: str, *secret: str, **fields: Any) -> WebhookSubscription:
     return WebhookSubscription(
@@ -163,14 +174,7 @@ async def test_a_pause_queues_a_signed_created_then_a_decided_webhook(
         assert data["deadline"] == (T0 + timedelta(hours=1)).isoformat()
         assert "token" not in created.body.decode().lower()
 
-        await hooks.service.resume(
-            Resume(
-                continuation_id=pause_id,
-                idempotency_key="k1",
-                payload={"decision": "approve"},
-                by=NamedApprover("boss", frozenset({"manager"})),
-            )
-        )
+        await hooks.approve(pause_id)
         assert await hooks.round() == 1
         decided = receiver.wait_for(2)[1]
         body = verified(decided, secret)
@@ -191,14 +195,7 @@ async def test_a_created_webhook_sent_after_the_decision_shows_the_pause_as_it_w
         hooks = Hooks(stores, [subscription(receiver.url, secret)])
         pause_id = await hooks.ask()
         hooks.clock.advance(5)
-        await hooks.service.resume(
-            Resume(
-                continuation_id=pause_id,
-                idempotency_key="k1",
-                payload={"decision": "approve"},
-                by=NamedApprover("boss", frozenset({"manager"})),
-            )
-        )
+        await hooks.approve(pause_id)
         assert await hooks.round() == 2
         bodies = {}
         for delivery in receiver.wait_for(2):
