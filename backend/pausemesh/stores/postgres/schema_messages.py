@@ -18,6 +18,7 @@ into rows (``jsonb_array_elements``), measured, and emptied from the body.
 from __future__ import annotations
 
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres.schema_erasure import erase_only_triggers, erase_thread_function
 
 __all__ = ("THREAD_MESSAGES", "THREAD_MESSAGES_OBJECTS")
 
@@ -38,16 +39,7 @@ THREAD_MESSAGES = Migration(
         CREATE INDEX agui_thread_messages_by_id
             ON {schema}.agui_thread_messages (thread_id, message_id)
         """,
-        """
-        CREATE TRIGGER pausemesh_agui_thread_messages_erase_only
-            BEFORE DELETE ON {schema}.agui_thread_messages
-            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_unerased_delete()
-        """,
-        """
-        CREATE TRIGGER pausemesh_agui_thread_messages_no_truncate
-            BEFORE TRUNCATE ON {schema}.agui_thread_messages
-            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
-        """,
+        *erase_only_triggers("agui_thread_messages"),
         """
         ALTER TABLE {schema}.agui_threads
             ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0 CHECK (message_count >= 0)
@@ -75,25 +67,7 @@ THREAD_MESSAGES = Migration(
         ) m
         WHERE t.thread_id = m.thread_id
         """,
-        """
-        CREATE OR REPLACE FUNCTION {schema}.pausemesh_erase_thread(
-            p_thread_id TEXT, p_at TIMESTAMPTZ
-        )
-        RETURNS BOOLEAN
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-        DECLARE
-            erased INTEGER;
-        BEGIN
-            INSERT INTO {schema}.agui_thread_erasures (thread_id, erased_at)
-                VALUES (p_thread_id, p_at) ON CONFLICT DO NOTHING;
-            DELETE FROM {schema}.agui_thread_events WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_thread_messages WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_threads WHERE thread_id = p_thread_id;
-            GET DIAGNOSTICS erased = ROW_COUNT;
-            RETURN erased = 1;
-        END
-        $$
-        """,
+        erase_thread_function("agui_thread_events", "agui_thread_messages"),
     ),
 )
 

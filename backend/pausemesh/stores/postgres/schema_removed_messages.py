@@ -11,6 +11,7 @@ thread's erasure (``pausemesh_erase_thread``, redefined here). Threads stored be
 from __future__ import annotations
 
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres.schema_erasure import erase_only_triggers, erase_thread_function
 
 __all__ = ("REMOVED_MESSAGES", "REMOVED_MESSAGES_OBJECTS")
 
@@ -30,36 +31,10 @@ REMOVED_MESSAGES = Migration(
             BEFORE UPDATE ON {schema}.agui_thread_removed_messages
             FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
         """,
-        """
-        CREATE TRIGGER pausemesh_agui_thread_removed_messages_erase_only
-            BEFORE DELETE ON {schema}.agui_thread_removed_messages
-            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_unerased_delete()
-        """,
-        """
-        CREATE TRIGGER pausemesh_agui_thread_removed_messages_no_truncate
-            BEFORE TRUNCATE ON {schema}.agui_thread_removed_messages
-            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
-        """,
-        """
-        CREATE OR REPLACE FUNCTION {schema}.pausemesh_erase_thread(
-            p_thread_id TEXT, p_at TIMESTAMPTZ
-        )
-        RETURNS BOOLEAN
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-        DECLARE
-            erased INTEGER;
-        BEGIN
-            INSERT INTO {schema}.agui_thread_erasures (thread_id, erased_at)
-                VALUES (p_thread_id, p_at) ON CONFLICT DO NOTHING;
-            DELETE FROM {schema}.agui_thread_events WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_thread_messages WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_thread_removed_messages WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_threads WHERE thread_id = p_thread_id;
-            GET DIAGNOSTICS erased = ROW_COUNT;
-            RETURN erased = 1;
-        END
-        $$
-        """,
+        *erase_only_triggers("agui_thread_removed_messages"),
+        erase_thread_function(
+            "agui_thread_events", "agui_thread_messages", "agui_thread_removed_messages"
+        ),
     ),
 )
 

@@ -16,6 +16,7 @@ body. (Version 47 is left to the outbox's line of work.)
 from __future__ import annotations
 
 from pausemesh.stores.migrations import Migration
+from pausemesh.stores.postgres.schema_erasure import erase_only_triggers, erase_thread_function
 
 __all__ = ("THREAD_STATE", "THREAD_STATE_OBJECTS")
 
@@ -29,16 +30,7 @@ THREAD_STATE = Migration(
             state_json TEXT NOT NULL
         )
         """,
-        """
-        CREATE TRIGGER pausemesh_agui_thread_state_erase_only
-            BEFORE DELETE ON {schema}.agui_thread_state
-            FOR EACH ROW EXECUTE FUNCTION {schema}.pausemesh_reject_unerased_delete()
-        """,
-        """
-        CREATE TRIGGER pausemesh_agui_thread_state_no_truncate
-            BEFORE TRUNCATE ON {schema}.agui_thread_state
-            FOR EACH STATEMENT EXECUTE FUNCTION {schema}.pausemesh_reject_mutation()
-        """,
+        *erase_only_triggers("agui_thread_state"),
         "ALTER TABLE {schema}.agui_threads ADD COLUMN state_bytes BIGINT NOT NULL DEFAULT 2",
         """
         INSERT INTO {schema}.agui_thread_state (thread_id, state_json)
@@ -52,27 +44,12 @@ THREAD_STATE = Migration(
                  WHERE s.thread_id = t.thread_id), 2),
             body_json = (t.body_json::jsonb - 'state')::text
         """,
-        """
-        CREATE OR REPLACE FUNCTION {schema}.pausemesh_erase_thread(
-            p_thread_id TEXT, p_at TIMESTAMPTZ
-        )
-        RETURNS BOOLEAN
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-        DECLARE
-            erased INTEGER;
-        BEGIN
-            INSERT INTO {schema}.agui_thread_erasures (thread_id, erased_at)
-                VALUES (p_thread_id, p_at) ON CONFLICT DO NOTHING;
-            DELETE FROM {schema}.agui_thread_events WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_thread_messages WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_thread_removed_messages WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_thread_state WHERE thread_id = p_thread_id;
-            DELETE FROM {schema}.agui_threads WHERE thread_id = p_thread_id;
-            GET DIAGNOSTICS erased = ROW_COUNT;
-            RETURN erased = 1;
-        END
-        $$
-        """,
+        erase_thread_function(
+            "agui_thread_events",
+            "agui_thread_messages",
+            "agui_thread_removed_messages",
+            "agui_thread_state",
+        ),
     ),
 )
 
