@@ -77,6 +77,19 @@ def _host(agent: Held, policy: Any, queue: Watched | None = None) -> RunHost:
     )
 
 
+def _replica_beside(a: RunHost, queue: Watched) -> RunHost:
+    """A second replica of ``a`` (enqueue policy): its agent, stores and clock, one queue."""
+    return RunHost(
+        agent=a.agent,
+        service=a.service,
+        threads=a.threads,
+        clock=a.clock,
+        keepalive_seconds=10,
+        double_texting="enqueue",
+        run_queue=queue,
+    )
+
+
 def _body(run_id: str, text: str, policy: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "threadId": "t1",
@@ -178,15 +191,7 @@ async def test_a_drain_that_finds_the_head_already_run_gives_the_thread_back_for
     agent = Held()
     queue = HeldRemove()
     a = _host(agent, "enqueue", queue)
-    b = RunHost(
-        agent=agent,
-        service=a.service,
-        threads=a.threads,
-        clock=a.clock,
-        keepalive_seconds=10,
-        double_texting="enqueue",
-        run_queue=queue,
-    )
+    b = _replica_beside(a, queue)
     held = asyncio.create_task(_run(a, _body("r1", "hold")))
     await agent.holding.wait()
     one = asyncio.create_task(_run(b, _body("r2", "one")))
@@ -252,15 +257,7 @@ async def test_an_input_queued_while_a_drain_holds_the_thread_for_nothing_is_run
     agent = Held()
     queue = EmptiedWhileLooking()
     a = _host(agent, "enqueue", queue)
-    b = RunHost(
-        agent=agent,
-        service=a.service,
-        threads=a.threads,
-        clock=a.clock,
-        keepalive_seconds=10,
-        double_texting="enqueue",
-        run_queue=queue,
-    )
+    b = _replica_beside(a, queue)
     a_drained = asyncio.Event()
     a_drain = a.queued.drain
 
