@@ -7,12 +7,10 @@ over by the migration. Every store kind passes the same tests."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import msgspec
@@ -31,16 +29,16 @@ from pausemesh.core import ContinuationService, KeyedTokenIssuer, ManualClock
 from pausemesh.core.threads import UNREAD_STATE, ThreadRecord, ThreadStore
 from pausemesh.stores.memory import InMemoryEventStore
 from pausemesh.stores.postgres import PostgresDatabase, PostgresThreadStore
-from pausemesh.stores.postgres.migrate import RUNTIME_GRANTS, grant_runtime_role, migrate
+from pausemesh.stores.postgres.migrate import RUNTIME_GRANTS, migrate
 from pausemesh.stores.postgres.schema import POSTGRES_MIGRATIONS
 from pausemesh.stores.sqlite import SqliteDatabase, SqliteThreadStore
 from pausemesh.stores.sqlite.schema import SQLITE_MIGRATIONS
 from tests.support.postgres import (
     DATABASE_URL,
     _open_database,
-    drop_schema,
     fresh_schema,
     require_postgres,
+    runtime_role,
 )
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -341,17 +339,8 @@ async def test_on_postgres_a_run_that_leaves_the_state_alone_leaves_its_row_unto
 async def test_the_postgres_runtime_role_writes_states_and_erases_them_only_by_the_function() -> (
     None
 ):
-    await require_postgres()
     assert ("SELECT, INSERT, UPDATE", "agui_thread_state") in RUNTIME_GRANTS
-    schema, role = fresh_schema(), f"pm_rt_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(DATABASE_URL)
-    try:
-        await admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        await migrate(DATABASE_URL, schema=schema)
-        await grant_runtime_role(admin, role, schema=schema)
-        parts = urlsplit(DATABASE_URL)
-        netloc = f"{role}@{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
-        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    async with runtime_role() as (schema, url):
         database = await PostgresDatabase.connect(url, schema=schema, min_size=1, max_size=2)
         conn = await asyncpg.connect(url)
         try:
@@ -367,16 +356,15 @@ async def test_the_postgres_runtime_role_writes_states_and_erases_them_only_by_t
                 denied = error
             stored = await threads.get("t1")
             assert await threads.erase("t1", now=NOW)
-            left = await admin.fetchval(f'SELECT count(*) FROM "{schema}".agui_thread_state')
             await threads.close()
         finally:
             await conn.close()
             await database.close()
-    finally:
-        await drop_schema(schema)
-        await admin.execute(f'DROP OWNED BY "{role}"')
-        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
-        await admin.close()
+        admin = await asyncpg.connect(DATABASE_URL)
+        try:
+            left = await admin.fetchval(f'SELECT count(*) FROM "{schema}".agui_thread_state')
+        finally:
+            await admin.close()
 
     assert stored is not None
     assert stored.state == {"a": 2}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -22,37 +21,26 @@ from pausemesh.stores.postgres import (
     PostgresOperationLedger,
     PostgresThreadStore,
 )
-from pausemesh.stores.postgres.migrate import RUNTIME_GRANTS, grant_runtime_role, migrate
-from tests.support.postgres import DATABASE_URL, drop_schema, fresh_schema, require_postgres
+from pausemesh.stores.postgres.migrate import RUNTIME_GRANTS, migrate
+from tests.support.postgres import (
+    DATABASE_URL,
+    drop_schema,
+    fresh_schema,
+    require_postgres,
+    role_url,
+    runtime_role,
+)
 
 pytestmark = pytest.mark.postgres
 
 TABLES = [table for _, table in RUNTIME_GRANTS]
 
 
-def _url_for(role: str) -> str:
-    parts = urlsplit(DATABASE_URL)
-    host = parts.hostname or "127.0.0.1"
-    netloc = f"{role}@{host}:{parts.port or 5432}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 @pytest.fixture(name="runtime")
 async def runtime_fixture() -> AsyncIterator[tuple[str, str]]:
     """(schema, runtime DSN): a migrated schema and a login role with only runtime grants."""
-    await require_postgres()
-    schema, role = fresh_schema(), f"pm_rt_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(DATABASE_URL)
-    try:
-        await admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        await migrate(DATABASE_URL, schema=schema)
-        await grant_runtime_role(admin, role, schema=schema)
-        yield schema, _url_for(role)
-    finally:
-        await drop_schema(schema)
-        await admin.execute(f'DROP OWNED BY "{role}"')
-        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
-        await admin.close()
+    async with runtime_role() as runtime:
+        yield runtime
 
 
 async def test_the_runtime_role_runs_every_lifecycle(runtime: tuple[str, str]) -> None:
@@ -169,7 +157,7 @@ async def test_a_role_without_the_runtime_grants_gets_a_clear_code(
     try:
         await admin.execute(f'CREATE ROLE "{role}" LOGIN')
         database = await PostgresDatabase.connect(
-            _url_for(role), schema=schema, min_size=1, max_size=2
+            role_url(role), schema=schema, min_size=1, max_size=2
         )
         try:
             with pytest.raises(StoreError) as caught:

@@ -15,6 +15,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -29,7 +30,7 @@ from pausemesh.stores.postgres import (
     PostgresOperationLedger,
     PostgresThreadStore,
 )
-from pausemesh.stores.postgres.migrate import migrate
+from pausemesh.stores.postgres.migrate import grant_runtime_role, migrate
 from pausemesh.stores.postgres.push import PostgresPushStore
 from tests.support.operation_ledgers import LEDGER_FACTORIES
 from tests.support.push_stores import PUSH_STORE_FACTORIES, PUSH_STORE_REOPENERS
@@ -42,6 +43,8 @@ __all__ = (
     "fresh_schema",
     "migrated_database",
     "require_postgres",
+    "role_url",
+    "runtime_role",
 )
 
 DATABASE_URL = os.environ.get(
@@ -152,3 +155,29 @@ THREAD_STORE_FACTORIES["postgres"] = _thread_store
 LEDGER_FACTORIES["postgres"] = _operation_ledger
 PUSH_STORE_FACTORIES["postgres"] = _push_store
 PUSH_STORE_REOPENERS["postgres"] = _reopen_push_store
+
+
+def role_url(role: str) -> str:
+    """``DATABASE_URL`` logging in as ``role`` (trust auth: no password)."""
+    parts = urlsplit(DATABASE_URL)
+    netloc = f"{role}@{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@asynccontextmanager
+async def runtime_role() -> AsyncIterator[tuple[str, str]]:
+    """(schema, runtime DSN): a migrated schema and a login role with only the runtime grants;
+    both gone afterwards."""
+    await require_postgres()
+    schema, role = fresh_schema(), f"pm_rt_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(DATABASE_URL)
+    try:
+        await admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        await migrate(DATABASE_URL, schema=schema)
+        await grant_runtime_role(admin, role, schema=schema)
+        yield schema, role_url(role)
+    finally:
+        await drop_schema(schema)
+        await admin.execute(f'DROP OWNED BY "{role}"')
+        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        await admin.close()
